@@ -1,0 +1,229 @@
+"""Conversations, their messages and tool calls, and the agent runs that work on them."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+def _in_choices(field: str, choices: type[models.TextChoices]) -> Q:
+    return Q(**{f"{field}__in": choices.values})
+
+
+class ConversationStatus(models.TextChoices):
+    ACTIVE = "active"
+    ARCHIVED = "archived"
+    DELETED = "deleted"
+
+
+class ConversationSource(models.TextChoices):
+    CHAT = "chat"
+    API = "api"
+    AGENT_CALL = "agent_call"
+    AGENT_EVALUATION = "agent_evaluation"
+
+
+class MessageRole(models.TextChoices):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class MessageType(models.TextChoices):
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+
+
+class ToolCallStatus(models.TextChoices):
+    PENDING = "pending"
+    SUCCESS = "success"
+    ERROR = "error"
+
+
+class AgentRunType(models.TextChoices):
+    CHAT = "chat"
+    RESUME = "resume"
+    SUBAGENT = "subagent"
+
+
+class AgentRunStatus(models.TextChoices):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# Sources whose threads are machine traffic, never shown to history lookback.
+HIDDEN_SOURCES = (ConversationSource.AGENT_CALL, ConversationSource.AGENT_EVALUATION)
+
+# Threads the history lookback may read: active, ordinary source, not a SubAgent child.
+VISIBLE_THREAD = Q(status=ConversationStatus.ACTIVE, parent__isnull=True) & ~Q(
+    source__in=HIDDEN_SOURCES
+)
+
+
+class ConversationQuerySet(models.QuerySet):
+    def visible_to(self, uid: int | str) -> "ConversationQuerySet":
+        """`uid`'s own threads that history lookback may read."""
+        return self.filter(VISIBLE_THREAD, user_id=uid)
+
+
+class Conversation(models.Model):
+    Status = ConversationStatus
+    Source = ConversationSource
+
+    thread_id = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    source = models.CharField(max_length=32, choices=Source.choices, default=Source.CHAT)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=_in_choices("status", ConversationStatus),
+                name="conversation_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=_in_choices("source", ConversationSource),
+                name="conversation_source_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["user", "-updated_at"],
+                name="conversation_visible_idx",
+                condition=VISIBLE_THREAD,
+            ),
+            models.Index(fields=["user", "status"], name="conversation_user_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.thread_id} ({self.title or 'untitled'})"
+
+
+class Message(models.Model):
+    Role = MessageRole
+    Type = MessageType
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices)
+    message_type = models.CharField(max_length=16, choices=Type.choices, default=Type.TEXT)
+    content = models.TextField(blank=True, default="")
+    image_content = models.TextField(null=True, blank=True)
+    attachments = models.JSONField(default=list, blank=True)
+    feedback = models.JSONField(default=dict, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=_in_choices("role", MessageRole), name="message_role_valid"
+            ),
+            models.CheckConstraint(
+                condition=_in_choices("message_type", MessageType),
+                name="message_type_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["conversation", "created_at", "id"],
+                name="message_thread_order_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role}/{self.message_type} #{self.pk}"
+
+
+class ToolCall(models.Model):
+    Status = ToolCallStatus
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_calls")
+    tool_call_id = models.CharField(max_length=128)
+    name = models.CharField(max_length=128)
+    input = models.JSONField(default=dict, blank=True)
+    output = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    error = models.TextField(blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=_in_choices("status", ToolCallStatus),
+                name="toolcall_status_valid",
+            ),
+        ]
+        indexes = [models.Index(fields=["message", "created_at", "id"], name="toolcall_msg_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tool_call_id})"
+
+
+class AgentRun(models.Model):
+    RunType = AgentRunType
+    Status = AgentRunStatus
+    TERMINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agent_runs"
+    )
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    request_id = models.CharField(max_length=128)
+    run_type = models.CharField(max_length=16, choices=RunType.choices, default=RunType.CHAT)
+    parent_run = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="child_runs",
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    worker_id = models.CharField(max_length=128, null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=_in_choices("run_type", AgentRunType),
+                name="agentrun_type_valid",
+            ),
+            models.CheckConstraint(
+                condition=_in_choices("status", AgentRunStatus),
+                name="agentrun_status_valid",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["created_at", "id"],
+                name="agentrun_pending_idx",
+                condition=Q(status=AgentRunStatus.PENDING),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_type} run {self.run_id} ({self.status})"

@@ -1,0 +1,129 @@
+"""Load demo data: users with memory on and off, threads of every kind, runs and tool calls."""
+
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+from django.utils import timezone
+
+from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
+from memory_app.models import UserConfig
+
+STAFF_USERNAME = "admin"
+STAFF_PASSWORD = "yuxi-admin"
+
+
+class Command(BaseCommand):
+    help = "Create demo users, conversations, runs and tool calls (idempotent)."
+
+    @transaction.atomic
+    def handle(self, *args: object, **options: object) -> None:
+        User = get_user_model()
+        staff, _ = User.objects.get_or_create(
+            username=STAFF_USERNAME, defaults={"is_staff": True, "is_superuser": True}
+        )
+        staff.is_staff = staff.is_superuser = True
+        staff.set_password(STAFF_PASSWORD)
+        staff.save()
+        if Conversation.objects.filter(thread_id="demo-alice-chat").exists():
+            self.stdout.write("Demo data already present.")
+            return
+        alice = User.objects.create_user("alice", password="alice-demo")
+        bob = User.objects.create_user("bob", password="bob-demo")
+        UserConfig.objects.create(user=alice, enable_memory=True)
+        UserConfig.objects.create(user=bob, enable_memory=False)
+        self._seed_alice(alice)
+        self._seed_bob(bob)
+        self.stdout.write(self.style.SUCCESS("Demo data created."))
+
+    def _seed_alice(self, alice: object) -> None:
+        start = timezone.now() - timedelta(days=3)
+        chat = Conversation.objects.create(
+            thread_id="demo-alice-chat",
+            user=alice,
+            title="旅行计划 ✈️ Trip planning",
+            metadata={"client": "web"},
+            created_at=start,
+        )
+        steps = [
+            ("user", "text", "请记住：我对花生过敏 🥜。"),
+            ("assistant", "text", "好的，我会记住你对花生过敏。"),
+            ("assistant", "tool_call", ""),
+            ("tool", "tool_result", '{"status": "added"}'),
+            ("system", "text", "System note: internal routing hint (never shown to lookback)."),
+            ("user", "text", "Next week I fly to 東京 — suggest 3 restaurants 🍣"),
+            ("assistant", "text", "Sure! Here are three nut-free places near Shinjuku."),
+        ]
+        messages = [
+            Message.objects.create(
+                conversation=chat,
+                role=role,
+                message_type=kind,
+                content=content,
+                created_at=start + timedelta(minutes=i),
+                metadata={"tokens": 12 + i},
+            )
+            for i, (role, kind, content) in enumerate(steps)
+        ]
+        messages[0].image_content = "data:image/png;base64,iVBORw0KGgo="
+        messages[0].attachments = [{"name": "menu.pdf", "size": 1024}]
+        messages[0].save(update_fields=["image_content", "attachments"])
+        messages[1].feedback = {"rating": "up"}
+        messages[1].save(update_fields=["feedback"])
+        ToolCall.objects.create(
+            message=messages[2],
+            tool_call_id="call_demo_1",
+            name="remember_memory",
+            input={"content": "对花生过敏"},
+            output='{"status": "added"}',
+            status=ToolCall.Status.SUCCESS,
+            metadata={"latency_ms": 14},
+        )
+        for status in (Conversation.Status.ARCHIVED, Conversation.Status.DELETED):
+            old = Conversation.objects.create(
+                thread_id=f"demo-alice-{status}",
+                user=alice,
+                title=f"{status} thread",
+                status=status,
+            )
+            Message.objects.create(conversation=old, role="user", content=f"A {status} message.")
+        for source in (Conversation.Source.API, *HIDDEN_SOURCES):
+            other = Conversation.objects.create(
+                thread_id=f"demo-alice-{source}",
+                user=alice,
+                title=f"{source} thread",
+                source=source,
+            )
+            Message.objects.create(conversation=other, role="user", content=f"From {source}.")
+        run = AgentRun.objects.create(
+            user=alice,
+            conversation=chat,
+            request_id="demo-request-1",
+            status=AgentRun.Status.SUCCEEDED,
+            started_at=start,
+            finished_at=start + timedelta(minutes=7),
+        )
+        child = Conversation.objects.create(
+            thread_id="demo-alice-subagent",
+            user=alice,
+            title="SubAgent: restaurant research",
+            parent=chat,
+        )
+        Message.objects.create(conversation=child, role="assistant", content="Sub-agent notes.")
+        AgentRun.objects.create(
+            user=alice,
+            conversation=child,
+            request_id="demo-request-1",
+            run_type=AgentRun.RunType.SUBAGENT,
+            parent_run=run,
+            status=AgentRun.Status.SUCCEEDED,
+            started_at=start + timedelta(minutes=3),
+            finished_at=start + timedelta(minutes=4),
+        )
+        AgentRun.objects.create(user=alice, conversation=chat, request_id="demo-request-2")
+
+    def _seed_bob(self, bob: object) -> None:
+        chat = Conversation.objects.create(thread_id="demo-bob-chat", user=bob, title="Bob's notes")
+        Message.objects.create(conversation=chat, role="user", content="Memory is off for me.")
+        Message.objects.create(conversation=chat, role="assistant", content="Understood 👍")

@@ -1,0 +1,276 @@
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections, transaction
+from django.utils import timezone
+
+from conversations import runs
+from conversations.models import AgentRun
+from conversations.runs import (
+    ClockTimestamp,
+    LeaseNotHeld,
+    RunContextInvalid,
+    RunNotFound,
+    ToolRuntimeContext,
+)
+from tests.factories import AgentRunFactory, ConversationFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def _expire(run: AgentRun) -> None:
+    AgentRun.objects.filter(pk=run.pk).update(
+        lease_expires_at=ClockTimestamp() - timedelta(seconds=1)
+    )
+
+
+def _claimed(worker_id: str = "w1", **kwargs) -> AgentRun:
+    run = AgentRunFactory(**kwargs)
+    claimed = runs.claim_run(worker_id=worker_id, run_id=run.run_id)
+    assert claimed is not None
+    return claimed
+
+
+def _ctx(run: AgentRun, **overrides) -> ToolRuntimeContext:
+    fields = {
+        "uid": str(run.user_id),
+        "thread_id": run.conversation.thread_id,
+        "run_id": str(run.run_id),
+        "request_id": run.request_id,
+        "worker_id": run.worker_id,
+    }
+    fields.update(overrides)
+    return ToolRuntimeContext(**fields)
+
+
+def test_create_run_is_pending_without_a_lease():
+    conversation = ConversationFactory()
+    run = runs.create_run(
+        user_id=conversation.user_id, conversation=conversation, request_id="req-1"
+    )
+    assert (run.status, run.worker_id, run.lease_expires_at) == ("pending", None, None)
+
+
+def test_create_run_refuses_another_users_conversation():
+    conversation = ConversationFactory()
+    other = ConversationFactory()
+    with pytest.raises(ValueError):
+        runs.create_run(user_id=other.user_id, conversation=conversation, request_id="r")
+
+
+def test_claim_sets_owner_start_and_lease_from_the_database_clock(settings):
+    settings.AGENT_RUN_LEASE_SECONDS = 30
+    run = AgentRunFactory()
+    before = runs.db_clock()
+    claimed = runs.claim_run(worker_id="w1", run_id=run.run_id)
+    after = runs.db_clock()
+    assert claimed.status == AgentRun.Status.RUNNING
+    assert claimed.worker_id == "w1"
+    assert before <= claimed.started_at <= after
+    assert before + timedelta(seconds=30) <= claimed.lease_expires_at
+    assert claimed.lease_expires_at <= after + timedelta(seconds=30)
+
+
+def test_claim_without_run_id_takes_the_oldest_pending_run():
+    older = AgentRunFactory(created_at=timezone.now() - timedelta(minutes=5))
+    AgentRunFactory()
+    assert runs.claim_run(worker_id="w1").pk == older.pk
+
+
+def test_claim_returns_none_when_nothing_is_pending():
+    _claimed()
+    assert runs.claim_run(worker_id="w2") is None
+
+
+def test_claim_requires_a_worker_id():
+    run = AgentRunFactory()
+    with pytest.raises(ValueError):
+        runs.claim_run(worker_id="", run_id=run.run_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claim_skips_a_run_another_connection_is_claiming():
+    run = AgentRunFactory()
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_row_lock():
+        try:
+            with transaction.atomic():
+                list(AgentRun.objects.select_for_update().filter(pk=run.pk))
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_row_lock)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        # SKIP LOCKED: no wait, and no run, while the other connection holds the row.
+        assert runs.claim_run(worker_id="w2", run_id=run.run_id) is None
+    finally:
+        release.set()
+        holder.join()
+    assert runs.claim_run(worker_id="w2", run_id=run.run_id).worker_id == "w2"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_workers_claim_one_pending_run_exactly_once():
+    run = AgentRunFactory()
+    workers = 8
+    barrier = threading.Barrier(workers)
+    results: dict[str, AgentRun | None] = {}
+
+    def claim(worker_id: str):
+        try:
+            barrier.wait(10)
+            results[worker_id] = runs.claim_run(worker_id=worker_id, run_id=run.run_id)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [worker for worker, claimed in results.items() if claimed is not None]
+    assert len(results) == workers
+    assert len(winners) == 1
+    run.refresh_from_db()
+    assert run.worker_id == winners[0]
+
+
+def test_owner_renews_an_unexpired_lease_from_the_database_clock(settings):
+    run = _claimed()
+    renewed = runs.renew_lease(run_id=run.run_id, worker_id="w1", lease_seconds=120)
+    assert renewed.lease_expires_at > run.lease_expires_at
+    assert renewed.lease_expires_at > runs.db_clock() + timedelta(seconds=110)
+
+
+def test_renew_by_another_worker_is_refused_and_changes_nothing():
+    run = _claimed()
+    with pytest.raises(LeaseNotHeld):
+        runs.renew_lease(run_id=run.run_id, worker_id="w2")
+    assert AgentRun.objects.get(pk=run.pk).lease_expires_at == run.lease_expires_at
+
+
+def test_renew_after_expiry_is_refused():
+    run = _claimed()
+    _expire(run)
+    with pytest.raises(LeaseNotHeld, match="expired"):
+        runs.renew_lease(run_id=run.run_id, worker_id="w1")
+
+
+def test_renew_of_an_unknown_run_is_refused():
+    with pytest.raises(RunNotFound):
+        runs.renew_lease(run_id="00000000-0000-0000-0000-000000000000", worker_id="w1")
+    with pytest.raises(RunNotFound):
+        runs.renew_lease(run_id="not-a-uuid", worker_id="w1")
+
+
+def test_moving_only_the_python_clock_cannot_extend_a_lease(monkeypatch):
+    run = _claimed()
+    _expire(run)
+    run.refresh_from_db()
+    # Python believes it is an hour earlier, so by its clock the lease looks valid.
+    past = run.lease_expires_at - timedelta(hours=1)
+    monkeypatch.setattr(timezone, "now", lambda: past)
+    with pytest.raises(LeaseNotHeld, match="expired"):
+        runs.renew_lease(run_id=run.run_id, worker_id="w1")
+    with pytest.raises(LeaseNotHeld, match="expired"):
+        runs.finish_run(run_id=run.run_id, worker_id="w1", status="succeeded")
+
+
+def test_owner_finishes_a_run_and_the_lease_is_cleared():
+    run = _claimed()
+    finished = runs.finish_run(run_id=run.run_id, worker_id="w1", status="succeeded")
+    assert finished.status == AgentRun.Status.SUCCEEDED
+    assert (finished.worker_id, finished.lease_expires_at) == (None, None)
+    assert finished.finished_at is not None
+    with pytest.raises(LeaseNotHeld):
+        runs.renew_lease(run_id=run.run_id, worker_id="w1")
+
+
+def test_finish_by_another_worker_or_after_expiry_is_refused():
+    run = _claimed()
+    with pytest.raises(LeaseNotHeld):
+        runs.finish_run(run_id=run.run_id, worker_id="w2", status="failed")
+    _expire(run)
+    with pytest.raises(LeaseNotHeld):
+        runs.finish_run(run_id=run.run_id, worker_id="w1", status="failed")
+    assert AgentRun.objects.get(pk=run.pk).status == AgentRun.Status.RUNNING
+
+
+def test_finish_requires_a_terminal_status():
+    run = _claimed()
+    with pytest.raises(ValueError):
+        runs.finish_run(run_id=run.run_id, worker_id="w1", status="running")
+
+
+def test_fail_expired_runs_marks_only_lapsed_runs_failed():
+    lapsed = _claimed()
+    live = _claimed(worker_id="w2")
+    _expire(lapsed)
+    assert runs.fail_expired_runs() == 1
+    lapsed.refresh_from_db()
+    live.refresh_from_db()
+    assert (lapsed.status, lapsed.lease_expires_at) == (AgentRun.Status.FAILED, None)
+    assert live.status == AgentRun.Status.RUNNING
+
+
+def test_lock_run_for_tool_returns_the_owned_top_level_run():
+    run = _claimed()
+    with transaction.atomic():
+        assert runs.lock_run_for_tool(_ctx(run)).pk == run.pk
+
+
+@pytest.mark.django_db(transaction=True)
+def test_lock_run_for_tool_must_run_inside_a_transaction():
+    run = _claimed()
+    with pytest.raises(RuntimeError):
+        runs.lock_run_for_tool(_ctx(run))
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"uid": ""},
+        {"uid": None},
+        {"uid": "01"},
+        {"uid": "\u0661"},
+        {"thread_id": "other-thread"},
+        {"run_id": "not-a-uuid"},
+        {"run_id": "00000000-0000-0000-0000-000000000000"},
+        {"request_id": "other-request"},
+        {"worker_id": "w2"},
+        {"worker_id": ""},
+    ],
+)
+def test_lock_run_for_tool_refuses_a_context_that_does_not_match(overrides):
+    run = _claimed()
+    with pytest.raises(RunContextInvalid), transaction.atomic():
+        runs.lock_run_for_tool(_ctx(run, **overrides))
+
+
+def test_lock_run_for_tool_refuses_another_users_run():
+    run = _claimed()
+    other = ConversationFactory()
+    with pytest.raises(RunContextInvalid), transaction.atomic():
+        runs.lock_run_for_tool(_ctx(run, uid=str(other.user_id)))
+
+
+def test_lock_run_for_tool_refuses_subagent_and_expired_runs():
+    parent = _claimed()
+    child = _claimed(
+        worker_id="w1",
+        run_type=AgentRun.RunType.SUBAGENT,
+        parent_run=parent,
+        conversation=ConversationFactory(user=parent.user, parent=parent.conversation),
+    )
+    with pytest.raises(RunContextInvalid, match="top-level"), transaction.atomic():
+        runs.lock_run_for_tool(_ctx(child))
+    _expire(parent)
+    with pytest.raises(RunContextInvalid, match="expired"), transaction.atomic():
+        runs.lock_run_for_tool(_ctx(parent))

@@ -1,0 +1,69 @@
+"""factory-boy factories for the user and all five models."""
+
+import uuid
+
+import factory
+from django.contrib.auth import get_user_model
+
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from memory_app.models import UserConfig
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ("username",)
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.django.Password("pw")
+
+
+class UserConfigFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = UserConfig
+
+    user = factory.SubFactory(UserFactory)
+    enable_memory = True
+
+
+class ConversationFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Conversation
+
+    thread_id = factory.LazyFunction(lambda: f"thread-{uuid.uuid4().hex}")
+    user = factory.SubFactory(UserFactory)
+    title = factory.Sequence(lambda n: f"Conversation {n}")
+
+
+class MessageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Message
+
+    conversation = factory.SubFactory(ConversationFactory)
+    role = Message.Role.USER
+    message_type = Message.Type.TEXT
+    content = factory.Sequence(lambda n: f"message {n}")
+
+
+class ToolCallFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = ToolCall
+
+    message = factory.SubFactory(
+        MessageFactory, role=Message.Role.ASSISTANT, message_type=Message.Type.TOOL_CALL
+    )
+    tool_call_id = factory.LazyFunction(lambda: f"call_{uuid.uuid4().hex[:12]}")
+    name = "remember_memory"
+    input = factory.LazyFunction(lambda: {"content": "a fact"})
+    output = '{"status": "added"}'
+    status = ToolCall.Status.SUCCESS
+
+
+class AgentRunFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = AgentRun
+
+    conversation = factory.SubFactory(ConversationFactory)
+    user = factory.SelfAttribute("conversation.user")
+    request_id = factory.LazyFunction(lambda: f"req-{uuid.uuid4().hex[:12]}")
+    run_type = AgentRun.RunType.CHAT

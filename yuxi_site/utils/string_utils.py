@@ -1,0 +1,15 @@
+"""Byte-budget helpers shared by every module that caps text."""
+
+
+def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Longest prefix of `text` that encodes to at most `max_bytes` UTF-8 bytes.
+
+    Only cuts: callers own markers and budgets. Never splits a code point, and encodes at
+    most `max_bytes + 1` characters, so a huge text costs no more than its kept prefix.
+    """
+    if max_bytes < 0:
+        raise ValueError("max_bytes must be >= 0")
+    head = text[: max_bytes + 1].encode("utf-8")
+    if len(head) <= max_bytes:
+        return text, False
+    return head[:max_bytes].decode("utf-8", errors="ignore"), True
