@@ -225,10 +225,21 @@ def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
         raise RunContextInvalid("no such run for this user")
     if run.conversation.thread_id != ctx.thread_id or run.request_id != ctx.request_id:
         raise RunContextInvalid("run belongs to another thread or request")
-    if run.run_type not in TOOL_RUN_TYPES or run.parent_run_id is not None:
-        raise RunContextInvalid("only a top-level chat or resume run may use memory tools")
-    try:
-        check_lease_owner(run, ctx.worker_id)
-    except LeaseNotHeld as exc:
-        raise RunContextInvalid(str(exc)) from exc
+    refusal = tool_run_refusal(run, ctx.worker_id)
+    if refusal:
+        raise RunContextInvalid(refusal)
     return run
+
+
+def tool_run_refusal(run: AgentRun, worker_id: str | None) -> str | None:
+    """Why `run`, worked by `worker_id`, may not use memory tools now; None if it may.
+
+    Read-only: previews call it on an unlocked row; `lock_run_for_tool` on a locked one.
+    """
+    if run.run_type not in TOOL_RUN_TYPES or run.parent_run_id is not None:
+        return "only a top-level chat or resume run may use memory tools"
+    try:
+        check_lease_owner(run, worker_id)
+    except LeaseNotHeld as exc:
+        return str(exc)
+    return None

@@ -274,3 +274,11 @@ def test_lock_run_for_tool_refuses_subagent_and_expired_runs():
     _expire(parent)
     with pytest.raises(RunContextInvalid, match="expired"), transaction.atomic():
         runs.lock_run_for_tool(_ctx(parent))
+
+
+def test_tool_run_refusal_explains_why_without_locking():
+    run = _claimed()
+    assert runs.tool_run_refusal(run, "w1") is None
+    assert runs.tool_run_refusal(run, "w2") == "run is leased to another worker"
+    pending = AgentRunFactory()
+    assert runs.tool_run_refusal(pending, None) == "run is pending, not running"
