@@ -1,10 +1,13 @@
 """Conversations, their messages and tool calls, and the agent runs that work on them."""
 
+import operator
 import uuid
+from dataclasses import dataclass
+from functools import reduce
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils import timezone
 
 
@@ -61,16 +64,55 @@ class AgentRunStatus(models.TextChoices):
 # Sources whose threads are machine traffic, never shown to history lookback.
 HIDDEN_SOURCES = (ConversationSource.AGENT_CALL, ConversationSource.AGENT_EVALUATION)
 
-# Threads the history lookback may read: active, ordinary source, not a SubAgent child.
-VISIBLE_THREAD = Q(status=ConversationStatus.ACTIVE, parent__isnull=True) & ~Q(
-    source__in=HIDDEN_SOURCES
+
+@dataclass(frozen=True)
+class VisibilityTerm:
+    """One condition a thread must meet to be visible to history lookback, and why it matters."""
+
+    key: str
+    condition: Q
+    reason: str  # formatted with the conversation's fields when the condition fails
+
+
+# Threads the history lookback may read: not a SubAgent child, active, ordinary source.
+# Both `VISIBLE_THREAD` and the staff banner's reasons derive from these terms alone.
+THREAD_VISIBILITY_TERMS = (
+    VisibilityTerm(
+        "top_level",
+        Q(parent__isnull=True),
+        "it is a persisted SubAgent child thread (it has a parent thread)",
+    ),
+    VisibilityTerm(
+        "active",
+        Q(status=ConversationStatus.ACTIVE),
+        "its status is {status}; only active threads are visible",
+    ),
+    VisibilityTerm(
+        "ordinary_source",
+        ~Q(source__in=HIDDEN_SOURCES),
+        "its source is {source}, which is agent traffic, never shown to lookback",
+    ),
 )
+VISIBLE_THREAD = reduce(operator.and_, (term.condition for term in THREAD_VISIBILITY_TERMS))
+
+_TERM_PREFIX = "lookback_term_"
 
 
 class ConversationQuerySet(models.QuerySet):
     def visible_to(self, uid: int | str) -> "ConversationQuerySet":
         """`uid`'s own threads that history lookback may read."""
         return self.filter(VISIBLE_THREAD, user_id=uid)
+
+    def with_lookback_visibility(self) -> "ConversationQuerySet":
+        """Have the database judge each visibility term, so `lookback_hidden_reasons` is free."""
+        return self.annotate(
+            **{
+                f"{_TERM_PREFIX}{term.key}": ExpressionWrapper(
+                    term.condition, output_field=BooleanField()
+                )
+                for term in THREAD_VISIBILITY_TERMS
+            }
+        )
 
 
 class Conversation(models.Model):
@@ -115,6 +157,18 @@ class Conversation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.thread_id} ({self.title or 'untitled'})"
+
+    def lookback_hidden_reasons(self) -> list[str]:
+        """Why history lookback cannot see this thread; empty when it can.
+
+        Needs a row loaded through `with_lookback_visibility()`: the database, not Python,
+        evaluates the same conditions that make up `VISIBLE_THREAD`.
+        """
+        return [
+            term.reason.format(status=self.status, source=self.source)
+            for term in THREAD_VISIBILITY_TERMS
+            if not getattr(self, f"{_TERM_PREFIX}{term.key}")
+        ]
 
 
 class Message(models.Model):

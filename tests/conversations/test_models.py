@@ -2,7 +2,13 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from tests.factories import AgentRunFactory, ConversationFactory, MessageFactory, ToolCallFactory
+from tests.factories import (
+    AgentRunFactory,
+    ConversationFactory,
+    MessageFactory,
+    ToolCallFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -50,3 +56,50 @@ def test_messages_are_ordered_by_created_at_then_id():
     first = MessageFactory()
     same_time = MessageFactory(conversation=first.conversation, created_at=first.created_at)
     assert list(Message.objects.filter(conversation=first.conversation)) == [first, same_time]
+
+
+def _every_kind_of_thread(user):
+    root = ConversationFactory(user=user)
+    threads = [root]
+    for status in Conversation.Status.values:
+        for source in Conversation.Source.values:
+            for parent in (None, root):
+                threads.append(
+                    ConversationFactory(user=user, status=status, source=source, parent=parent)
+                )
+    return threads
+
+
+def test_hidden_reasons_are_empty_exactly_for_threads_lookback_can_see():
+    user = UserFactory()
+    threads = _every_kind_of_thread(user)
+    visible = set(Conversation.objects.visible_to(user.pk))
+    annotated = Conversation.objects.with_lookback_visibility().filter(user=user)
+    assert len(annotated) == len(threads)
+    for thread in annotated:
+        assert (thread.lookback_hidden_reasons() == []) == (thread in visible)
+
+
+def test_hidden_reasons_name_every_failed_condition():
+    root = ConversationFactory()
+    child = ConversationFactory(
+        user=root.user,
+        parent=root,
+        status=Conversation.Status.ARCHIVED,
+        source=Conversation.Source.AGENT_EVALUATION,
+    )
+    reasons = Conversation.objects.with_lookback_visibility().get(pk=child.pk)
+    reasons = reasons.lookback_hidden_reasons()
+    assert len(reasons) == 3
+    assert any("SubAgent child" in reason for reason in reasons)
+    assert any("archived" in reason for reason in reasons)
+    assert any("agent_evaluation" in reason for reason in reasons)
+
+
+def test_hidden_reasons_cost_no_query_once_annotated(django_assert_num_queries):
+    thread = ConversationFactory(status=Conversation.Status.DELETED)
+    with django_assert_num_queries(1):
+        loaded = Conversation.objects.with_lookback_visibility().get(pk=thread.pk)
+        assert loaded.lookback_hidden_reasons() == [
+            "its status is deleted; only active threads are visible"
+        ]
