@@ -1,3 +1,5 @@
+"""Read-only staff pages for the memory switch."""
+
 from django.contrib import admin
 
 from memory_app.models import UserConfig

@@ -67,3 +67,10 @@ class AgentRunFactory(factory.django.DjangoModelFactory):
     user = factory.SelfAttribute("conversation.user")
     request_id = factory.LazyFunction(lambda: f"req-{uuid.uuid4().hex[:12]}")
     run_type = AgentRun.RunType.CHAT
+
+
+class StaffUserFactory(UserFactory):
+    """A staff superuser, as the demo's `admin`: may view every admin page."""
+
+    is_staff = True
+    is_superuser = True

@@ -1,0 +1,132 @@
+"""Every admin page of the five models: who may see it, and that nothing can change."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from memory_app.models import UserConfig
+from tests.factories import (
+    AgentRunFactory,
+    ConversationFactory,
+    MessageFactory,
+    StaffUserFactory,
+    ToolCallFactory,
+    UserConfigFactory,
+    UserFactory,
+)
+
+pytestmark = pytest.mark.django_db
+
+MODELS = [Conversation, Message, ToolCall, AgentRun, UserConfig]
+
+
+def _url(model, view, *args):
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def world():
+    """One row of every model, keyed by model."""
+    tool_call = ToolCallFactory()
+    conversation = tool_call.message.conversation
+    return {
+        Conversation: conversation,
+        Message: tool_call.message,
+        ToolCall: tool_call,
+        AgentRun: AgentRunFactory(conversation=conversation),
+        UserConfig: UserConfigFactory(user=conversation.user),
+    }
+
+
+@pytest.fixture
+def staff_client(client):
+    client.force_login(StaffUserFactory())
+    return client
+
+
+def _pages(world):
+    for model, obj in world.items():
+        yield _url(model, "changelist")
+        yield _url(model, "change", obj.pk)
+        yield _url(model, "history", obj.pk)
+
+
+def test_staff_can_view_every_changelist_change_and_history_page(staff_client, world):
+    for url in _pages(world):
+        assert staff_client.get(url).status_code == 200, url
+
+
+@pytest.mark.parametrize("who", ["anonymous", "non_staff"])
+def test_anonymous_and_non_staff_are_sent_to_the_login_page(client, world, who):
+    if who == "non_staff":
+        client.force_login(UserFactory())
+    for url in _pages(world):
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("admin:login")), url
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_add_and_delete_pages_are_refused(staff_client, world, model):
+    obj = world[model]
+    assert staff_client.get(_url(model, "add")).status_code == 403
+    assert staff_client.get(_url(model, "delete", obj.pk)).status_code == 403
+
+
+def _snapshot(world):
+    return {model: list(model.objects.order_by("pk").values()) for model in world}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_every_post_is_refused_and_changes_nothing(staff_client, world, model):
+    obj = world[model]
+    before = _snapshot(world)
+    posts = [
+        (_url(model, "add"), {}),
+        (_url(model, "change", obj.pk), {"status": "archived", "enable_memory": ""}),
+        (_url(model, "delete", obj.pk), {"post": "yes"}),
+        (_url(model, "changelist"), {"action": "delete_selected", "_selected_action": [obj.pk]}),
+    ]
+    for url, data in posts:
+        assert staff_client.post(url, data).status_code == 403, url
+    assert _snapshot(world) == before
+
+
+def test_no_page_offers_an_add_link_or_bulk_action(staff_client, world):
+    for model in MODELS:
+        html = staff_client.get(_url(model, "changelist")).content.decode()
+        assert _url(model, "add") not in html
+        assert 'name="action"' not in html
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_change_page_has_no_form_input(staff_client, world, model):
+    html = staff_client.get(_url(model, "change", world[model].pk)).content.decode()
+    for tag in ("<textarea", "<select", 'type="checkbox"', 'name="_save"', 'name="_continue"'):
+        assert tag not in html
+
+
+FACTORIES = {
+    Conversation: ConversationFactory,
+    Message: MessageFactory,
+    ToolCall: ToolCallFactory,
+    AgentRun: AgentRunFactory,
+    UserConfig: UserConfigFactory,
+}
+
+
+def _changelist_queries(client, model):
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(_url(model, "changelist")).status_code == 200
+    return len(queries)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_changelist_costs_the_same_queries_for_two_rows_and_for_forty(staff_client, model):
+    FACTORIES[model].create_batch(2)
+    few = _changelist_queries(staff_client, model)
+    FACTORIES[model].create_batch(38)
+    assert _changelist_queries(staff_client, model) == few
+    assert few <= 8

@@ -1,0 +1,25 @@
+"""SQL that measures or cuts a large column in the database, so it is never sent whole."""
+
+from django.db.models import TextField
+from django.db.models.functions import Cast, Left, Length
+
+
+class OctetLength(Length):
+    """PostgreSQL's `octet_length`: a text's size in bytes (UTF-8 here)."""
+
+    function = "OCTET_LENGTH"
+    lookup_name = "octet_length"
+
+
+def text_prefix(field: str, max_bytes: int) -> Left:
+    """At most `max_bytes` characters of a text or JSON column, as text.
+
+    A character is at least one byte, so this prefix always covers a `max_bytes`-byte cut made
+    afterwards with `truncate_utf8`, while the rest of the value stays in the database.
+    """
+    return Left(Cast(field, TextField()), max_bytes)
+
+
+def byte_length(field: str) -> OctetLength:
+    """The UTF-8 size of a text or JSON column (as text), computed in the database."""
+    return OctetLength(Cast(field, TextField()))
