@@ -10,6 +10,11 @@ from django.db import models
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.utils import timezone
 
+from yuxi_site.utils.string_utils import truncate_utf8
+
+# Most of a title that a conversation's name (`str()`) carries.
+TITLE_IN_NAME_BYTES = 80
+
 
 def _in_choices(field: str, choices: type[models.TextChoices]) -> Q:
     return Q(**{f"{field}__in": choices.values})
@@ -156,7 +161,11 @@ class Conversation(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.thread_id} ({self.title or 'untitled'})"
+        if "title" in self.get_deferred_fields():
+            # Naming a row must not load an unbounded column (admin pages defer it).
+            return self.thread_id
+        title, _ = truncate_utf8(self.title, TITLE_IN_NAME_BYTES)
+        return f"{self.thread_id} ({title or 'untitled'})"
 
     def lookback_hidden_reasons(self) -> list[str]:
         """Why history lookback cannot see this thread; empty when it can.

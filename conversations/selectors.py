@@ -4,8 +4,6 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
-
 from conversations.models import Message
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import truncate_utf8
@@ -51,14 +49,7 @@ def raw_messages_excerpt(*, conversation_id: int) -> RawMessagesPage:
             size=byte_length("content"),
         )[:RAW_MESSAGES_SHOWN]
     )
-    earlier = 0
-    if len(rows) == RAW_MESSAGES_SHOWN:
-        oldest = rows[-1]
-        earlier = Message.objects.filter(
-            Q(created_at__lt=oldest["created_at"])
-            | Q(created_at=oldest["created_at"], id__lt=oldest["id"]),
-            conversation_id=conversation_id,
-        ).count()
+    total = Message.objects.filter(conversation_id=conversation_id).count()
     messages = []
     for row in reversed(rows):
         content, cut = truncate_utf8(row["head"], RAW_CONTENT_BYTES)
@@ -73,4 +64,4 @@ def raw_messages_excerpt(*, conversation_id: int) -> RawMessagesPage:
                 truncated=cut,
             )
         )
-    return RawMessagesPage(messages=messages, earlier_count=earlier)
+    return RawMessagesPage(messages=messages, earlier_count=total - len(messages))

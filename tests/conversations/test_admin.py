@@ -1,0 +1,219 @@
+"""Staff pages for conversations and runs: lookback banner, bounded raw record, run state."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from conversations.models import AgentRun, Conversation, Message
+from conversations.runs import claim_run
+from tests.factories import (
+    AgentRunFactory,
+    ConversationFactory,
+    MessageFactory,
+    StaffUserFactory,
+    ToolCallFactory,
+    UserConfigFactory,
+)
+from yuxi_site.admin import FIELD_EXCERPT_BYTES
+
+pytestmark = pytest.mark.django_db
+
+MARKER = "<script>alert('yuxi')</script>"
+ESCAPED = "&lt;script&gt;alert(&#x27;yuxi&#x27;)&lt;/script&gt;"
+
+
+@pytest.fixture
+def staff_client(client):
+    client.force_login(StaffUserFactory())
+    return client
+
+
+def _change(model, pk):
+    return reverse(f"admin:conversations_{model._meta.model_name}_change", args=[pk])
+
+
+def _changelist(model):
+    return reverse(f"admin:conversations_{model._meta.model_name}_changelist")
+
+
+def _html(client, url):
+    response = client.get(url)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_visible_thread_says_lookback_can_read_it(staff_client):
+    html = _html(staff_client, _change(Conversation, ConversationFactory().pk))
+    assert "Visible to history lookback" in html
+    assert "Not visible" not in html
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"status": Conversation.Status.ARCHIVED}, "its status is archived"),
+        ({"status": Conversation.Status.DELETED}, "its status is deleted"),
+        ({"source": Conversation.Source.AGENT_CALL}, "its source is agent_call"),
+        ({"source": Conversation.Source.AGENT_EVALUATION}, "its source is agent_evaluation"),
+        ({"parent": "root"}, "SubAgent child"),
+    ],
+)
+def test_hidden_thread_shows_a_banner_saying_why(staff_client, fields, reason):
+    if fields.get("parent") == "root":
+        fields = {"parent": ConversationFactory()}
+    html = _html(staff_client, _change(Conversation, ConversationFactory(**fields).pk))
+    assert "Not visible to history lookback, because:" in html
+    assert reason in html
+
+
+def test_changelist_marks_hidden_threads(staff_client):
+    ConversationFactory(title="shown-thread")
+    ConversationFactory(title="hidden-thread", status=Conversation.Status.ARCHIVED)
+    html = _html(staff_client, _changelist(Conversation))
+    rows = {
+        title: row
+        for row in re.findall(r"<tr>.*?</tr>", html, re.S)
+        for title in ("shown-thread", "hidden-thread")
+        if title in row
+    }
+    assert 'alt="True"' in rows["shown-thread"]
+    assert 'alt="False"' in rows["hidden-thread"]
+
+
+def test_script_marker_in_titles_and_messages_renders_escaped(staff_client):
+    thread = ConversationFactory(title=MARKER, metadata={"note": MARKER})
+    message = MessageFactory(conversation=thread, content=MARKER, metadata={"k": MARKER})
+    tool_call = ToolCallFactory(message=message, output=MARKER, input={"content": MARKER})
+    pages = [
+        _changelist(Conversation),
+        _change(Conversation, thread.pk),
+        _changelist(Message),
+        _change(Message, message.pk),
+        _change(type(tool_call), tool_call.pk),
+    ]
+    for url in pages:
+        html = _html(staff_client, url)
+        assert "<script>alert" not in html, url
+        assert "&lt;script&gt;" in html, url
+    assert ESCAPED in _html(staff_client, _change(Conversation, thread.pk))
+
+
+def test_raw_messages_list_every_role_and_type_with_content(staff_client):
+    thread = ConversationFactory()
+    MessageFactory(conversation=thread, role=Message.Role.SYSTEM, content="system-note-42")
+    MessageFactory(
+        conversation=thread,
+        role=Message.Role.TOOL,
+        message_type=Message.Type.TOOL_RESULT,
+        content="tool-output-43",
+    )
+    html = _html(staff_client, _change(Conversation, thread.pk))
+    assert "system-note-42" in html
+    assert "tool-output-43" in html
+    assert "0 earlier messages not shown." in html
+
+
+def _stored_column_read_whole(queries, table, column):
+    """SQL statements that select `table.column` itself rather than a cut or a size of it."""
+    qualified = f'"{table}"."{column}"'
+    offending = []
+    for query in queries:
+        select_list = query["sql"].split(" FROM ", 1)[0]
+        if re.search(re.escape(qualified) + r"(?!\)::text)", select_list):
+            offending.append(query["sql"])
+    return offending
+
+
+def test_huge_columns_are_cut_by_the_database_and_marked(staff_client):
+    huge = "长" * 400_000  # 1.2 MB of UTF-8
+    thread = ConversationFactory(title=huge, metadata={"blob": huge})
+    message = MessageFactory(conversation=thread, content=huge, attachments=[huge])
+    for url, table, columns in [
+        (_change(Conversation, thread.pk), "conversations_conversation", ("title", "metadata")),
+        (
+            _change(Message, message.pk),
+            "conversations_message",
+            ("content", "attachments", "metadata"),
+        ),
+        (_changelist(Conversation), "conversations_conversation", ("title", "metadata")),
+        (_changelist(Message), "conversations_message", ("content", "attachments")),
+    ]:
+        with CaptureQueriesContext(connection) as queries:
+            response = staff_client.get(url)
+        assert response.status_code == 200
+        assert len(response.content) < 150_000, url
+        for column in columns:
+            assert not _stored_column_read_whole(queries.captured_queries, table, column), url
+    html = _html(staff_client, _change(Message, message.pk))
+    kept = FIELD_EXCERPT_BYTES // 3 * 3
+    assert f"cut: first {kept} of {len(huge.encode())} bytes shown" in html
+
+
+def _change_page_queries(client, model, pk):
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(_change(model, pk)).status_code == 200
+    return len(queries)
+
+
+def test_conversation_page_costs_the_same_queries_for_3_and_80_messages(staff_client):
+    small = ConversationFactory()
+    MessageFactory.create_batch(3, conversation=small)
+    large = ConversationFactory()
+    MessageFactory.create_batch(80, conversation=large)
+    assert _change_page_queries(staff_client, Conversation, small.pk) == (
+        _change_page_queries(staff_client, Conversation, large.pk)
+    )
+
+
+def test_raw_messages_show_the_latest_and_count_the_rest(staff_client):
+    thread = ConversationFactory()
+    MessageFactory.create_batch(55, conversation=thread)
+    last = MessageFactory(conversation=thread, content="the-very-last-message")
+    html = _html(staff_client, _change(Conversation, thread.pk))
+    assert "the-very-last-message" in html
+    assert "6 earlier messages not shown." in html
+    assert f"<td>{last.pk}</td>" in html
+
+
+def test_run_page_shows_owner_lease_and_that_its_worker_may_write(staff_client):
+    run = AgentRunFactory()
+    UserConfigFactory(user=run.user, enable_memory=True)
+    claim_run(worker_id="worker-7", run_id=run.run_id)
+    html = _html(staff_client, _change(AgentRun, run.pk))
+    assert "worker-7" in html
+    assert "held by worker-7" in html
+    assert "yes: its worker may write memory now" in html
+
+
+@pytest.mark.parametrize(
+    ("setup", "reason"),
+    [
+        ("pending", "run is pending, not running"),
+        ("expired", "run lease has expired"),
+        ("subagent", "only a top-level chat or resume run may use memory tools"),
+        ("switch_off", "memory is switched off for this user"),
+        ("no_config", "memory is switched off for this user"),
+    ],
+)
+def test_run_page_says_why_a_memory_write_would_be_refused(staff_client, setup, reason):
+    run = AgentRunFactory()
+    if setup != "no_config":
+        UserConfigFactory(user=run.user, enable_memory=setup != "switch_off")
+    if setup == "subagent":
+        run.parent_run = AgentRunFactory(conversation=run.conversation)
+        run.run_type = AgentRun.RunType.SUBAGENT
+        run.save()
+    if setup != "pending":
+        claim_run(worker_id="worker-8", run_id=run.run_id)
+    if setup == "expired":
+        AgentRun.objects.filter(pk=run.pk).update(
+            lease_expires_at=run.created_at - timedelta(hours=1)
+        )
+    html = _html(staff_client, _change(AgentRun, run.pk))
+    assert "<strong>no:</strong> " + reason in html
+    if setup == "expired":
+        assert "expired" in html
