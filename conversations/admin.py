@@ -86,7 +86,7 @@ class ConversationAdmin(ReadOnlyAdmin):
                 "Visible to history lookback: the agent can search and read this thread.",
             )
         return format_html(
-            '<div class="yuxi-banner yuxi-hidden"><strong>{}</strong><ul>{}</ul></div>',
+            '<div class="errornote yuxi-banner yuxi-hidden"><strong>{}</strong><ul>{}</ul></div>',
             "Not visible to history lookback, because:",
             format_html_join("", "<li>{}</li>", ((reason,) for reason in reasons)),
         )
