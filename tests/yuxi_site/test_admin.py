@@ -130,3 +130,44 @@ def test_changelist_costs_the_same_queries_for_two_rows_and_for_forty(staff_clie
     FACTORIES[model].create_batch(38)
     assert _changelist_queries(staff_client, model) == few
     assert few <= 8
+
+
+def _search_terms(world):
+    run = world[AgentRun]
+    return {
+        Conversation: world[Conversation].thread_id,
+        Message: world[Message].conversation.thread_id,
+        ToolCall: world[ToolCall].tool_call_id,
+        AgentRun: str(run.run_id),
+        UserConfig: world[UserConfig].user.username,
+    }
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_search_finds_the_row_by_its_public_id(staff_client, world, model):
+    FACTORIES[model].create_batch(2)
+    response = staff_client.get(_url(model, "changelist"), {"q": _search_terms(world)[model]})
+    assert response.status_code == 200
+    assert [obj.pk for obj in response.context["cl"].result_list] == [world[model].pk]
+
+
+FILTERS = [
+    (Conversation, "status", "archived"),
+    (Conversation, "source", "agent_call"),
+    (Message, "role", "tool"),
+    (Message, "message_type", "tool_result"),
+    (ToolCall, "status", "error"),
+    (ToolCall, "name", "read_thread_messages"),
+    (AgentRun, "status", "running"),
+    (AgentRun, "run_type", "subagent"),
+    (UserConfig, "enable_memory", False),
+]
+
+
+@pytest.mark.parametrize(("model", "field", "value"), FILTERS)
+def test_list_filters_narrow_the_changelist(staff_client, world, model, field, value):
+    match = FACTORIES[model](**{field: value})
+    query = {f"{field}__exact": int(value) if isinstance(value, bool) else value}
+    response = staff_client.get(_url(model, "changelist"), query)
+    assert response.status_code == 200
+    assert [obj.pk for obj in response.context["cl"].result_list] == [match.pk]
