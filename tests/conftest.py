@@ -1,8 +1,17 @@
 import pytest
 
+from tests.factories import StaffUserFactory
+
 
 @pytest.fixture(autouse=True)
 def _fast_and_isolated(settings, tmp_path):
     """Cheap password hashing, and a private workspace root for every test."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
+
+
+@pytest.fixture
+def staff_client(client):
+    """A test client logged in as a staff superuser, who may view every admin page."""
+    client.force_login(StaffUserFactory())
+    return client

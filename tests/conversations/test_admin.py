@@ -14,7 +14,6 @@ from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
     MessageFactory,
-    StaffUserFactory,
     ToolCallFactory,
     UserConfigFactory,
 )
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.django_db
 
 MARKER = "<script>alert('yuxi')</script>"
 ESCAPED = "&lt;script&gt;alert(&#x27;yuxi&#x27;)&lt;/script&gt;"
-
-
-@pytest.fixture
-def staff_client(client):
-    client.force_login(StaffUserFactory())
-    return client
 
 
 def _change(model, pk):

@@ -11,7 +11,6 @@ from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
     MessageFactory,
-    StaffUserFactory,
     ToolCallFactory,
     UserConfigFactory,
     UserFactory,
@@ -38,12 +37,6 @@ def world():
         AgentRun: AgentRunFactory(conversation=conversation),
         UserConfig: UserConfigFactory(user=conversation.user),
     }
-
-
-@pytest.fixture
-def staff_client(client):
-    client.force_login(StaffUserFactory())
-    return client
 
 
 def _pages(world):
