@@ -51,7 +51,7 @@ def _seed() -> tuple[object, Message]:
         thread_id=f"bench-{time.time_ns()}", user=staff, title="t" * 4096
     )
     Message.objects.bulk_create(
-        Message(conversation=thread, role="user", content="长" * (ROW_CONTENT_BYTES // 3))
+        Message(conversation=thread, role="user", content="é" * (ROW_CONTENT_BYTES // 2))
         for _ in range(ROWS)
     )
     huge = Message.objects.create(

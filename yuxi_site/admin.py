@@ -18,6 +18,11 @@ FIELD_EXCERPT_BYTES = 8192
 LIST_EXCERPT_BYTES = 120
 
 _EXCERPT_SUFFIX = "_excerpt"
+# Stored text keeps its line breaks and wraps inside the page instead of widening it.
+_PRE = (
+    '<pre class="yuxi-excerpt" style="white-space:pre-wrap;overflow-wrap:anywhere;margin:0">'
+    "{}</pre>"
+)
 
 
 def render_text(
@@ -27,13 +32,14 @@ def render_text(
     if text is None:
         return format_html("<em>{}</em>", "null")
     if not cut:
-        return format_html('<pre class="yuxi-excerpt">{}</pre>', text)
-    return format_html(
-        '<pre class="yuxi-excerpt">{}</pre><p class="yuxi-cut">cut: first {} of {} bytes shown</p>',
-        text,
-        len(text.encode("utf-8")),
-        total_bytes,
+        return format_html(_PRE, text)
+    kept = len(text.encode("utf-8"))
+    note = (
+        f"first {kept} bytes shown"
+        if total_bytes is None
+        else f"first {kept} of {total_bytes} bytes shown"
     )
+    return format_html(_PRE + '<p class="yuxi-cut">cut: {}</p>', text, note)
 
 
 def render_excerpt(text: str | None, total_bytes: int | None, max_bytes: int) -> SafeString:

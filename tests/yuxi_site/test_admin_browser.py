@@ -28,7 +28,7 @@ CHROMIUM_FLAGS = (
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
-    "--window-size=1400,1000",
+    "--window-size=1400,2000",
 )
 ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 MARKER = "<script>window.yuxiInjected = true</script>"
