@@ -1,6 +1,7 @@
 """Every admin page of the five models: who may see it, and that nothing can change."""
 
 import pytest
+from django.contrib import admin
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -164,3 +165,25 @@ def test_list_filters_narrow_the_changelist(staff_client, world, model, field, v
     response = staff_client.get(_url(model, "changelist"), query)
     assert response.status_code == 200
     assert [obj.pk for obj in response.context["cl"].result_list] == [match.pk]
+
+
+# Fields a change page shows through a bounded stand-in rather than under their own name.
+STAND_INS = {
+    (Conversation, "parent"): "parent_thread",
+    (Message, "conversation"): "thread",
+    (ToolCall, "message"): "message_id",
+    (AgentRun, "conversation"): "thread",
+}
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_change_page_shows_every_model_field_read_only(rf, model):
+    model_admin = admin.site._registry[model]
+    request = rf.get("/")
+    shown = model_admin.get_fields(request)
+    assert model_admin.get_readonly_fields(request) == shown
+    for field in model._meta.fields:
+        if field.name == "id":
+            continue  # the page's URL and title carry it
+        expected = STAND_INS.get((model, field.name), field.name)
+        assert expected in shown or f"{expected}_excerpt" in shown, field.name
