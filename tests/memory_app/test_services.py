@@ -1,13 +1,18 @@
+import multiprocessing
 import os
 import stat
+import threading
+import time
 import unicodedata
 from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
+from django.db import OperationalError, connection
 from django.utils import timezone
 
 from conversations.models import AgentRun
+from conversations.runs import ClockTimestamp
 from memory_app import workspace as workspace_module
 from memory_app.models import UserConfig
 from memory_app.services import (
@@ -20,6 +25,7 @@ from memory_app.services import (
     MemoryUnavailable,
     MemoryWriteError,
     MemoryWriteResult,
+    memory_lock_key,
     normalize_memory_text,
     remember_memory,
 )
@@ -32,6 +38,7 @@ from tests.factories import (
     context_for,
     memory_user,
 )
+from tests.memory_app.writer_process import append_facts
 
 pytestmark = pytest.mark.django_db
 
@@ -403,3 +410,287 @@ def test_a_publish_failure_is_unavailable_and_keeps_the_old_file(
     assert "MEMORY" not in str(error) and str(settings.WORKSPACE_ROOT) not in str(error)
     monkeypatch.undo()
     assert remember_memory(context_for(run), "New fact.").status == "added"
+
+
+# -- locking and concurrency (real separate connections) --------------------------------------
+
+
+def _new_connection():
+    """A raw, autocommit connection of its own, outside Django's per-thread handling."""
+    raw = connection.get_new_connection(connection.get_connection_params())
+    raw.autocommit = True
+    return raw
+
+
+def _wait_until(raw, sql: str, params: list) -> None:
+    """Poll (never assert on time) until `sql` returns a true first column."""
+    for _ in range(1000):
+        if raw.execute(sql, params).fetchone()[0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"condition never became true: {sql}")
+
+
+ADVISORY_LOCK_OF = """
+    SELECT bool_or(granted) FROM pg_locks
+    WHERE locktype = 'advisory' AND pid = %s AND ((classid::bigint << 32) | objid::bigint) = %s
+"""
+WAITING_FOR_ADVISORY = """
+    SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s
+                   AND NOT granted AND ((classid::bigint << 32) | objid::bigint) = %s)
+"""
+WAITING_FOR_ANY_LOCK = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)"
+
+
+class _Writer(threading.Thread):
+    """`remember_memory` on its own connection, reporting its backend pid and its outcome."""
+
+    def __init__(self, ctx, content: str) -> None:
+        super().__init__()
+        self.ctx, self.content = ctx, content
+        self.pid = None
+        self.started_connection = threading.Event()
+        self.outcome = None
+
+    def run(self) -> None:
+        try:
+            connection.ensure_connection()
+            self.pid = connection.connection.info.backend_pid
+            self.started_connection.set()
+            self.outcome = remember_memory(self.ctx, self.content)
+        except Exception as exc:
+            self.outcome = exc
+        finally:
+            self.started_connection.set()
+            connection.close()
+
+
+def _start_writer(ctx, content: str = "New fact.") -> _Writer:
+    writer = _Writer(ctx, content)
+    writer.start()
+    writer.started_connection.wait()
+    return writer
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
+    _seed(run.user_id)
+    key = memory_lock_key(str(run.user_id))
+    holder, probe = _new_connection(), _new_connection()
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", [key])
+        writer = _start_writer(context_for(run))
+        _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+        # Waiting on the advisory lock, the writer holds no lock on the run row yet.
+        with probe.transaction():
+            probe.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE NOWAIT", [run.pk]
+            )
+        # Now hold the row instead: the writer takes the advisory lock, then waits on the row.
+        with holder.transaction():
+            holder.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE", [run.pk]
+            )
+            holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+            _wait_until(probe, WAITING_FOR_ANY_LOCK, [writer.pid])
+            assert probe.execute(ADVISORY_LOCK_OF, [writer.pid, key]).fetchone()[0] is True
+            assert _memory(settings, run.user_id) == ORIGINAL
+        writer.join()
+    finally:
+        holder.close()
+        probe.close()
+    assert writer.outcome == MemoryWriteResult(status="added", size_bytes=len(ORIGINAL) + 10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_for_the_same_uid_waits_while_another_uid_does_not(settings, run):
+    settings.MEMORY_LOCK_TIMEOUT_MS = 200
+    other = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    holder = _new_connection()
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", [memory_lock_key(str(run.user_id))])
+        error = _assert_refused(settings, run, MemoryUnavailable)
+        assert isinstance(error.__cause__, OperationalError)
+        assert error.__cause__.__cause__.sqlstate == "55P03"
+        assert remember_memory(context_for(other), "Other user's fact.").status == "added"
+    finally:
+        holder.close()
+    assert remember_memory(context_for(run), "New fact.").status == "added"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_row_held_past_the_lock_timeout_is_unavailable(settings, run):
+    settings.MEMORY_LOCK_TIMEOUT_MS = 200
+    holder = _new_connection()
+    try:
+        with holder.transaction():
+            holder.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE", [run.pk]
+            )
+            _assert_refused(settings, run, MemoryUnavailable)
+    finally:
+        holder.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run):
+    _seed(run.user_id)
+    key = memory_lock_key(str(run.user_id))
+    AgentRun.objects.filter(pk=run.pk).update(
+        lease_expires_at=ClockTimestamp() + timedelta(seconds=1)
+    )
+    expires = AgentRun.objects.get(pk=run.pk).lease_expires_at
+    holder, probe = _new_connection(), _new_connection()
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", [key])
+        writer = _start_writer(context_for(run))
+        _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+        # The writer's transaction began before expiry: `now()` in it would still pass.
+        started = probe.execute(
+            "SELECT xact_start FROM pg_stat_activity WHERE pid = %s", [writer.pid]
+        ).fetchone()[0]
+        assert started < expires
+        _wait_until(probe, "SELECT clock_timestamp() > %s", [expires])
+        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+        writer.join()
+    finally:
+        holder.close()
+        probe.close()
+    assert isinstance(writer.outcome, MemoryAccessDenied)
+    assert _memory(settings, run.user_id) == ORIGINAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_memory_switched_off_while_waiting_on_the_lock_is_denied(settings, run):
+    _seed(run.user_id)
+    key = memory_lock_key(str(run.user_id))
+    holder, probe = _new_connection(), _new_connection()
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", [key])
+        writer = _start_writer(context_for(run))
+        _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+        holder.execute(
+            "UPDATE memory_app_userconfig SET enable_memory = false WHERE user_id = %s",
+            [run.user_id],
+        )
+        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+        writer.join()
+    finally:
+        holder.close()
+        probe.close()
+    assert isinstance(writer.outcome, MemoryAccessDenied)
+    assert _memory(settings, run.user_id) == ORIGINAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_publish_rolls_back_and_releases_both_locks(settings, run, monkeypatch):
+    _seed(run.user_id)
+    real_rename = os.rename
+
+    def failing_rename(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(workspace_module.os, "rename", failing_rename)
+    _assert_refused(settings, run, MemoryUnavailable)
+    monkeypatch.setattr(workspace_module.os, "rename", real_rename)
+    probe = _new_connection()
+    try:
+        key = memory_lock_key(str(run.user_id))
+        assert probe.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()[0] is True
+        probe.execute("SELECT pg_advisory_unlock(%s)", [key])
+        with probe.transaction():
+            probe.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE NOWAIT", [run.pk]
+            )
+    finally:
+        probe.close()
+    assert not connection.in_atomic_block
+    assert remember_memory(context_for(run), "New fact.").status == "added"
+
+
+def _runs_for_one_user(count: int) -> list[AgentRun]:
+    user = memory_user()
+    return [
+        RunningAgentRunFactory(conversation=ConversationFactory(user=user)) for _ in range(count)
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_appending_distinct_facts_lose_and_double_nothing(settings):
+    runs_ = _runs_for_one_user(8)
+    per_writer = 6
+    barrier = threading.Barrier(len(runs_))
+    statuses: list[str] = []
+    errors: list[Exception] = []
+
+    def append(k: int, agent_run: AgentRun) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_writer):
+                statuses.append(remember_memory(context_for(agent_run), f"fact {k}-{i} 记").status)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=append, args=(k, r)) for k, r in enumerate(runs_)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert statuses == ["added"] * (len(runs_) * per_writer)
+    lines = _memory(settings, runs_[0].user_id).decode().splitlines()
+    expected = {f"fact {k}-{i} 记" for k in range(len(runs_)) for i in range(per_writer)}
+    assert sorted(lines) == sorted(expected)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_racing_the_same_fact_add_it_exactly_once(settings):
+    runs_ = _runs_for_one_user(8)
+    barrier = threading.Barrier(len(runs_))
+    statuses: list[str] = []
+
+    def append(agent_run: AgentRun) -> None:
+        try:
+            barrier.wait()
+            statuses.append(remember_memory(context_for(agent_run), "the same fact").status)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=append, args=(r,)) for r in runs_]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == ["added"] + ["unchanged"] * 7
+    assert _memory(settings, runs_[0].user_id) == b"the same fact\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_processes_appending_distinct_facts_lose_and_double_nothing(settings):
+    runs_ = _runs_for_one_user(4)
+    db = connection.settings_dict
+    env = {
+        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
+    }
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(len(runs_)), spawn.Queue()
+    facts = {k: [f"process {k} fact {i}" for i in range(8)] for k in range(len(runs_))}
+    processes = [
+        spawn.Process(
+            target=append_facts,
+            args=(env, {f: getattr(context_for(r), f) for f in FIELDS}, facts[k], barrier, results),
+        )
+        for k, r in enumerate(runs_)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    assert [process.exitcode for process in processes] == [0] * len(runs_)
+    statuses = [results.get(timeout=10) for _ in range(32)]
+    assert statuses == ["added"] * 32
+    lines = _memory(settings, runs_[0].user_id).decode().splitlines()
+    assert sorted(lines) == sorted(fact for group in facts.values() for fact in group)
