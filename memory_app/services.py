@@ -110,7 +110,7 @@ def memory_lock_key(uid: str) -> int:
         return cursor.fetchone()[0]
 
 
-def _take_memory_lock(uid: str) -> None:
+def _take_memory_lock(uid: str, *, owns_transaction: bool) -> None:
     """Wait (bounded by `MEMORY_LOCK_TIMEOUT_MS`) for `uid`'s transaction advisory lock."""
     timeout_ms = int(settings.MEMORY_LOCK_TIMEOUT_MS)
     if timeout_ms <= 0:
@@ -119,6 +119,11 @@ def _take_memory_lock(uid: str) -> None:
     with connection.cursor() as cursor:
         # Transaction-local, so it also bounds the run row lock that follows.
         cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{timeout_ms}ms"])
+        if owns_transaction:
+            # The transaction changes no data (FOR UPDATE only marks the row), so waiting for
+            # its commit record to reach disk buys nothing: a crash releases the locks anyway.
+            # Never set for a caller's transaction, whose own writes must stay durable.
+            cursor.execute("SELECT set_config('synchronous_commit', 'off', true)")
         cursor.execute(f"SELECT pg_advisory_xact_lock({expression})", params)
 
 
@@ -148,9 +153,11 @@ def _replaced(current: str, old: str, new: str) -> str:
     return current[:start] + new + current[start + len(old) :]
 
 
-def _write_locked(ctx: ToolRuntimeContext, content: str, replaces: str | None) -> MemoryWriteResult:
+def _write_locked(
+    ctx: ToolRuntimeContext, content: str, replaces: str | None, *, owns_transaction: bool
+) -> MemoryWriteResult:
     """The body of the write; the caller holds the transaction."""
-    _take_memory_lock(ctx.uid)
+    _take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
     try:
         run = lock_run_for_tool(ctx)
     except RunContextInvalid as exc:
@@ -192,9 +199,10 @@ def remember_memory(
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
         raise MemoryAccessDenied("the run context has no user")
+    owns_transaction = not connection.in_atomic_block
     try:
         with transaction.atomic():
-            return _write_locked(ctx, content, replaces)
+            return _write_locked(ctx, content, replaces, owns_transaction=owns_transaction)
     except WorkspacePathRefused as exc:
         raise MemoryAccessDenied("the memory file path is not a safe regular file") from exc
     except WorkspaceError as exc:

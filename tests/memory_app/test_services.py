@@ -8,7 +8,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from conversations.models import AgentRun
@@ -694,3 +694,24 @@ def test_four_processes_appending_distinct_facts_lose_and_double_nothing(setting
     assert statuses == ["added"] * 32
     lines = _memory(settings, runs_[0].user_id).decode().splitlines()
     assert sorted(lines) == sorted(fact for group in facts.values() for fact in group)
+
+
+def _setting(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = %s", [name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lock_wait_and_commit_settings_never_leak_past_the_write(settings, run):
+    before = (_setting("lock_timeout"), _setting("synchronous_commit"))
+    assert remember_memory(context_for(run), "fact").status == "added"
+    assert (_setting("lock_timeout"), _setting("synchronous_commit")) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_callers_transaction_keeps_a_durable_commit(settings, run):
+    with transaction.atomic():
+        assert remember_memory(context_for(run), "fact").status == "added"
+        assert _setting("synchronous_commit") == "on"
+        assert _setting("lock_timeout") == str(settings.MEMORY_LOCK_TIMEOUT_MS)
