@@ -1,11 +1,8 @@
-import os
-
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from memory_app import workspace as workspace_module
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
     MemorySnapshot,
@@ -44,18 +41,10 @@ def test_a_file_of_exactly_the_budget_is_not_truncated():
     assert (snapshot.size_bytes, snapshot.truncated) == (MEMORY_PROMPT_MAX_BYTES, False)
 
 
-def test_a_ten_megabyte_file_costs_the_same_bounded_read(monkeypatch):
+def test_a_ten_megabyte_file_costs_the_same_bounded_read(os_read_sizes):
     _write_memory(3, b"fact\n" * (2 * 1024 * 1024))
-    requested = []
-    real_read = os.read
-
-    def counting_read(fd, n):
-        requested.append(n)
-        return real_read(fd, n)
-
-    monkeypatch.setattr(workspace_module.os, "read", counting_read)
     snapshot = read_memory_for_prompt(3)
-    assert sum(requested) <= MEMORY_PROMPT_MAX_BYTES + 1
+    assert sum(os_read_sizes) <= MEMORY_PROMPT_MAX_BYTES + 1
     assert snapshot.truncated
     assert snapshot.size_bytes == MEMORY_PROMPT_MAX_BYTES
     assert snapshot.text == ("fact\n" * 5000)[:MEMORY_PROMPT_MAX_BYTES]

@@ -4,6 +4,7 @@ import stat
 import threading
 import time
 import unicodedata
+from contextlib import contextmanager
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -472,15 +473,32 @@ def _start_writer(ctx, content: str = "New fact.") -> _Writer:
     return writer
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
-    _seed(run.user_id)
+@contextmanager
+def _writer_waiting_on_the_memory_lock(run):
+    """A writer thread blocked on `run`'s advisory lock, held by `holder` until the block ends.
+
+    Yields (writer, holder, probe); the writer has finished when the block exits.
+    """
     key = memory_lock_key(str(run.user_id))
     holder, probe = _new_connection(), _new_connection()
     try:
         holder.execute("SELECT pg_advisory_lock(%s)", [key])
         writer = _start_writer(context_for(run))
         _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+        yield writer, holder, probe
+        # False (with a notice) if the block already released it.
+        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+        writer.join()
+    finally:
+        holder.close()
+        probe.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
+    _seed(run.user_id)
+    key = memory_lock_key(str(run.user_id))
+    with _writer_waiting_on_the_memory_lock(run) as (writer, holder, probe):
         # Waiting on the advisory lock, the writer holds no lock on the run row yet.
         with probe.transaction():
             probe.execute(
@@ -495,10 +513,6 @@ def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
             _wait_until(probe, WAITING_FOR_ANY_LOCK, [writer.pid])
             assert probe.execute(ADVISORY_LOCK_OF, [writer.pid, key]).fetchone()[0] is True
             assert _memory(settings, run.user_id) == ORIGINAL
-        writer.join()
-    finally:
-        holder.close()
-        probe.close()
     assert writer.outcome == MemoryWriteResult(status="added", size_bytes=len(ORIGINAL) + 10)
 
 
@@ -535,27 +549,17 @@ def test_a_run_row_held_past_the_lock_timeout_is_unavailable(settings, run):
 @pytest.mark.django_db(transaction=True)
 def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run):
     _seed(run.user_id)
-    key = memory_lock_key(str(run.user_id))
     AgentRun.objects.filter(pk=run.pk).update(
         lease_expires_at=ClockTimestamp() + timedelta(seconds=1)
     )
     expires = AgentRun.objects.get(pk=run.pk).lease_expires_at
-    holder, probe = _new_connection(), _new_connection()
-    try:
-        holder.execute("SELECT pg_advisory_lock(%s)", [key])
-        writer = _start_writer(context_for(run))
-        _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+    with _writer_waiting_on_the_memory_lock(run) as (writer, _, probe):
         # The writer's transaction began before expiry: `now()` in it would still pass.
         started = probe.execute(
             "SELECT xact_start FROM pg_stat_activity WHERE pid = %s", [writer.pid]
         ).fetchone()[0]
         assert started < expires
         _wait_until(probe, "SELECT clock_timestamp() > %s", [expires])
-        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
-        writer.join()
-    finally:
-        holder.close()
-        probe.close()
     assert isinstance(writer.outcome, MemoryAccessDenied)
     assert _memory(settings, run.user_id) == ORIGINAL
 
@@ -563,21 +567,11 @@ def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run)
 @pytest.mark.django_db(transaction=True)
 def test_memory_switched_off_while_waiting_on_the_lock_is_denied(settings, run):
     _seed(run.user_id)
-    key = memory_lock_key(str(run.user_id))
-    holder, probe = _new_connection(), _new_connection()
-    try:
-        holder.execute("SELECT pg_advisory_lock(%s)", [key])
-        writer = _start_writer(context_for(run))
-        _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+    with _writer_waiting_on_the_memory_lock(run) as (writer, holder, _):
         holder.execute(
             "UPDATE memory_app_userconfig SET enable_memory = false WHERE user_id = %s",
             [run.user_id],
         )
-        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
-        writer.join()
-    finally:
-        holder.close()
-        probe.close()
     assert isinstance(writer.outcome, MemoryAccessDenied)
     assert _memory(settings, run.user_id) == ORIGINAL
 
