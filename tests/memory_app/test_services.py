@@ -7,6 +7,7 @@ import unicodedata
 from contextlib import contextmanager
 from datetime import timedelta
 from types import SimpleNamespace
+from urllib.parse import quote
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -666,7 +667,8 @@ def test_four_processes_appending_distinct_facts_lose_and_double_nothing(setting
     runs_ = _runs_for_one_user(4)
     db = connection.settings_dict
     env = {
-        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": f"postgres://{quote(db['USER'] or '', safe='')}:"
+        f"{quote(db['PASSWORD'] or '', safe='')}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
     }
     spawn = multiprocessing.get_context("spawn")
