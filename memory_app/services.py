@@ -199,8 +199,9 @@ def remember_memory(
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
         raise MemoryAccessDenied("the run context has no user")
-    owns_transaction = not connection.in_atomic_block
     try:
+        # Only a transaction this call opens may commit without waiting for the WAL flush.
+        owns_transaction = connection.get_autocommit() and not connection.in_atomic_block
         with transaction.atomic():
             return _write_locked(ctx, content, replaces, owns_transaction=owns_transaction)
     except WorkspacePathRefused as exc:
