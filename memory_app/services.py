@@ -116,14 +116,15 @@ def _take_memory_lock(uid: str, *, owns_transaction: bool) -> None:
     if timeout_ms <= 0:
         raise MemoryUnavailable("MEMORY_LOCK_TIMEOUT_MS must be positive")
     expression, params = _lock_key_sql(uid)
+    # Transaction-local, so the timeout also bounds the run row lock that follows.
+    local_settings = "SELECT set_config('lock_timeout', %s, true)"
+    if owns_transaction:
+        # The transaction changes no data (FOR UPDATE only marks the row), so waiting for its
+        # commit record to reach disk buys nothing: a crash releases the locks anyway. Never
+        # set for a caller's transaction, whose own writes must stay durable.
+        local_settings += ", set_config('synchronous_commit', 'off', true)"
     with connection.cursor() as cursor:
-        # Transaction-local, so it also bounds the run row lock that follows.
-        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [f"{timeout_ms}ms"])
-        if owns_transaction:
-            # The transaction changes no data (FOR UPDATE only marks the row), so waiting for
-            # its commit record to reach disk buys nothing: a crash releases the locks anyway.
-            # Never set for a caller's transaction, whose own writes must stay durable.
-            cursor.execute("SELECT set_config('synchronous_commit', 'off', true)")
+        cursor.execute(local_settings, [f"{timeout_ms}ms"])
         cursor.execute(f"SELECT pg_advisory_xact_lock({expression})", params)
 
 
