@@ -14,7 +14,12 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conversations.models import Conversation, Message
-from tests.factories import ConversationFactory, MessageFactory, StaffUserFactory
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    StaffUserFactory,
+    UserConfigFactory,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -114,3 +119,20 @@ def test_staff_sees_a_visible_thread_with_its_messages(staff_browser, live_serve
     assert (
         "请记住：我对花生过敏" in staff_browser.find_element(By.CSS_SELECTOR, "table.yuxi-raw").text
     )
+
+
+def test_staff_sees_memory_as_the_agent_sees_it(staff_browser, live_server):
+    config = UserConfigFactory(enable_memory=True)
+    agents = Path(settings.WORKSPACE_ROOT) / str(config.user_id) / "agents"
+    agents.mkdir(parents=True)
+    memory = f"- 对花生过敏 🥜\n- {MARKER}\n"
+    (agents / "MEMORY.md").write_text(memory, encoding="utf-8")
+    url = reverse("admin:memory_app_userconfig_change", args=[config.pk])
+    _open(staff_browser, live_server, url, "memory-preview.png")
+    content = staff_browser.find_element(By.ID, "content").text
+    assert "on: the agent's next run reads the memory" in content
+    assert f"{len(memory.encode())} bytes shown (the agent reads at most 24576)" in content
+    assert "truncated: no" in content
+    shown = staff_browser.find_element(By.CSS_SELECTOR, "pre.yuxi-excerpt").text
+    assert shown == memory.strip()
+    _assert_marker_inert(staff_browser)
