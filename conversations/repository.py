@@ -1,0 +1,448 @@
+"""History lookback: the agent's bounded view of its own user's past conversations.
+
+The one owner of history field choice, per-level byte budgets and truncation flags. Thread
+visibility is `Conversation.objects.visible_to`, message visibility `VISIBLE_MESSAGE`; both are
+applied in SQL, and only allowlisted columns are ever selected. Every budget is counted on
+UTF-8 bytes; response caps on `to_json(response)`, the form the tools send.
+"""
+
+import json
+import math
+from collections.abc import Iterable
+from datetime import datetime
+from itertools import pairwise
+from typing import Any
+
+from django.db.models import DateTimeField, F, OuterRef, Q, Subquery, TextField, Value
+from django.db.models.functions import Cast, Greatest, Left, Length, StrIndex, Substr, Upper
+
+from conversations.models import VISIBLE_MESSAGE, CjkBigrams, Conversation, Message, ToolCall
+from yuxi_site.utils.string_utils import truncate_utf8
+
+QUERY_MAX_CHARS = 256
+SEARCH_LIMIT_MAX = 10
+SNIPPET_MAX_BYTES = 512
+# Context kept before the match in a snippet; the rest of the snippet follows the match.
+SNIPPET_LEAD_BYTES = 128
+SEARCH_RESPONSE_MAX_BYTES = 16_384
+
+READ_LIMIT_MAX = 20
+CONTENT_MAX_BYTES = 8_192
+CONTENTS_MAX_BYTES = 32_768
+READ_RESPONSE_MAX_BYTES = 65_536
+TITLE_MAX_BYTES = 256
+
+TOOL_CALLS_MAX = 10
+TOOL_CALL_MAX_BYTES = 4_096
+TOOL_CALLS_MAX_BYTES = 16_384
+# A tool call's `id` and `name`, each serialized.
+TOOL_LABEL_MAX_BYTES = 256
+# jsonb's text form is at most 1.5x the compact form, so this many characters always hold an
+# input that could fit its item whole.
+TOOL_INPUT_LOAD_CHARS = 3 * TOOL_CALL_MAX_BYTES
+
+# Larger ids cannot exist (bigint primary keys).
+MESSAGE_ID_MAX = 2**63 - 1
+THREAD_ID_MAX_CHARS = Conversation._meta.get_field("thread_id").max_length
+
+NOT_FOUND_MESSAGE = "no such thread or message"
+
+
+class HistoryNotFound(LookupError):
+    """The thread or anchor is unknown or not visible to the user (indistinguishably)."""
+
+
+class HistoryQueryError(ValueError):
+    """An argument is out of the contract's range."""
+
+
+def to_json(response: dict[str, Any]) -> str:
+    """The serialized form every byte budget is counted on."""
+    return json.dumps(response, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_bytes(value: Any) -> int:
+    return len(to_json(value).encode("utf-8"))
+
+
+def _escaped_bytes(text: str) -> int:
+    """Bytes of `text` as a JSON string literal, quotes excluded."""
+    return _json_bytes(text) - 2
+
+
+def _cut_serialized(text: str, max_bytes: int) -> tuple[str, bool]:
+    """Longest prefix of `text` whose JSON-escaped form fits `max_bytes` (quotes excluded)."""
+    head, cut = truncate_utf8(text, max_bytes)
+    if _escaped_bytes(head) <= max_bytes:
+        return head, cut
+    low, high = 0, len(head)  # head[:low] fits, head[:high] does not
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _escaped_bytes(head[:middle]) <= max_bytes:
+            low = middle
+        else:
+            high = middle
+    return head[:low], True
+
+
+def _uid(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) > 0:
+        return int(value)
+    raise HistoryQueryError("the user id is malformed")
+
+
+def _limit(value: object, maximum: int) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= maximum:
+        return value
+    raise HistoryQueryError(f"limit must be an integer from 1 to {maximum}")
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise HistoryQueryError(f"{name} must be a non-empty string")
+    if "\x00" in value:
+        raise HistoryQueryError(f"{name} must not contain NUL characters")
+    return value
+
+
+def _has_cjk_pair(text: str) -> bool:
+    """Whether `text` holds two adjacent CJK-range characters, as `CjkBigrams` indexes them."""
+    return any(ord(a) >= 0x2E80 and ord(b) >= 0x2E80 for a, b in pairwise(text))
+
+
+def _title(head: str) -> tuple[str, bool]:
+    return truncate_utf8(head, TITLE_MAX_BYTES)
+
+
+def _timestamp(value: datetime) -> str:
+    return value.isoformat()
+
+
+def _snippet(window: str, match_offset: int) -> tuple[str, int]:
+    """Up to SNIPPET_MAX_BYTES of `window` around the match; returns it and its start offset."""
+    lead, _ = truncate_utf8(window[:match_offset][::-1], SNIPPET_LEAD_BYTES)
+    lead = lead[::-1]  # reversed code points: the cut keeps the end nearest the match
+    body, _ = truncate_utf8(window[match_offset:], SNIPPET_MAX_BYTES - len(lead.encode("utf-8")))
+    return lead + body, match_offset - len(lead)
+
+
+def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dict[str, Any]:
+    """Newest visible messages of `uid` containing `query` (case-insensitive, literal).
+
+    One SQL query; it never touches ToolCall. Hits are cut to snippets around the match, and
+    kept newest first while the serialized response stays within its cap.
+    """
+    owner = _uid(uid)
+    query = _text(query, "query")
+    if len(query) > QUERY_MAX_CHARS:
+        raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
+    limit = _limit(limit, SEARCH_LIMIT_MAX)
+
+    messages = Message.objects.filter(
+        VISIBLE_MESSAGE,
+        owner_id=owner,
+        conversation__in=Conversation.objects.visible_to(owner),
+        content__icontains=query,
+    )
+    if _has_cjk_pair(query):
+        # Trigrams cannot serve a 2-character query; the bigram index can. A necessary
+        # condition for any query holding a CJK pair, so it never changes the result.
+        messages = messages.alias(bigrams=CjkBigrams(Upper("content"))).filter(
+            bigrams__contains=CjkBigrams(Upper(Value(query)))
+        )
+    rows = (
+        messages.annotate(match_at=StrIndex(Upper("content"), Upper(Value(query))))
+        .annotate(window_at=Greatest(F("match_at") - SNIPPET_LEAD_BYTES, Value(1)))
+        .annotate(
+            window=Substr(
+                "content", F("window_at"), F("match_at") - F("window_at") + SNIPPET_MAX_BYTES
+            ),
+            content_chars=Length("content"),
+            title_head=Left("conversation__title", TITLE_MAX_BYTES + 1),
+        )
+        .order_by("-created_at", "-id")
+        .values_list(
+            "conversation__thread_id",
+            "title_head",
+            "id",
+            "role",
+            "created_at",
+            "window",
+            "match_at",
+            "window_at",
+            "content_chars",
+        )[:limit]
+    )
+
+    results: list[dict[str, Any]] = []
+    truncated = False
+    size = _json_bytes({"results": [], "truncated": False})
+    for (
+        thread_id,
+        title_head,
+        message_id,
+        role,
+        created_at,
+        window,
+        match_at,
+        window_at,
+        chars,
+    ) in rows:
+        snippet, offset = _snippet(window, match_at - window_at)
+        first = window_at + offset  # 1-based position of the snippet in the content
+        title, title_cut = _title(title_head)
+        hit_cut = title_cut or first > 1 or first + len(snippet) - 1 < chars
+        hit = {
+            "thread_id": thread_id,
+            "title": title,
+            "message_id": message_id,
+            "role": role,
+            "created_at": _timestamp(created_at),
+            "snippet": snippet,
+            "truncated": hit_cut,
+        }
+        hit_size = _json_bytes(hit) + (1 if results else 0)
+        if size + hit_size > SEARCH_RESPONSE_MAX_BYTES:
+            truncated = True
+            break
+        results.append(hit)
+        size += hit_size
+        truncated = truncated or hit_cut
+    return {"results": results, "truncated": truncated}
+
+
+def _message_id(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise HistoryQueryError("message_id must be a positive integer")
+
+
+def _window(
+    before: list[tuple], after: list[tuple], limit: int
+) -> tuple[list[tuple], int, bool, bool]:
+    """Pick `limit` rows around the anchor, which is `before[0]`.
+
+    `before` runs backwards from the anchor and `after` forwards from it, each up to
+    `limit + 1` rows. Returns the rows in order, the anchor's index and the has_more flags.
+    """
+    want_before = math.ceil(limit / 2)
+    want_after = limit - want_before
+    if len(after) < want_after:
+        want_before = min(len(before), limit - len(after))
+        want_after = len(after)
+    elif len(before) < want_before:
+        want_after = min(len(after), limit - len(before))
+        want_before = len(before)
+    rows = before[:want_before][::-1] + after[:want_after]
+    return rows, want_before - 1, len(before) > want_before, len(after) > want_after
+
+
+def _tool_call_item(row: tuple) -> dict[str, Any]:
+    """One allowlisted tool call, at most TOOL_CALL_MAX_BYTES serialized."""
+    call_id, message_id, name, status, input_head, output, error = row
+    call_id, id_cut = _cut_serialized(call_id, TOOL_LABEL_MAX_BYTES)
+    name, name_cut = _cut_serialized(name, TOOL_LABEL_MAX_BYTES)
+    input_whole = len(input_head) <= TOOL_INPUT_LOAD_CHARS
+    input_value: Any = json.loads(input_head) if input_whole else input_head
+    item: dict[str, Any] = {
+        "id": call_id,
+        "message_id": message_id,
+        "name": name,
+        "status": status,
+        "input": "",
+        "output": "",
+        "error": "",
+        "truncated": False,
+    }
+    # What is left once the three free-form fields are empty strings ("" is 2 bytes each).
+    available = TOOL_CALL_MAX_BYTES - _json_bytes(item) + 6
+    needs = {
+        "input": _json_bytes(input_value),
+        "output": _json_bytes(output),
+        "error": _json_bytes(error),
+    }
+    values = {"input": input_value, "output": output, "error": error}
+    cut_any = id_cut or name_cut or not input_whole
+    if cut_any or sum(needs.values()) > available:
+        # Water-filling: the smaller fields stay whole, the larger share what remains.
+        left = len(needs)
+        for field in sorted(needs, key=needs.__getitem__):
+            share = available // left
+            left -= 1
+            whole = needs[field] <= share and not (field == "input" and not input_whole)
+            if whole:
+                available -= needs[field]
+                continue
+            text = values[field]
+            if not isinstance(text, str):
+                text = to_json(text)  # an input that must be cut becomes cut JSON text
+            values[field], _ = _cut_serialized(text, share - 2)
+            available -= _json_bytes(values[field])
+            cut_any = True
+    item.update(values, truncated=cut_any)
+    return item
+
+
+def _tool_calls(message_ids: Iterable[int]) -> tuple[list[dict[str, Any]], bool]:
+    """The allowlisted tool calls of `message_ids`, within count and byte caps."""
+    rows = list(
+        ToolCall.objects.filter(message_id__in=list(message_ids))
+        .annotate(
+            input_head=Left(Cast("input", TextField()), TOOL_INPUT_LOAD_CHARS + 1),
+            output_head=Left("output", TOOL_CALL_MAX_BYTES + 1),
+            error_head=Left("error", TOOL_CALL_MAX_BYTES + 1),
+        )
+        .order_by("message__created_at", "message_id", "created_at", "id")
+        .values_list(
+            "tool_call_id",
+            "message_id",
+            "name",
+            "status",
+            "input_head",
+            "output_head",
+            "error_head",
+        )[: TOOL_CALLS_MAX + 1]
+    )
+    truncated = len(rows) > TOOL_CALLS_MAX
+    items: list[dict[str, Any]] = []
+    size = 2  # []
+    for row in rows[:TOOL_CALLS_MAX]:
+        item = _tool_call_item(row)
+        item_size = _json_bytes(item) + (1 if items else 0)
+        if size + item_size > TOOL_CALLS_MAX_BYTES:
+            truncated = True
+            break
+        items.append(item)
+        size += item_size
+        truncated = truncated or item["truncated"]
+    return items, truncated
+
+
+def read_thread_messages(
+    uid: int | str,
+    thread_id: str,
+    *,
+    message_id: int | None = None,
+    limit: int = 20,
+    include_tools: bool = False,
+) -> dict[str, Any]:
+    """Visible messages of one visible thread: the latest, or a window around `message_id`.
+
+    Two SQL queries (thread with anchor, then messages), a third for tool calls only with
+    `include_tools`. Contents are cut to their budgets; when the response would pass its cap,
+    tool calls go first, then the messages farthest from the anchor.
+    """
+    owner = _uid(uid)
+    thread_id = _text(thread_id, "thread_id")
+    anchor_id = _message_id(message_id)
+    limit = _limit(limit, READ_LIMIT_MAX)
+    if not isinstance(include_tools, bool):
+        raise HistoryQueryError("include_tools must be a boolean")
+    if len(thread_id) > THREAD_ID_MAX_CHARS or (anchor_id or 0) > MESSAGE_ID_MAX:
+        raise HistoryNotFound(NOT_FOUND_MESSAGE)
+
+    visible_messages = Message.objects.filter(VISIBLE_MESSAGE)
+    thread = Conversation.objects.visible_to(owner).filter(thread_id=thread_id)
+    if anchor_id is not None:
+        thread = thread.annotate(
+            anchor_at=Subquery(
+                visible_messages.filter(conversation=OuterRef("pk"), pk=anchor_id).values(
+                    "created_at"
+                )
+            )
+        )
+    else:
+        thread = thread.annotate(anchor_at=Value(None, output_field=DateTimeField()))
+    found = list(
+        thread.annotate(title_head=Left("title", TITLE_MAX_BYTES + 1)).values_list(
+            "pk", "title_head", "anchor_at"
+        )[:1]
+    )
+    if not found or (anchor_id is not None and found[0][2] is None):
+        raise HistoryNotFound(NOT_FOUND_MESSAGE)
+    conversation_pk, title_head, anchor_at = found[0]
+
+    rows = visible_messages.filter(conversation_id=conversation_pk).annotate(
+        head=Left("content", CONTENT_MAX_BYTES + 1)
+    )
+    columns = ("id", "role", "created_at", "head")
+    if anchor_id is None:
+        before = list(rows.order_by("-created_at", "-id").values_list(*columns)[: limit + 1])
+        after: list[tuple] = []
+    else:
+        # The redundant bound on created_at alone lets the index range start at the anchor.
+        up_to = rows.filter(
+            Q(created_at__lt=anchor_at) | Q(created_at=anchor_at, id__lte=anchor_id),
+            created_at__lte=anchor_at,
+        ).order_by("-created_at", "-id")
+        past = rows.filter(
+            Q(created_at__gt=anchor_at) | Q(created_at=anchor_at, id__gt=anchor_id),
+            created_at__gte=anchor_at,
+        ).order_by("created_at", "id")
+        both = up_to.values_list(*columns)[: limit + 1].union(
+            past.values_list(*columns)[: limit + 1], all=True
+        )
+        before, after = [], []
+        for row in both:
+            (before if (row[2], row[0]) <= (anchor_at, anchor_id) else after).append(row)
+        before.sort(key=lambda row: (row[2], row[0]), reverse=True)
+        after.sort(key=lambda row: (row[2], row[0]))
+    window, anchor, has_more_before, has_more_after = _window(before, after, limit)
+    if anchor_id is None:
+        anchor = len(window) - 1  # the latest message stands in for the anchor
+
+    # Nearest the anchor first; at equal distance the earlier message.
+    priority = sorted(range(len(window)), key=lambda i: (abs(i - anchor), i))
+    items: dict[int, dict[str, Any]] = {}
+    remaining = CONTENTS_MAX_BYTES
+    truncated = False
+    for index in priority:
+        if remaining == 0:
+            truncated = True
+            break
+        message_pk, role, created_at, head = window[index]
+        content, cut = truncate_utf8(head, min(CONTENT_MAX_BYTES, remaining))
+        remaining -= len(content.encode("utf-8"))
+        truncated = truncated or cut
+        items[index] = {
+            "message_id": message_pk,
+            "role": role,
+            "created_at": _timestamp(created_at),
+            "content": content,
+            "truncated": cut,
+        }
+    kept = [i for i in priority if i in items]
+
+    title, title_cut = _title(title_head)
+    response: dict[str, Any] = {
+        "thread_id": thread_id,
+        "title": title,
+        "messages": [],
+        "has_more_before": False,
+        "has_more_after": False,
+        "truncated": False,
+    }
+    tool_calls: list[dict[str, Any]] = []
+    if include_tools:
+        tool_calls, tools_cut = _tool_calls(window[i][0] for i in kept)
+        truncated = truncated or tools_cut
+        response["tool_calls"] = tool_calls
+
+    def settle() -> int:
+        response["messages"] = [items[i] for i in sorted(kept)]
+        response["has_more_before"] = has_more_before or min(kept, default=0) > 0
+        response["has_more_after"] = has_more_after or max(kept, default=-1) < len(window) - 1
+        response["truncated"] = truncated or title_cut
+        return _json_bytes(response)
+
+    while settle() > READ_RESPONSE_MAX_BYTES:
+        truncated = True
+        if tool_calls:
+            tool_calls.pop()
+        else:
+            kept.pop()
+    return response
