@@ -265,7 +265,9 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
         "output": _json_bytes(output),
         "error": _json_bytes(error),
     }
-    values = {"input": input_value, "output": output, "error": error}
+    values: dict[str, Any] = {"input": input_value, "output": output, "error": error}
+    # An input that must be cut becomes cut JSON text.
+    texts = {**values, "input": to_json(input_value) if input_whole else input_head}
     cut_any = id_cut or name_cut or not input_whole
     if cut_any or sum(needs.values()) > available:
         # Water-filling: the smaller fields stay whole, the larger share what remains.
@@ -277,10 +279,7 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
             if whole:
                 available -= needs[field]
                 continue
-            text = values[field]
-            if not isinstance(text, str):
-                text = to_json(text)  # an input that must be cut becomes cut JSON text
-            values[field], _ = _cut_serialized(text, share - 2)
+            values[field], _ = _cut_serialized(texts[field], share - 2)
             available -= _json_bytes(values[field])
             cut_any = True
     item.update(values, truncated=cut_any)
