@@ -152,8 +152,18 @@ class Message(models.Model):
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     # Denormalized conversation owner, so search indexes can be per user. A database trigger
-    # (migration 0002) fills it on every insert and update; Python never sets it.
-    owner_id = models.BigIntegerField(null=True, blank=True, editable=False)
+    # (migration 0002) fills it on every insert and update; Python never sets it, and no
+    # visibility rule relies on it (searches still join the visible conversation).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -174,18 +184,18 @@ class Message(models.Model):
             # History search: a user's visible messages newest first (frequent terms stop
             # early), a trigram index (3+ characters) and a CJK bigram index (2 characters).
             models.Index(
-                fields=["owner_id", "-created_at", "-id"],
+                fields=["owner", "-created_at", "-id"],
                 name="message_owner_recent_idx",
                 condition=VISIBLE_MESSAGE,
             ),
             GinIndex(
-                F("owner_id"),
+                F("owner"),
                 OpClass(Upper("content"), name="gin_trgm_ops"),
                 name="message_owner_trgm_idx",
                 condition=VISIBLE_MESSAGE,
             ),
             GinIndex(
-                F("owner_id"),
+                F("owner"),
                 CjkBigrams(Upper("content")),
                 name="message_owner_bigram_idx",
                 condition=VISIBLE_MESSAGE,

@@ -1,11 +1,13 @@
 """History lookback: the agent's bounded view of its own user's past conversations.
 
 The one owner of history field choice, per-level byte budgets and truncation flags. Thread
-visibility is `Conversation.objects.visible_to`, message visibility `VISIBLE_MESSAGE`; both are
-applied in SQL, and only allowlisted columns are ever selected. Every budget is counted on
-UTF-8 bytes; response caps on `to_json(response)`, the form the tools send.
+visibility is `VISIBLE_THREAD` (what `Conversation.objects.visible_to` applies), message
+visibility `VISIBLE_MESSAGE`; both are compiled by the ORM into the SQL below, once, so a call
+costs little more than its bare SQL, and only allowlisted columns are ever selected. Every
+budget is counted on UTF-8 bytes; response caps on `to_json(response)`, the form tools send.
 """
 
+import functools
 import json
 import math
 from collections.abc import Iterable
@@ -13,10 +15,16 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
-from django.db.models import DateTimeField, F, OuterRef, Q, Subquery, TextField, Value
-from django.db.models.functions import Cast, Greatest, Left, Length, StrIndex, Substr, Upper
+from django.db import connection, models
 
-from conversations.models import VISIBLE_MESSAGE, CjkBigrams, Conversation, Message, ToolCall
+from conversations.models import (
+    VISIBLE_MESSAGE,
+    VISIBLE_THREAD,
+    CjkBigrams,
+    Conversation,
+    Message,
+    ToolCall,
+)
 from yuxi_site.utils.string_utils import truncate_utf8
 
 QUERY_MAX_CHARS = 256
@@ -54,6 +62,105 @@ class HistoryNotFound(LookupError):
 
 class HistoryQueryError(ValueError):
     """An argument is out of the contract's range."""
+
+
+MESSAGE = Message._meta.db_table
+CONVERSATION = Conversation._meta.db_table
+TOOL_CALL = ToolCall._meta.db_table
+
+
+def _where(model: type[models.Model], condition: models.Q) -> tuple[str, list[Any]]:
+    """`condition` as SQL on `model`'s table (named in full), with its parameters."""
+    query = model.objects.filter(condition).query
+    sql, params = query.where.as_sql(query.get_compiler(connection=connection), connection)
+    return sql, list(params)
+
+
+@functools.cache
+def _visibility() -> tuple[str, list[Any], str, list[Any]]:
+    """SQL and parameters of VISIBLE_THREAD and VISIBLE_MESSAGE, compiled once."""
+    return (*_where(Conversation, VISIBLE_THREAD), *_where(Message, VISIBLE_MESSAGE))
+
+
+@functools.cache
+def _search_sql(with_bigrams: bool) -> str:
+    """Parameters, in order: query, query, visibility, owner, owner, LIKE pattern,
+    [query,] limit."""
+    thread_sql, _, message_sql, _ = _visibility()
+    content = f'"{MESSAGE}"."content"'
+    match_at = f"STRPOS(UPPER({content}), UPPER(%s))"
+    bigrams = CjkBigrams.function
+    return f"""
+        SELECT "{CONVERSATION}"."thread_id", LEFT("{CONVERSATION}"."title", {TITLE_MAX_BYTES + 1}),
+               "{MESSAGE}"."id", "{MESSAGE}"."role", "{MESSAGE}"."created_at",
+               SUBSTRING({content}, GREATEST({match_at} - {SNIPPET_LEAD_BYTES}, 1),
+                         {SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES}),
+               {match_at}, LENGTH({content})
+        FROM "{MESSAGE}" INNER JOIN "{CONVERSATION}"
+            ON "{MESSAGE}"."conversation_id" = "{CONVERSATION}"."id"
+        WHERE {message_sql} AND {thread_sql}
+          AND "{MESSAGE}"."owner_id" = %s AND "{CONVERSATION}"."user_id" = %s
+          AND UPPER({content}) LIKE UPPER(%s)
+          {f"AND {bigrams}(UPPER({content})) @> {bigrams}(UPPER(%s))" if with_bigrams else ""}
+        ORDER BY "{MESSAGE}"."created_at" DESC, "{MESSAGE}"."id" DESC
+        LIMIT %s
+    """
+
+
+@functools.cache
+def _read_sqls() -> dict[str, str]:
+    """The read queries; parameters in the order their placeholders appear."""
+    thread_sql, _, message_sql, _ = _visibility()
+    columns = (
+        f'"{MESSAGE}"."id", "{MESSAGE}"."role", "{MESSAGE}"."created_at", '
+        f'LEFT("{MESSAGE}"."content", {CONTENT_MAX_BYTES + 1})'
+    )
+    in_thread = f'{message_sql} AND "{MESSAGE}"."conversation_id" = %s'
+    order = f'"{MESSAGE}"."created_at" {{0}}, "{MESSAGE}"."id" {{0}}'
+    key = f'("{MESSAGE}"."created_at", "{MESSAGE}"."id")'
+    return {
+        # visible message params, anchor id, visible thread params, owner, thread id
+        "thread": f"""
+            SELECT "{CONVERSATION}"."id", LEFT("{CONVERSATION}"."title", {TITLE_MAX_BYTES + 1}),
+                   (SELECT "{MESSAGE}"."created_at" FROM "{MESSAGE}"
+                    WHERE {message_sql}
+                      AND "{MESSAGE}"."conversation_id" = "{CONVERSATION}"."id"
+                      AND "{MESSAGE}"."id" = %s)
+            FROM "{CONVERSATION}"
+            WHERE {thread_sql} AND "{CONVERSATION}"."user_id" = %s
+              AND "{CONVERSATION}"."thread_id" = %s
+        """,
+        # visible message params, conversation, limit
+        "latest": f"""
+            SELECT {columns} FROM "{MESSAGE}" WHERE {in_thread}
+            ORDER BY {order.format("DESC")} LIMIT %s
+        """,
+        # twice: visible message params, conversation, anchor created_at, anchor id, limit
+        "around": f"""
+            (SELECT {columns}, TRUE FROM "{MESSAGE}" WHERE {in_thread} AND {key} <= (%s, %s)
+             ORDER BY {order.format("DESC")} LIMIT %s)
+            UNION ALL
+            (SELECT {columns}, FALSE FROM "{MESSAGE}" WHERE {in_thread} AND {key} > (%s, %s)
+             ORDER BY {order.format("ASC")} LIMIT %s)
+        """,
+        # message ids
+        "tool_calls": f"""
+            SELECT t."tool_call_id", t."message_id", t."name", t."status",
+                   LEFT(t."input"::text, {TOOL_INPUT_LOAD_CHARS + 1}),
+                   LEFT(t."output", {TOOL_CALL_MAX_BYTES + 1}),
+                   LEFT(t."error", {TOOL_CALL_MAX_BYTES + 1})
+            FROM "{TOOL_CALL}" t INNER JOIN "{MESSAGE}" m ON m."id" = t."message_id"
+            WHERE t."message_id" = ANY(%s)
+            ORDER BY m."created_at", t."message_id", t."created_at", t."id"
+            LIMIT {TOOL_CALLS_MAX + 1}
+        """,
+    }
+
+
+def _fetch(sql: str, params: list[Any]) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def to_json(response: dict[str, Any]) -> str:
@@ -140,56 +247,19 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
         raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
     limit = _limit(limit, SEARCH_LIMIT_MAX)
 
-    messages = Message.objects.filter(
-        VISIBLE_MESSAGE,
-        owner_id=owner,
-        conversation__in=Conversation.objects.visible_to(owner),
-        content__icontains=query,
-    )
-    if _has_cjk_pair(query):
-        # Trigrams cannot serve a 2-character query; the bigram index can. A necessary
-        # condition for any query holding a CJK pair, so it never changes the result.
-        messages = messages.alias(bigrams=CjkBigrams(Upper("content"))).filter(
-            bigrams__contains=CjkBigrams(Upper(Value(query)))
-        )
-    rows = (
-        messages.annotate(match_at=StrIndex(Upper("content"), Upper(Value(query))))
-        .annotate(window_at=Greatest(F("match_at") - SNIPPET_LEAD_BYTES, Value(1)))
-        .annotate(
-            window=Substr(
-                "content", F("window_at"), F("match_at") - F("window_at") + SNIPPET_MAX_BYTES
-            ),
-            content_chars=Length("content"),
-            title_head=Left("conversation__title", TITLE_MAX_BYTES + 1),
-        )
-        .order_by("-created_at", "-id")
-        .values_list(
-            "conversation__thread_id",
-            "title_head",
-            "id",
-            "role",
-            "created_at",
-            "window",
-            "match_at",
-            "window_at",
-            "content_chars",
-        )[:limit]
-    )
+    # Trigrams cannot serve a 2-character query; the bigram index can. The bigram condition
+    # is implied by the LIKE for any query holding a CJK pair, so it never changes the result.
+    with_bigrams = _has_cjk_pair(query)
+    _, thread_params, _, message_params = _visibility()
+    pattern = f"%{connection.ops.prep_for_like_query(query)}%"
+    params = [query, query, *message_params, *thread_params, owner, owner, pattern]
+    rows = _fetch(_search_sql(with_bigrams), [*params, *([query] if with_bigrams else []), limit])
 
     results: list[dict[str, Any]] = []
     truncated = False
     size = _json_bytes({"results": [], "truncated": False})
-    for (
-        thread_id,
-        title_head,
-        message_id,
-        role,
-        created_at,
-        window,
-        match_at,
-        window_at,
-        chars,
-    ) in rows:
+    for thread_id, title_head, message_id, role, created_at, window, match_at, chars in rows:
+        window_at = max(match_at - SNIPPET_LEAD_BYTES, 1)
         snippet, offset = _snippet(window, match_at - window_at)
         first = window_at + offset  # 1-based position of the snippet in the content
         title, title_cut = _title(title_head)
@@ -288,24 +358,7 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
 
 def _tool_calls(message_ids: Iterable[int]) -> tuple[list[dict[str, Any]], bool]:
     """The allowlisted tool calls of `message_ids`, within count and byte caps."""
-    rows = list(
-        ToolCall.objects.filter(message_id__in=list(message_ids))
-        .annotate(
-            input_head=Left(Cast("input", TextField()), TOOL_INPUT_LOAD_CHARS + 1),
-            output_head=Left("output", TOOL_CALL_MAX_BYTES + 1),
-            error_head=Left("error", TOOL_CALL_MAX_BYTES + 1),
-        )
-        .order_by("message__created_at", "message_id", "created_at", "id")
-        .values_list(
-            "tool_call_id",
-            "message_id",
-            "name",
-            "status",
-            "input_head",
-            "output_head",
-            "error_head",
-        )[: TOOL_CALLS_MAX + 1]
-    )
+    rows = _fetch(_read_sqls()["tool_calls"], [list(message_ids)])
     truncated = len(rows) > TOOL_CALLS_MAX
     items: list[dict[str, Any]] = []
     size = 2  # []
@@ -344,52 +397,22 @@ def read_thread_messages(
     if len(thread_id) > THREAD_ID_MAX_CHARS or (anchor_id or 0) > MESSAGE_ID_MAX:
         raise HistoryNotFound(NOT_FOUND_MESSAGE)
 
-    visible_messages = Message.objects.filter(VISIBLE_MESSAGE)
-    thread = Conversation.objects.visible_to(owner).filter(thread_id=thread_id)
-    if anchor_id is not None:
-        thread = thread.annotate(
-            anchor_at=Subquery(
-                visible_messages.filter(conversation=OuterRef("pk"), pk=anchor_id).values(
-                    "created_at"
-                )
-            )
-        )
-    else:
-        thread = thread.annotate(anchor_at=Value(None, output_field=DateTimeField()))
-    found = list(
-        thread.annotate(title_head=Left("title", TITLE_MAX_BYTES + 1)).values_list(
-            "pk", "title_head", "anchor_at"
-        )[:1]
+    _, thread_params, _, message_params = _visibility()
+    found = _fetch(
+        _read_sqls()["thread"], [*message_params, anchor_id, *thread_params, owner, thread_id]
     )
     if not found or (anchor_id is not None and found[0][2] is None):
         raise HistoryNotFound(NOT_FOUND_MESSAGE)
     conversation_pk, title_head, anchor_at = found[0]
 
-    rows = visible_messages.filter(conversation_id=conversation_pk).annotate(
-        head=Left("content", CONTENT_MAX_BYTES + 1)
-    )
-    columns = ("id", "role", "created_at", "head")
     if anchor_id is None:
-        before = list(rows.order_by("-created_at", "-id").values_list(*columns)[: limit + 1])
+        before = _fetch(_read_sqls()["latest"], [*message_params, conversation_pk, limit + 1])
         after: list[tuple] = []
     else:
-        # The redundant bound on created_at alone lets the index range start at the anchor.
-        up_to = rows.filter(
-            Q(created_at__lt=anchor_at) | Q(created_at=anchor_at, id__lte=anchor_id),
-            created_at__lte=anchor_at,
-        ).order_by("-created_at", "-id")
-        past = rows.filter(
-            Q(created_at__gt=anchor_at) | Q(created_at=anchor_at, id__gt=anchor_id),
-            created_at__gte=anchor_at,
-        ).order_by("created_at", "id")
-        both = up_to.values_list(*columns)[: limit + 1].union(
-            past.values_list(*columns)[: limit + 1], all=True
-        )
-        before, after = [], []
-        for row in both:
-            (before if (row[2], row[0]) <= (anchor_at, anchor_id) else after).append(row)
-        before.sort(key=lambda row: (row[2], row[0]), reverse=True)
-        after.sort(key=lambda row: (row[2], row[0]))
+        side = [*message_params, conversation_pk, anchor_at, anchor_id, limit + 1]
+        rows = _fetch(_read_sqls()["around"], [*side, *side])
+        before = sorted((r for r in rows if r[4]), key=lambda r: (r[2], r[0]), reverse=True)
+        after = sorted((r for r in rows if not r[4]), key=lambda r: (r[2], r[0]))
     window, anchor, has_more_before, has_more_after = _window(before, after, limit)
     if anchor_id is None:
         anchor = len(window) - 1  # the latest message stands in for the anchor
@@ -403,7 +426,7 @@ def read_thread_messages(
         if remaining == 0:
             truncated = True
             break
-        message_pk, role, created_at, head = window[index]
+        message_pk, role, created_at, head = window[index][:4]
         content, cut = truncate_utf8(head, min(CONTENT_MAX_BYTES, remaining))
         remaining -= len(content.encode("utf-8"))
         truncated = truncated or cut
