@@ -12,7 +12,6 @@ import json
 import math
 from collections.abc import Iterable
 from datetime import datetime
-from itertools import pairwise
 from typing import Any
 
 from django.db import connection, models
@@ -83,27 +82,36 @@ def _visibility() -> tuple[str, list[Any], str, list[Any]]:
 
 
 @functools.cache
-def _search_sql(with_bigrams: bool) -> str:
-    """Parameters, in order: query, query, visibility, owner, owner, LIKE pattern,
-    [query,] limit."""
+def _search_sql(pair: bool) -> str:
+    """Parameters, in order: query, query, visibility, owner, owner, LIKE pattern (or the
+    pair), limit."""
     thread_sql, _, message_sql, _ = _visibility()
     content = f'"{MESSAGE}"."content"'
-    match_at = f"STRPOS(UPPER({content}), UPPER(%s))"
-    bigrams = CjkBigrams.function
+    match_at = "STRPOS(UPPER(hit.content), UPPER(%s))"
+    if pair:
+        match = f"{CjkBigrams.function}(UPPER({content})) @> ARRAY[%s]"
+    else:
+        match = f"UPPER({content}) LIKE UPPER(%s)"
+    # The outer query cuts snippets for the kept hits only: select-list expressions of the
+    # inner one are computed for every candidate before the sort.
     return f"""
-        SELECT "{CONVERSATION}"."thread_id", LEFT("{CONVERSATION}"."title", {TITLE_MAX_BYTES + 1}),
-               "{MESSAGE}"."id", "{MESSAGE}"."role", "{MESSAGE}"."created_at",
-               SUBSTRING({content}, GREATEST({match_at} - {SNIPPET_LEAD_BYTES}, 1),
+        SELECT hit.thread_id, LEFT(hit.title, {TITLE_MAX_BYTES + 1}), hit.id, hit.role,
+               hit.created_at,
+               SUBSTRING(hit.content, GREATEST({match_at} - {SNIPPET_LEAD_BYTES}, 1),
                          {SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES}),
-               {match_at}, LENGTH({content})
-        FROM "{MESSAGE}" INNER JOIN "{CONVERSATION}"
-            ON "{MESSAGE}"."conversation_id" = "{CONVERSATION}"."id"
-        WHERE {message_sql} AND {thread_sql}
-          AND "{MESSAGE}"."owner_id" = %s AND "{CONVERSATION}"."user_id" = %s
-          AND UPPER({content}) LIKE UPPER(%s)
-          {f"AND {bigrams}(UPPER({content})) @> {bigrams}(UPPER(%s))" if with_bigrams else ""}
-        ORDER BY "{MESSAGE}"."created_at" DESC, "{MESSAGE}"."id" DESC
-        LIMIT %s
+               {match_at}, LENGTH(hit.content)
+        FROM (
+            SELECT "{CONVERSATION}"."thread_id", "{CONVERSATION}"."title", "{MESSAGE}"."id",
+                   "{MESSAGE}"."role", "{MESSAGE}"."created_at", {content}
+            FROM "{MESSAGE}" INNER JOIN "{CONVERSATION}"
+                ON "{MESSAGE}"."conversation_id" = "{CONVERSATION}"."id"
+            WHERE {message_sql} AND {thread_sql}
+              AND "{MESSAGE}"."owner_id" = %s AND "{CONVERSATION}"."user_id" = %s
+              AND {match}
+            ORDER BY "{MESSAGE}"."created_at" DESC, "{MESSAGE}"."id" DESC
+            LIMIT %s
+        ) hit
+        ORDER BY hit.created_at DESC, hit.id DESC
     """
 
 
@@ -214,9 +222,13 @@ def _text(value: object, name: str) -> str:
     return value
 
 
-def _has_cjk_pair(text: str) -> bool:
-    """Whether `text` holds two adjacent CJK-range characters, as `CjkBigrams` indexes them."""
-    return any(ord(a) >= 0x2E80 and ord(b) >= 0x2E80 for a, b in pairwise(text))
+def _is_cjk_pair(text: str) -> bool:
+    """Whether `text` is two caseless CJK-range characters, one element of `CjkBigrams`."""
+    return (
+        len(text) == 2
+        and all(ord(char) >= 0x2E80 for char in text)
+        and text.upper() == text == text.lower()
+    )
 
 
 def _title(head: str) -> tuple[str, bool]:
@@ -247,13 +259,14 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
         raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
     limit = _limit(limit, SEARCH_LIMIT_MAX)
 
-    # Trigrams cannot serve a 2-character query; the bigram index can. The bigram condition
-    # is implied by the LIKE for any query holding a CJK pair, so it never changes the result.
-    with_bigrams = _has_cjk_pair(query)
+    # Trigrams cannot serve a 2-character query; for a CJK pair the bigram index can, and
+    # containing the pair is the substring match itself (and is estimated as such, so a
+    # frequent pair walks the user's newest messages instead).
+    pair = _is_cjk_pair(query)
     _, thread_params, _, message_params = _visibility()
-    pattern = f"%{connection.ops.prep_for_like_query(query)}%"
-    params = [query, query, *message_params, *thread_params, owner, owner, pattern]
-    rows = _fetch(_search_sql(with_bigrams), [*params, *([query] if with_bigrams else []), limit])
+    match = query if pair else f"%{connection.ops.prep_for_like_query(query)}%"
+    params = [query, query, *message_params, *thread_params, owner, owner, match, limit]
+    rows = _fetch(_search_sql(pair), params)
 
     results: list[dict[str, Any]] = []
     truncated = False
