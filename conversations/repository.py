@@ -200,6 +200,16 @@ def _cut_serialized(text: str, max_bytes: int) -> tuple[str, bool]:
     return head[:low], True
 
 
+def _take_within(items: list[dict[str, Any]], max_bytes: int) -> tuple[list[dict[str, Any]], bool]:
+    """The leading `items` whose serialized list body fits `max_bytes`; whether any was left."""
+    size = 0
+    for count, item in enumerate(items):
+        size += _json_bytes(item) + (1 if count else 0)
+        if size > max_bytes:
+            return items[:count], True
+    return items, False
+
+
 def _uid(value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
@@ -268,9 +278,7 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
     params = [query, query, *message_params, *thread_params, owner, owner, match, limit]
     rows = _fetch(_search_sql(pair), params)
 
-    results: list[dict[str, Any]] = []
-    truncated = False
-    size = _json_bytes({"results": [], "truncated": False})
+    hits: list[dict[str, Any]] = []
     for thread_id, title_head, message_id, role, created_at, window, match_at, chars in rows:
         window_at = max(match_at - SNIPPET_LEAD_BYTES, 1)
         snippet, offset = _snippet(window, match_at - window_at)
@@ -286,14 +294,10 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
             "snippet": snippet,
             "truncated": hit_cut,
         }
-        hit_size = _json_bytes(hit) + (1 if results else 0)
-        if size + hit_size > SEARCH_RESPONSE_MAX_BYTES:
-            truncated = True
-            break
-        results.append(hit)
-        size += hit_size
-        truncated = truncated or hit_cut
-    return {"results": results, "truncated": truncated}
+        hits.append(hit)
+    empty = _json_bytes({"results": [], "truncated": False})
+    results, dropped = _take_within(hits, SEARCH_RESPONSE_MAX_BYTES - empty)
+    return {"results": results, "truncated": dropped or any(h["truncated"] for h in results)}
 
 
 def _message_id(value: object) -> int | None:
@@ -372,19 +376,11 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
 def _tool_calls(message_ids: Iterable[int]) -> tuple[list[dict[str, Any]], bool]:
     """The allowlisted tool calls of `message_ids`, within count and byte caps."""
     rows = _fetch(_read_sqls()["tool_calls"], [list(message_ids)])
-    truncated = len(rows) > TOOL_CALLS_MAX
-    items: list[dict[str, Any]] = []
-    size = 2  # []
-    for row in rows[:TOOL_CALLS_MAX]:
-        item = _tool_call_item(row)
-        item_size = _json_bytes(item) + (1 if items else 0)
-        if size + item_size > TOOL_CALLS_MAX_BYTES:
-            truncated = True
-            break
-        items.append(item)
-        size += item_size
-        truncated = truncated or item["truncated"]
-    return items, truncated
+    items, dropped = _take_within(
+        [_tool_call_item(row) for row in rows[:TOOL_CALLS_MAX]], TOOL_CALLS_MAX_BYTES - 2
+    )
+    cut = len(rows) > TOOL_CALLS_MAX or dropped or any(item["truncated"] for item in items)
+    return items, cut
 
 
 def read_thread_messages(
