@@ -211,10 +211,11 @@ def _take_within(items: list[dict[str, Any]], max_bytes: int) -> tuple[list[dict
 
 
 def _uid(value: object) -> int:
+    """A user's primary key, given as an int or its canonical decimal string."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and value == str(int(value)):
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and int(value) > 0:
-        return int(value)
     raise HistoryQueryError("the user id is malformed")
 
 

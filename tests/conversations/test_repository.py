@@ -292,6 +292,7 @@ def test_search_agrees_with_a_plain_substring_scan(corpus, data):
         ({"query": "x", "limit": "5"}, "limit"),
         ({"query": "x", "uid": "1; drop"}, "user id"),
         ({"query": "x", "uid": 0}, "user id"),
+        ({"query": "x", "uid": "007"}, "user id"),
     ],
 )
 def test_search_rejects_bad_arguments_with_a_clear_error(kwargs, error):
