@@ -560,3 +560,18 @@ def test_owner_follows_the_conversation_for_bulk_inserts_and_moves():
     assert set(Message.objects.filter(conversation=thread).values_list("owner_id", flat=True)) == {
         second.pk
     }
+
+
+def test_read_of_a_visible_thread_without_visible_messages_is_empty_not_missing():
+    user = UserFactory()
+    thread = _thread(user, title="only system")
+    MessageFactory(conversation=thread, role=Message.Role.SYSTEM, content="setup")
+    response = read_thread_messages(user.pk, thread.thread_id)
+    assert response == {
+        "thread_id": thread.thread_id,
+        "title": "only system",
+        "messages": [],
+        "has_more_before": False,
+        "has_more_after": False,
+        "truncated": False,
+    }
