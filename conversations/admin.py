@@ -131,6 +131,7 @@ class MessageAdmin(ReadOnlyAdmin):
     fields = (
         "id",
         "thread",
+        "owner",
         "role",
         "message_type",
         "content_excerpt",

@@ -1,7 +1,8 @@
 import pytest
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
-from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.models import AgentRun, CjkBigrams, Conversation, Message, ToolCall
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -103,3 +104,20 @@ def test_hidden_reasons_cost_no_query_once_annotated(django_assert_num_queries):
         assert loaded.lookback_hidden_reasons() == [
             "its status is deleted; only active threads are visible"
         ]
+
+
+@pytest.mark.parametrize(
+    ("text", "bigrams"),
+    [
+        ("你好世界", ["世界", "你好", "好世"]),
+        ("ab 你好 cd 你好", ["你好"]),
+        ("日本語です", ["です", "日本", "本語", "語で"]),
+        ("你 好", []),
+        ("plain ascii", []),
+        ("", []),
+    ],
+)
+def test_cjk_bigrams_are_the_distinct_pairs_within_cjk_runs(text, bigrams):
+    MessageFactory(content=text)
+    value = Message.objects.annotate(b=CjkBigrams(F("content"))).values_list("b", flat=True).get()
+    assert sorted(value) == sorted(bigrams)
