@@ -1,5 +1,7 @@
 """Read-only staff pages for conversations, messages, tool calls and runs."""
 
+import json
+
 from django.contrib import admin
 from django.db.models import F, Model, QuerySet
 from django.http import HttpRequest
@@ -7,6 +9,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.repository import READ_RESPONSE_MAX_BYTES, HistoryNotFound, read_thread_messages
+from conversations.repository import to_json as history_json
 from conversations.runs import db_clock
 from conversations.selectors import raw_messages_excerpt
 from memory_app.selectors import memory_write_refusal
@@ -54,7 +58,7 @@ class ConversationAdmin(ReadOnlyAdmin):
         "metadata_excerpt",
         "created_at",
         "updated_at",
-        "raw_messages",
+        "history",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
@@ -91,8 +95,59 @@ class ConversationAdmin(ReadOnlyAdmin):
             format_html_join("", "<li>{}</li>", ((reason,) for reason in reasons)),
         )
 
-    @admin.display(description="raw messages (as stored)")
-    def raw_messages(self, obj: Conversation) -> SafeString:
+    @admin.display(description="history")
+    def history(self, obj: Conversation) -> SafeString:
+        """What the lookback tools return for this thread, beside the record as stored."""
+        return format_html(
+            '<div class="yuxi-history" style="display:flex;flex-wrap:wrap;gap:2em">'
+            '<section class="yuxi-agent-view" style="flex:1 1 30em"><h3>{}</h3>{}</section>'
+            '<section class="yuxi-raw-view" style="flex:1 1 30em"><h3>{}</h3>{}</section>'
+            "</div>",
+            "As the agent sees it (read_thread_messages)",
+            self._agent_view(obj),
+            "Raw messages (as stored)",
+            self._raw_messages(obj),
+        )
+
+    def _agent_view(self, obj: Conversation) -> SafeString:
+        try:
+            response = read_thread_messages(obj.user_id, obj.thread_id)
+        except HistoryNotFound:
+            return format_html(
+                '<p class="errornote">{}</p>',
+                "not_found: the lookback tools return nothing of this thread to the agent.",
+            )
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    item["message_id"],
+                    item["role"],
+                    item["created_at"],
+                    render_text(item["content"], cut=item["truncated"]),
+                )
+                for item in response["messages"]
+            ),
+        )
+        return format_html(
+            '<p class="yuxi-agent-summary">{} messages; {} of at most {} bytes serialized; '
+            "has_more_before: {}; has_more_after: {}; truncated: {}</p>"
+            '<table class="yuxi-agent"><thead><tr><th>id</th><th>role</th><th>created</th>'
+            "<th>content</th></tr></thead><tbody>{}</tbody></table>"
+            "<details><summary>{}</summary><pre>{}</pre></details>",
+            len(response["messages"]),
+            len(history_json(response).encode("utf-8")),
+            READ_RESPONSE_MAX_BYTES,
+            response["has_more_before"],
+            response["has_more_after"],
+            response["truncated"],
+            rows,
+            "the response as returned",
+            json.dumps(response, ensure_ascii=False, indent=2),
+        )
+
+    def _raw_messages(self, obj: Conversation) -> SafeString:
         page = raw_messages_excerpt(conversation_id=obj.pk)
         rows = format_html_join(
             "",

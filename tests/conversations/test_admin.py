@@ -207,3 +207,58 @@ def test_run_page_says_why_a_memory_write_would_be_refused(staff_client, setup, 
     assert "<strong>no:</strong> " + reason in html
     if setup == "expired":
         assert "expired" in html
+
+
+def _sections(html):
+    """The agent-view and raw-view halves of a conversation's history field."""
+    agent = html.split('class="yuxi-agent-view"', 1)[1].split('class="yuxi-raw-view"', 1)[0]
+    raw = html.split('class="yuxi-raw-view"', 1)[1]
+    return agent, raw
+
+
+def test_agent_view_holds_only_what_lookback_returns_beside_every_raw_message(staff_client):
+    thread = ConversationFactory()
+    MessageFactory(conversation=thread, role=Message.Role.USER, content="user-said-1")
+    MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="assistant-said-2")
+    MessageFactory(conversation=thread, role=Message.Role.SYSTEM, content="system-only-3")
+    MessageFactory(
+        conversation=thread,
+        role=Message.Role.ASSISTANT,
+        message_type=Message.Type.TOOL_CALL,
+        content="tool-call-4",
+    )
+    agent, raw = _sections(_html(staff_client, _change(Conversation, thread.pk)))
+    assert "user-said-1" in agent
+    assert "assistant-said-2" in agent
+    assert "system-only-3" not in agent
+    assert "tool-call-4" not in agent
+    assert "2 messages;" in agent
+    for content in ("user-said-1", "assistant-said-2", "system-only-3", "tool-call-4"):
+        assert content in raw
+
+
+def test_agent_view_shows_budgets_and_truncation_flags(staff_client):
+    thread = ConversationFactory()
+    MessageFactory.create_batch(21, conversation=thread, content="x" * 10_000)
+    agent, _ = _sections(_html(staff_client, _change(Conversation, thread.pk)))
+    assert "4 messages;" in agent  # four 8 KiB cuts fill the 32 KiB of contents
+    assert "has_more_before: True; has_more_after: False; truncated: True" in agent
+    assert "cut: first 8192 bytes shown" in agent
+    assert "of at most 65536 bytes serialized" in agent
+
+
+def test_agent_view_of_a_hidden_thread_is_not_found(staff_client):
+    thread = ConversationFactory(status=Conversation.Status.ARCHIVED)
+    MessageFactory(conversation=thread, content="archived-words")
+    agent, raw = _sections(_html(staff_client, _change(Conversation, thread.pk)))
+    assert "not_found: the lookback tools return nothing of this thread" in agent
+    assert "archived-words" not in agent
+    assert "archived-words" in raw
+
+
+def test_agent_view_escapes_a_script_marker(staff_client):
+    thread = ConversationFactory(title=MARKER)
+    MessageFactory(conversation=thread, content=MARKER)
+    agent, _ = _sections(_html(staff_client, _change(Conversation, thread.pk)))
+    assert "<script>" not in agent
+    assert ESCAPED in agent

@@ -109,16 +109,24 @@ def test_staff_sees_a_hidden_thread_banner_and_escaped_raw_messages(staff_browse
     _assert_marker_inert(staff_browser)
 
 
-def test_staff_sees_a_visible_thread_with_its_messages(staff_browser, live_server):
+def test_staff_sees_a_visible_thread_as_the_agent_sees_it(staff_browser, live_server):
     thread = ConversationFactory(title="旅行计划 Trip", status=Conversation.Status.ACTIVE)
     MessageFactory(conversation=thread, content="请记住：我对花生过敏")
+    MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content=MARKER)
+    MessageFactory(conversation=thread, role=Message.Role.SYSTEM, content="system-routing-hint")
     url = reverse("admin:conversations_conversation_change", args=[thread.pk])
     _open(staff_browser, live_server, url, "conversation-visible-preview.png")
     banner = staff_browser.find_element(By.CSS_SELECTOR, ".yuxi-banner").text
     assert "Visible to history lookback" in banner
-    assert (
-        "请记住：我对花生过敏" in staff_browser.find_element(By.CSS_SELECTOR, "table.yuxi-raw").text
-    )
+    agent = staff_browser.find_element(By.CSS_SELECTOR, "table.yuxi-agent").text
+    assert "请记住：我对花生过敏" in agent
+    assert MARKER in agent
+    assert "system-routing-hint" not in agent
+    raw = staff_browser.find_element(By.CSS_SELECTOR, "table.yuxi-raw").text
+    assert "system-routing-hint" in raw
+    summary = staff_browser.find_element(By.CSS_SELECTOR, ".yuxi-agent-summary").text
+    assert summary.startswith("2 messages;")
+    _assert_marker_inert(staff_browser)
 
 
 def test_staff_sees_memory_as_the_agent_sees_it(staff_browser, live_server):
