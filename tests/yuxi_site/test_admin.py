@@ -1,7 +1,10 @@
 """Every admin page of the five models: who may see it, and that nothing can change."""
 
+import io
+
 import pytest
 from django.contrib import admin
+from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -187,3 +190,11 @@ def test_change_page_shows_every_model_field_read_only(rf, model):
             continue  # the page's URL and title carry it
         expected = STAND_INS.get((model, field.name), field.name)
         assert expected in shown or f"{expected}_excerpt" in shown, field.name
+
+
+def test_staff_can_view_every_page_of_the_demo_data(staff_client):
+    call_command("seed_demo", stdout=io.StringIO())
+    for model in MODELS:
+        assert staff_client.get(_url(model, "changelist")).status_code == 200
+        for pk in model.objects.values_list("pk", flat=True):
+            assert staff_client.get(_url(model, "change", pk)).status_code == 200, (model, pk)
