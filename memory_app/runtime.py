@@ -282,7 +282,7 @@ class _Agent:
                 return reply.text
             messages.append(assistant_message(reply))
             messages += self._call_tools(reply, by_name)
-        raise RuntimeError(f"the agent did not answer within {MAX_AGENT_STEPS} steps")
+        raise ModelError(f"the model did not answer within {MAX_AGENT_STEPS} steps")
 
     def _call_tools(self, reply: ModelReply, by_name: dict[str, Tool]) -> list[dict[str, Any]]:
         issuer = self._persist(
