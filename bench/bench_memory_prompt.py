@@ -1,0 +1,101 @@
+"""Cost of assembling the chatbot graph for one run, by MEMORY.md size, side by side.
+
+Run: DATABASE_URL=... .venv/bin/python bench/bench_memory_prompt.py
+Works in a rolled-back transaction and a temporary workspace root: it leaves nothing behind.
+"""
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import transaction  # noqa: E402
+
+from conversations import runs  # noqa: E402
+from conversations.models import Conversation  # noqa: E402
+from memory_app.models import UserConfig  # noqa: E402
+from memory_app.runtime import build_chatbot_graph  # noqa: E402
+
+ROUNDS = 200
+CASES = [
+    ("memory off (10 MB file present)", False, 10 * 1024 * 1024),
+    ("memory on, file missing", True, None),
+    ("memory on, 24 KiB file", True, 24 * 1024),
+    ("memory on, 10 MB file", True, 10 * 1024 * 1024),
+]
+
+
+class _Rollback(Exception):
+    pass
+
+
+def _case_context(index: int, enabled: bool, size: int | None) -> runs.ToolRuntimeContext:
+    user = get_user_model().objects.create(username=f"bench-{index}-{time.time_ns()}")
+    UserConfig.objects.create(user=user, enable_memory=enabled)
+    if size is not None:
+        agents = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents"
+        agents.mkdir(parents=True)
+        (agents / "MEMORY.md").write_bytes(b"m" * size)
+    thread = Conversation.objects.create(thread_id=f"bench-{user.pk}", user=user)
+    run = runs.create_run(user_id=user.pk, conversation=thread, request_id="bench")
+    runs.claim_run(worker_id="bench", run_id=run.run_id)
+    return runs.ToolRuntimeContext(
+        str(user.pk), thread.thread_id, str(run.run_id), "bench", "bench"
+    )
+
+
+def _measure(ctx: runs.ToolRuntimeContext) -> tuple[float, int, int]:
+    """Median build time (ms), file bytes read per build, prompt length."""
+    read_sizes: list[int] = []
+    real_read = os.read
+
+    def counting_read(fd: int, n: int) -> bytes:
+        data = real_read(fd, n)
+        read_sizes.append(len(data))
+        return data
+
+    os.read = counting_read
+    try:
+        timings = []
+        for _ in range(ROUNDS):
+            start = time.perf_counter()
+            graph = build_chatbot_graph(ctx)
+            timings.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.read = real_read
+    return statistics.median(timings), sum(read_sizes) // ROUNDS, len(graph.system_prompt)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as root:
+        settings.WORKSPACE_ROOT = Path(root)
+        results = []
+        try:
+            with transaction.atomic():
+                for index, (label, enabled, size) in enumerate(CASES):
+                    results.append((label, *_measure(_case_context(index, enabled, size))))
+                raise _Rollback
+        except _Rollback:
+            pass
+    baseline = next(r for r in results if r[0] == "memory on, 24 KiB file")
+    print(f"build_chatbot_graph, median of {ROUNDS} builds per case")
+    print(
+        f"{'case':34} {'ms/build':>9} {'bytes read':>11} {'prompt chars':>13} {'time vs 24 KiB':>15}"
+    )
+    for label, ms, read, prompt in results:
+        print(f"{label:34} {ms:9.3f} {read:11d} {prompt:13d} {ms / baseline[1]:14.2f}x")
+
+
+if __name__ == "__main__":
+    main()
