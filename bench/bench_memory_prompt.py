@@ -90,11 +90,9 @@ def main() -> None:
             pass
     baseline = next(r for r in results if r[0] == "memory on, 24 KiB file")
     print(f"build_chatbot_graph, median of {ROUNDS} builds per case")
-    print(
-        f"{'case':34} {'ms/build':>9} {'bytes read':>11} {'prompt chars':>13} {'time vs 24 KiB':>15}"
-    )
+    print(f"{'case':34} {'ms/build':>9} {'bytes read':>11} {'prompt chars':>13} {'vs 24 KiB':>10}")
     for label, ms, read, prompt in results:
-        print(f"{label:34} {ms:9.3f} {read:11d} {prompt:13d} {ms / baseline[1]:14.2f}x")
+        print(f"{label:34} {ms:9.3f} {read:11d} {prompt:13d} {ms / baseline[1]:9.2f}x")
 
 
 if __name__ == "__main__":
