@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
+from memory_app.middleware import MEMORY_BLOCK_BEGIN, MEMORY_BLOCK_END
 from memory_app.tools import Tool
 
 # Upper bound on a chat-completions response body; a larger one is refused, not parsed.
@@ -162,9 +163,17 @@ _SEARCH = re.compile(
 )
 _DELEGATE = re.compile(r"^\s*ask\s+(?:the\s+)?sub-?agent[\s:,]+(?P<arg>\S.*)$", re.I | re.S)
 _RECALL = re.compile(r"what\s+do\s+you\s+remember|你记得什么", re.I)
-# The memory block as the memory middleware renders it (see memory_app.middleware).
+
+
+def _block_line(template: str, nonce_pattern: str) -> str:
+    return "^" + re.escape(template).replace(re.escape("{nonce}"), nonce_pattern) + "$"
+
+
+# The memory data block exactly as the memory middleware renders it.
 _MEMORY_BLOCK = re.compile(
-    r"^<<<BEGIN USER MEMORY (?P<nonce>\w+)>>>\n(?P<body>.*?)\n<<<END USER MEMORY (?P=nonce)>>>$",
+    _block_line(MEMORY_BLOCK_BEGIN, r"(?P<nonce>\w+)")
+    + r"\n(?P<body>.*?)\n"
+    + _block_line(MEMORY_BLOCK_END, r"(?P=nonce)"),
     re.M | re.S,
 )
 
