@@ -15,6 +15,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from django.conf import settings  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
 
 def main() -> int:
@@ -26,7 +27,11 @@ def main() -> int:
         "creates its own)",
     )
     args = parser.parse_args()
-    db = settings.DATABASES["default"]
+    try:
+        db = settings.DATABASES["default"]
+    except ImproperlyConfigured as exc:
+        sys.stderr.write(f"\nERROR: {exc}\n\n")
+        return 2
     host = db.get("HOST") or "localhost"
     port = db.get("PORT") or 5432
     params = {
