@@ -1,11 +1,8 @@
 import json
-import os
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
@@ -62,33 +59,14 @@ class RecordingModel:
         return [tool.name for tool in self.calls[step]["tools"]]
 
 
-def agents_file(uid: int, name: str) -> Path:
-    directory = Path(settings.WORKSPACE_ROOT) / str(uid) / "agents"
-    directory.mkdir(parents=True, exist_ok=True)
-    return directory / name
-
-
 def memory_user(enable_memory: bool = True):
     return UserConfigFactory(enable_memory=enable_memory).user
-
-
-@pytest.fixture
-def opened(monkeypatch) -> list[str]:
-    names: list[str] = []
-    real_open = os.open
-
-    def recording_open(path, *args, **kwargs):
-        names.append(os.path.basename(os.fspath(path)))
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", recording_open)
-    return names
 
 
 # --- graphs -------------------------------------------------------------------------------
 
 
-def test_chatbot_graph_with_memory_off_has_no_memory_prompt_tool_or_read(opened):
+def test_chatbot_graph_with_memory_off_has_no_memory_prompt_tool_or_read(opened_files, agents_file):
     run = RunningAgentRunFactory()
     UserConfigFactory(user=run.user, enable_memory=False)
     agents_file(run.user_id, "AGENTS.md").write_text("Be brief.")
@@ -98,10 +76,10 @@ def test_chatbot_graph_with_memory_off_has_no_memory_prompt_tool_or_read(opened)
     assert "Be brief." in graph.system_prompt
     assert "remembered-fact" not in graph.system_prompt
     assert MEMORY_RULES not in graph.system_prompt
-    assert "MEMORY.md" not in opened
+    assert "MEMORY.md" not in opened_files
 
 
-def test_chatbot_graph_with_memory_on_has_the_middleware_its_prompt_and_three_tools():
+def test_chatbot_graph_with_memory_on_has_the_middleware_its_prompt_and_three_tools(agents_file):
     run = RunningAgentRunFactory()
     UserConfigFactory(user=run.user)
     agents_file(run.user_id, "AGENTS.md").write_text("Be brief.")
@@ -115,7 +93,7 @@ def test_chatbot_graph_with_memory_on_has_the_middleware_its_prompt_and_three_to
     assert "remembered-fact" in graph.system_prompt
 
 
-def test_subagent_graph_never_has_memory_even_with_memory_on(opened):
+def test_subagent_graph_never_has_memory_even_with_memory_on(opened_files, agents_file):
     run = RunningAgentRunFactory()
     UserConfigFactory(user=run.user)
     agents_file(run.user_id, "USER.md").write_text("I am a botanist.")
@@ -125,10 +103,10 @@ def test_subagent_graph_never_has_memory_even_with_memory_on(opened):
     assert "I am a botanist." in graph.system_prompt
     assert "remembered-fact" not in graph.system_prompt
     assert "USER MEMORY" not in graph.system_prompt and MEMORY_RULES not in graph.system_prompt
-    assert "MEMORY.md" not in opened
+    assert "MEMORY.md" not in opened_files
 
 
-def test_a_second_worker_cannot_write_through_the_graphs_tool():
+def test_a_second_worker_cannot_write_through_the_graphs_tool(agents_file):
     run = RunningAgentRunFactory()
     UserConfigFactory(user=run.user)
     remember = build_chatbot_graph(context_for(run, worker_id="intruder")).tools[0]
@@ -139,7 +117,7 @@ def test_a_second_worker_cannot_write_through_the_graphs_tool():
 # --- the Chat service ---------------------------------------------------------------------
 
 
-def test_remember_request_writes_memory_and_persists_the_whole_turn():
+def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file):
     user = memory_user()
     turn = chat(user_id=user.pk, message="Please remember that I drink oolong tea", model=None)
     assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\n"
@@ -166,7 +144,7 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn():
     assert (run.worker_id, run.lease_expires_at) == (None, None)
 
 
-def test_memory_off_offers_no_memory_tool_and_writes_no_file():
+def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
     user = memory_user(enable_memory=False)
     model = RecordingModel()
     turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=model)
@@ -188,7 +166,7 @@ def test_a_new_thread_sees_what_an_earlier_thread_remembered():
     assert second.reply == "From memory:\nmy cat is called Miso"
 
 
-def test_a_tool_kept_after_its_run_finished_is_denied():
+def test_a_tool_kept_after_its_run_finished_is_denied(agents_file):
     user = memory_user()
     model = RecordingModel()
     chat(user_id=user.pk, message="remember that I like tea", model=model)
@@ -256,7 +234,7 @@ def test_a_model_that_never_answers_fails_the_run_after_the_step_cap():
     assert ToolCall.objects.filter(status="error").count() == MAX_AGENT_STEPS
 
 
-def test_unknown_tools_and_non_object_arguments_are_refused_and_recorded_as_errors():
+def test_unknown_tools_and_non_object_arguments_are_refused_and_recorded_as_errors(agents_file):
     user = memory_user()
     calls = [ModelToolCall("c1", "edit_file", {"path": "/etc/passwd"})]
     calls.append(ModelToolCall("c2", "remember_memory", None))
@@ -271,7 +249,7 @@ def test_unknown_tools_and_non_object_arguments_are_refused_and_recorded_as_erro
     assert not agents_file(user.pk, "MEMORY.md").exists()
 
 
-def test_a_subagent_call_runs_in_a_child_thread_without_memory():
+def test_a_subagent_call_runs_in_a_child_thread_without_memory(agents_file):
     user = memory_user()
     agents_file(user.pk, "MEMORY.md").write_text("remembered-fact\n")
     model = RecordingModel()
@@ -298,7 +276,7 @@ def test_a_subagent_call_runs_in_a_child_thread_without_memory():
     assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "success"}]
 
 
-def test_a_subagent_is_never_offered_the_subagent_tool_or_memory_tools():
+def test_a_subagent_is_never_offered_the_subagent_tool_or_memory_tools(agents_file):
     user = memory_user()
     model = RecordingModel()
     chat(user_id=user.pk, message="ask the subagent: remember that I like tea", model=model)
@@ -310,7 +288,7 @@ def test_a_subagent_is_never_offered_the_subagent_tool_or_memory_tools():
 # --- leases -------------------------------------------------------------------------------
 
 
-def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run():
+def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run(agents_file):
     user = memory_user()
 
     def worker_dies(step):
@@ -329,7 +307,7 @@ def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run()
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_model_call_longer_than_the_lease_keeps_the_lease(settings):
+def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, settings):
     settings.AGENT_RUN_LEASE_SECONDS = 1
     user = memory_user()
     first_leases = []
