@@ -143,7 +143,7 @@ def test_missing_or_empty_memory_injects_no_block_but_keeps_the_tools(memory_fil
     assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
 
 
-def test_a_symlinked_memory_file_is_not_followed_and_the_tools_stay(tmp_path):
+def test_a_symlinked_memory_file_is_not_followed_and_the_tools_stay(memory_file, tmp_path):
     ctx = context()
     outside = tmp_path / "elsewhere.md"
     outside.write_text("followed-the-link")

@@ -8,7 +8,7 @@ from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.runs import ClockTimestamp
 from memory_app import runtime
-from memory_app.llm import ModelError, ModelReply, ModelToolCall, ScriptedModel
+from memory_app.llm import ModelError, ModelReply, ModelToolCall, OpenAIChatModel, ScriptedModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
     CHAT_MESSAGE_MAX_BYTES,
@@ -30,6 +30,7 @@ from tests.factories import (
     UserFactory,
     context_for,
 )
+from tests.memory_app.wire_server import WireServer, completion
 
 pytestmark = pytest.mark.django_db
 
@@ -338,3 +339,30 @@ def test_recent_messages_of_other_threads_never_reach_the_model():
     model = RecordingModel()
     chat(user_id=user.pk, message="hi", model=model)
     assert "other-thread-text" not in json.dumps(model.calls[0]["messages"])
+
+
+def test_the_chat_service_drives_the_http_model_through_a_tool_round_trip(agents_file):
+    user = memory_user()
+    call = {"id": "call_9", "type": "function"}
+    call["function"] = {"name": "remember_memory", "arguments": '{"content": "I like rain"}'}
+    answers = [
+        completion({"role": "assistant", "content": None, "tool_calls": [call]}),
+        completion({"role": "assistant", "content": "Saved."}),
+    ]
+    with WireServer(answers) as server:
+        model = OpenAIChatModel(base_url=server.url, api_key="k", model="m", timeout=10)
+        turn = chat(user_id=user.pk, message="remember that I like rain", model=model)
+    assert turn.reply == "Saved."
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I like rain\n"
+    first, second = (request["body"] for request in server.requests)
+    assert [tool["function"]["name"] for tool in first["tools"]] == [
+        *MEMORY_TOOLS,
+        SUBAGENT_TOOL_NAME,
+    ]
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_9"
+    tool_message = second["messages"][-1]
+    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", "call_9")
+    assert json.loads(tool_message["content"])["status"] == "added"
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    wire = json.dumps(server.requests)
+    assert turn.run_id not in wire and run.request_id not in wire
