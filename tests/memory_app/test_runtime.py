@@ -309,7 +309,7 @@ def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run(a
 
 @pytest.mark.django_db(transaction=True)
 def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, settings):
-    settings.AGENT_RUN_LEASE_SECONDS = 1
+    settings.AGENT_RUN_LEASE_SECONDS = 2
     user = memory_user()
     first_leases = []
 
