@@ -1,8 +1,10 @@
 import json
+import threading
 import time
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
@@ -366,3 +368,31 @@ def test_the_chat_service_drives_the_http_model_through_a_tool_round_trip(agents
     run = AgentRun.objects.get(run_id=turn.run_id)
     wire = json.dumps(server.requests)
     assert turn.run_id not in wire and run.request_id not in wire
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_file):
+    user = memory_user()
+    facts = [f"fact number {i}" for i in range(4)]
+    barrier = threading.Barrier(len(facts))
+    turns, errors = [], []
+
+    def say(fact: str) -> None:
+        try:
+            barrier.wait()
+            turns.append(chat(user_id=user.pk, message=f"remember that {fact}"))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=say, args=(fact,)) for fact in facts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    lines = agents_file(user.pk, "MEMORY.md").read_text().splitlines()
+    assert sorted(lines) == facts
+    assert {turn.tool_calls[0]["status"] for turn in turns} == {"success"}
+    assert set(AgentRun.objects.values_list("status", flat=True)) == {"succeeded"}
