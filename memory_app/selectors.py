@@ -1,8 +1,42 @@
-"""Reads of memory settings."""
+"""Reads of memory settings and of MEMORY.md as the agent sees it."""
+
+import codecs
+from dataclasses import dataclass
 
 from memory_app.models import UserConfig
+from memory_app.workspace import MEMORY_RELPATH, Workspace
+from yuxi_site.utils.string_utils import truncate_utf8
+
+# How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).
+MEMORY_PROMPT_MAX_BYTES = 24576
+
+
+@dataclass(frozen=True)
+class MemorySnapshot:
+    """MEMORY.md as the agent sees it: text kept, its UTF-8 size, and whether more was there."""
+
+    text: str
+    size_bytes: int
+    truncated: bool
 
 
 def memory_enabled(uid: int | str) -> bool:
     """Current value of the switch, read fresh from the database (no row means off)."""
     return UserConfig.objects.filter(user_id=uid, enable_memory=True).exists()
+
+
+def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
+    """The one bounded, no-follow read of `uid`'s MEMORY.md for the prompt and its previews.
+
+    Reads at most `MEMORY_PROMPT_MAX_BYTES + 1` bytes whatever the file's size, drops a code
+    point split by the cut, and replaces invalid bytes. Renders no marker: callers do.
+    """
+    data, truncated = Workspace.for_user(uid).read_bounded(MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES)
+    # Not final when cut: an incomplete sequence at the cut is the cut's, not the file's fault.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    text = decoder.decode(data, final=not truncated)
+    # Each replaced byte grows to three, so cut again to stay within the budget.
+    text, cut = truncate_utf8(text, MEMORY_PROMPT_MAX_BYTES)
+    return MemorySnapshot(
+        text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated or cut
+    )

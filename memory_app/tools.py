@@ -5,9 +5,23 @@ run or worker field. Typed service errors become `{"status", "message"}` here an
 """
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
+
+from conversations.runs import ToolRuntimeContext
+from memory_app.services import (
+    MemoryAccessDenied,
+    MemoryConflict,
+    MemoryFileTooLarge,
+    MemoryInputError,
+    MemoryUnavailable,
+    remember_memory,
+)
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -23,3 +37,73 @@ class Tool:
 def tool_result(status: str, message: str, **extra: Any) -> str:
     """The JSON text a tool returns for a status outcome."""
     return json.dumps({"status": status, "message": message, **extra}, ensure_ascii=False)
+
+
+REMEMBER_MEMORY_DESCRIPTION = (
+    "Save one durable fact about the user to long-term memory, only when the user in the "
+    "current turn explicitly asks you to remember or correct something. Never store "
+    "credentials, temporary details, guesses or project-private facts. To correct a fact, "
+    "pass the exact old text as `replaces`."
+)
+REMEMBER_MEMORY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "content": {
+            "type": "string",
+            "description": "The fact to remember, as one or a few short lines (at most 4 KiB).",
+        },
+        "replaces": {
+            "type": ["string", "null"],
+            "description": "Exact text already in memory that this fact corrects (optional).",
+        },
+    },
+    "required": ["content"],
+    "additionalProperties": False,
+}
+
+# Fixed texts for the model: a service error's own message never reaches it.
+_REMEMBER_MESSAGES = {
+    "added": "Saved to long-term memory.",
+    "unchanged": "This fact is already in long-term memory; nothing changed.",
+    "replaced": "The old text was replaced in long-term memory.",
+    "rejected_input": "The arguments were refused: content (and replaces, if given) must be "
+    "non-empty text of at most 4096 bytes without NUL characters.",
+    "rejected_size": "Long-term memory is full or too large to edit; ask the user to tidy it.",
+    "not_found": "The text to replace is not in long-term memory; re-read it and retry.",
+    "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",
+    "invalid_encoding": "The memory file is not valid UTF-8; the user must repair it.",
+    "denied": "Long-term memory is not available to this run.",
+    "unavailable": "Long-term memory is temporarily unavailable; nothing was saved.",
+}
+
+
+def _remember(ctx: ToolRuntimeContext, arguments: dict[str, Any]) -> str:
+    if not isinstance(arguments, dict) or not set(arguments) <= {"content", "replaces"}:
+        return tool_result("rejected", _REMEMBER_MESSAGES["rejected_input"])
+    try:
+        result = remember_memory(ctx, arguments.get("content"), arguments.get("replaces"))
+    except MemoryInputError:
+        return tool_result("rejected", _REMEMBER_MESSAGES["rejected_input"])
+    except MemoryFileTooLarge:
+        return tool_result("rejected", _REMEMBER_MESSAGES["rejected_size"])
+    except MemoryConflict as exc:
+        return tool_result("conflict", _REMEMBER_MESSAGES[exc.reason])
+    except MemoryAccessDenied:
+        return tool_result("denied", _REMEMBER_MESSAGES["denied"])
+    except MemoryUnavailable:
+        return tool_result("unavailable", _REMEMBER_MESSAGES["unavailable"])
+    except Exception:
+        # The edge of the model: log the fault for operators, show the model no traceback.
+        logger.exception("remember_memory failed unexpectedly")
+        return tool_result("unavailable", _REMEMBER_MESSAGES["unavailable"])
+    return tool_result(result.status, _REMEMBER_MESSAGES[result.status])
+
+
+def make_remember_memory_tool(ctx: ToolRuntimeContext) -> Tool:
+    """`remember_memory` bound to the run's trusted context; the model passes only text."""
+    return Tool(
+        name="remember_memory",
+        description=REMEMBER_MEMORY_DESCRIPTION,
+        schema=REMEMBER_MEMORY_SCHEMA,
+        invoke=partial(_remember, ctx),
+    )

@@ -1,11 +1,14 @@
 """factory-boy factories for the user and all five models."""
 
 import uuid
+from datetime import timedelta
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.runs import ToolRuntimeContext
 from memory_app.models import UserConfig
 
 
@@ -67,3 +70,30 @@ class AgentRunFactory(factory.django.DjangoModelFactory):
     user = factory.SelfAttribute("conversation.user")
     request_id = factory.LazyFunction(lambda: f"req-{uuid.uuid4().hex[:12]}")
     run_type = AgentRun.RunType.CHAT
+
+
+class RunningAgentRunFactory(AgentRunFactory):
+    """A top-level run a worker has claimed, with a lease well in the future."""
+
+    status = AgentRun.Status.RUNNING
+    worker_id = factory.Sequence(lambda n: f"worker-{n}")
+    started_at = factory.LazyFunction(timezone.now)
+    lease_expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=10))
+
+
+def memory_user(**kwargs: object) -> object:
+    """A user whose memory switch is on."""
+    return UserConfigFactory(**kwargs).user
+
+
+def context_for(run: AgentRun, **overrides: str) -> ToolRuntimeContext:
+    """The trusted context the Chat service would write for `run`, with fields overridden."""
+    fields = {
+        "uid": str(run.user_id),
+        "thread_id": run.conversation.thread_id,
+        "run_id": str(run.run_id),
+        "request_id": run.request_id,
+        "worker_id": run.worker_id,
+    }
+    fields.update(overrides)
+    return ToolRuntimeContext(**fields)

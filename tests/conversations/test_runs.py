@@ -12,9 +12,8 @@ from conversations.runs import (
     LeaseNotHeld,
     RunContextInvalid,
     RunNotFound,
-    ToolRuntimeContext,
 )
-from tests.factories import AgentRunFactory, ConversationFactory
+from tests.factories import AgentRunFactory, ConversationFactory, context_for
 
 pytestmark = pytest.mark.django_db
 
@@ -30,18 +29,6 @@ def _claimed(worker_id: str = "w1", **kwargs) -> AgentRun:
     claimed = runs.claim_run(worker_id=worker_id, run_id=run.run_id)
     assert claimed is not None
     return claimed
-
-
-def _ctx(run: AgentRun, **overrides) -> ToolRuntimeContext:
-    fields = {
-        "uid": str(run.user_id),
-        "thread_id": run.conversation.thread_id,
-        "run_id": str(run.run_id),
-        "request_id": run.request_id,
-        "worker_id": run.worker_id,
-    }
-    fields.update(overrides)
-    return ToolRuntimeContext(**fields)
 
 
 def test_create_run_is_pending_without_a_lease():
@@ -223,14 +210,14 @@ def test_fail_expired_runs_marks_only_lapsed_runs_failed():
 def test_lock_run_for_tool_returns_the_owned_top_level_run():
     run = _claimed()
     with transaction.atomic():
-        assert runs.lock_run_for_tool(_ctx(run)).pk == run.pk
+        assert runs.lock_run_for_tool(context_for(run)).pk == run.pk
 
 
 @pytest.mark.django_db(transaction=True)
 def test_lock_run_for_tool_must_run_inside_a_transaction():
     run = _claimed()
     with pytest.raises(RuntimeError):
-        runs.lock_run_for_tool(_ctx(run))
+        runs.lock_run_for_tool(context_for(run))
 
 
 @pytest.mark.parametrize(
@@ -251,14 +238,14 @@ def test_lock_run_for_tool_must_run_inside_a_transaction():
 def test_lock_run_for_tool_refuses_a_context_that_does_not_match(overrides):
     run = _claimed()
     with pytest.raises(RunContextInvalid), transaction.atomic():
-        runs.lock_run_for_tool(_ctx(run, **overrides))
+        runs.lock_run_for_tool(context_for(run, **overrides))
 
 
 def test_lock_run_for_tool_refuses_another_users_run():
     run = _claimed()
     other = ConversationFactory()
     with pytest.raises(RunContextInvalid), transaction.atomic():
-        runs.lock_run_for_tool(_ctx(run, uid=str(other.user_id)))
+        runs.lock_run_for_tool(context_for(run, uid=str(other.user_id)))
 
 
 def test_lock_run_for_tool_refuses_subagent_and_expired_runs():
@@ -270,10 +257,10 @@ def test_lock_run_for_tool_refuses_subagent_and_expired_runs():
         conversation=ConversationFactory(user=parent.user, parent=parent.conversation),
     )
     with pytest.raises(RunContextInvalid, match="top-level"), transaction.atomic():
-        runs.lock_run_for_tool(_ctx(child))
+        runs.lock_run_for_tool(context_for(child))
     _expire(parent)
     with pytest.raises(RunContextInvalid, match="expired"), transaction.atomic():
-        runs.lock_run_for_tool(_ctx(parent))
+        runs.lock_run_for_tool(context_for(parent))
 
 
 def test_tool_run_refusal_explains_why_without_locking():

@@ -4,6 +4,8 @@ from django.core.management import call_command
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app.models import UserConfig
+from memory_app.selectors import read_memory_for_prompt
+from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
 
 pytestmark = pytest.mark.django_db
 
@@ -25,3 +27,17 @@ def test_seed_demo_covers_every_kind_of_record_and_is_idempotent():
     assert set(UserConfig.objects.values_list("enable_memory", flat=True)) == {True, False}
     staff = get_user_model().objects.get(username="admin")
     assert staff.is_staff and staff.check_password("yuxi-admin")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seed_demo_gives_each_demo_user_the_three_workspace_files():
+    call_command("seed_demo")
+    User = get_user_model()
+    for username in ("alice", "bob"):
+        workspace = Workspace.for_user(User.objects.get(username=username).pk)
+        for relpath in (AGENTS_RELPATH, USER_RELPATH, MEMORY_RELPATH):
+            data, truncated = workspace.read_bounded(relpath, 4096)
+            assert data.decode("utf-8").strip() and not truncated
+    alice_memory = read_memory_for_prompt(User.objects.get(username="alice").pk)
+    assert "对花生过敏 🥜" in alice_memory.text
+    assert "花生" not in read_memory_for_prompt(User.objects.get(username="bob").pk).text

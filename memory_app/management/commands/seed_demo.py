@@ -9,9 +9,31 @@ from django.utils import timezone
 
 from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
 from memory_app.models import UserConfig
+from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
 
 STAFF_USERNAME = "admin"
 STAFF_PASSWORD = "yuxi-admin"
+
+AGENTS_MD = """# Agent rules 🤖
+- 用中文或用户使用的语言回答。
+- Be concise; ask before booking anything.
+"""
+
+# Workspace files of each demo user: AGENTS.md, USER.md, MEMORY.md.
+DEMO_FILES = {
+    "alice": {
+        AGENTS_RELPATH: AGENTS_MD,
+        USER_RELPATH: "# User\nAlice（爱丽丝）, lives in Shanghai 🏙️, prefers metric units.\n",
+        MEMORY_RELPATH: (
+            "# Memory\n- 对花生过敏 🥜 (allergic to peanuts)\n- Prefers window seats ✈️\n"
+        ),
+    },
+    "bob": {
+        AGENTS_RELPATH: AGENTS_MD,
+        USER_RELPATH: "# User\nBob（鲍勃）, night owl 🦉.\n",
+        MEMORY_RELPATH: "# Memory\n- 喜欢绿茶 🍵\n",
+    },
+}
 
 
 class Command(BaseCommand):
@@ -35,7 +57,16 @@ class Command(BaseCommand):
         UserConfig.objects.create(user=bob, enable_memory=False)
         self._seed_alice(alice)
         self._seed_bob(bob)
+        for user in (alice, bob):
+            # Files are not transactional: publish them only once the rows are committed.
+            transaction.on_commit(lambda user=user: self._write_workspace(user))
         self.stdout.write(self.style.SUCCESS("Demo data created."))
+
+    @staticmethod
+    def _write_workspace(user: object) -> None:
+        workspace = Workspace.for_user(user.pk)
+        for relpath, text in DEMO_FILES[user.username].items():
+            workspace.replace_authorized_file(relpath, text.encode("utf-8"))
 
     def _seed_alice(self, alice: object) -> None:
         start = timezone.now() - timedelta(days=3)

@@ -1,6 +1,6 @@
 """Cost of assembling the chatbot graph for one run, by MEMORY.md size, side by side.
 
-Run: DATABASE_URL=... .venv/bin/python bench/bench_memory_prompt.py
+Run: DATABASE_URL=... .venv/bin/python bench/memory_prompt.py
 Works in a rolled-back transaction and a temporary workspace root: it leaves nothing behind.
 """
 

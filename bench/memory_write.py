@@ -1,0 +1,194 @@
+"""Cost of the safe memory write next to its parts, and its throughput under concurrency.
+
+Run: DATABASE_URL=postgres://... .venv/bin/python bench/memory_write.py
+It migrates the configured database, creates its own users and runs under a temporary
+workspace root, prints its figures, and removes everything it created.
+"""
+
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from conversations.models import AgentRun, Conversation  # noqa: E402
+from memory_app.models import UserConfig  # noqa: E402
+from memory_app.runtime import ToolRuntimeContext  # noqa: E402
+from memory_app.services import remember_memory  # noqa: E402
+from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
+
+LATENCY_SAMPLES = 200
+THROUGHPUT_APPENDS = 160
+WRITER_COUNTS = (1, 4, 16)
+PREFIX = f"bench-{uuid.uuid4().hex[:8]}"
+
+
+def _user(name: str):
+    user = get_user_model().objects.create(username=f"{PREFIX}-{name}")
+    UserConfig.objects.create(user=user, enable_memory=True)
+    return user
+
+
+def _context(user, name: str) -> ToolRuntimeContext:
+    """A claimed top-level chat run of `user` with a long lease, as the Chat service makes."""
+    conversation = Conversation.objects.create(thread_id=f"{PREFIX}-{name}", user=user)
+    run = AgentRun.objects.create(
+        user=user,
+        conversation=conversation,
+        request_id=f"{PREFIX}-{name}",
+        status=AgentRun.Status.RUNNING,
+        worker_id=f"worker-{name}",
+        started_at=timezone.now(),
+        lease_expires_at=timezone.now() + timedelta(hours=1),
+    )
+    return ToolRuntimeContext(
+        uid=str(user.pk),
+        thread_id=conversation.thread_id,
+        run_id=str(run.run_id),
+        request_id=run.request_id,
+        worker_id=run.worker_id,
+    )
+
+
+def _timed(call, *args) -> float:
+    start = time.perf_counter()
+    call(*args)
+    return (time.perf_counter() - start) * 1000
+
+
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _one_commit(run_id: str) -> None:
+    """One durable PostgreSQL commit: a transaction that locks a row, as the safe path does."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM conversations_agentrun WHERE run_id = %s FOR UPDATE", [run_id]
+        )
+
+
+def latency() -> None:
+    """Interleave the four paths call by call, rotating their order, so that drift, noise and
+    the cost one call leaves to the next (dirty pages, journal commits) hit them alike."""
+    ctx = _context(_user("latency"), "latency")
+    other_run = _context(_user("commit"), "commit").run_id
+    bare = Workspace.for_user(0)
+    plain = Path(settings.WORKSPACE_ROOT) / "plain" / "MEMORY.md"
+    plain.parent.mkdir(parents=True)
+    samples: dict[str, list[float]] = {
+        "safe": [],
+        "unchanged": [],
+        "publish": [],
+        "write_text": [],
+        "commit": [],
+    }
+    names = list(samples)
+    # Warm up, and give the first "unchanged" call a fact that is already there.
+    remember_memory(ctx, "benchmark fact number -1 记住 🥜")
+    for i in range(LATENCY_SAMPLES):
+        fact = f"benchmark fact number {i} 记住 🥜"
+        # The same bytes the safe path is about to publish.
+        current, _ = Workspace.for_user(ctx.uid).read_bounded(MEMORY_RELPATH, 1 << 20)
+        data = current + f"{fact}\n".encode()
+        calls = {
+            "safe": (remember_memory, ctx, fact),
+            "unchanged": (remember_memory, ctx, f"benchmark fact number {i - 1} 记住 🥜"),
+            "publish": (bare.replace_authorized_file, MEMORY_RELPATH, data),
+            "write_text": (plain.write_bytes, data),
+            "commit": (_one_commit, other_run),
+        }
+        for name in names[i % len(names) :] + names[: i % len(names)]:
+            samples[name].append(_timed(*calls[name]))
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    p95 = {name: _percentile(values, 0.95) for name, values in samples.items()}
+    print(f"latency over {LATENCY_SAMPLES} appends (ms){'median':>26}{'p95':>9}")
+    for name, label in (
+        ("safe", "remember_memory (full safe path)"),
+        ("unchanged", "remember_memory, unchanged (no publish)"),
+        ("publish", "bare durable publish"),
+        ("commit", "one durable PostgreSQL commit"),
+        ("write_text", "plain write (no fsync)"),
+    ):
+        print(f"  {label:<42}{med[name]:>8.3f} {p95[name]:>8.3f}")
+    budget = med["publish"] + med["commit"]
+    print("ratios (median)")
+    print(f"  safe / bare publish                 {med['safe'] / med['publish']:>8.2f}x")
+    print(f"  safe / (bare publish + one commit)  {med['safe'] / budget:>8.2f}x")
+    parts = med["unchanged"] + med["publish"]
+    print(f"  safe / (unchanged + bare publish)   {med['safe'] / parts:>8.2f}x")
+    print(f"  safe / plain write                  {med['safe'] / med['write_text']:>8.2f}x")
+    print(f"  bare publish / plain write          {med['publish'] / med['write_text']:>8.2f}x")
+
+
+def _throughput(contexts: list[ToolRuntimeContext]) -> float:
+    """Appends per second of len(contexts) threads, each on its own connection."""
+    per_writer = THROUGHPUT_APPENDS // len(contexts)
+    barrier = threading.Barrier(len(contexts) + 1)
+    errors: list[BaseException] = []
+
+    def writer(k: int, ctx: ToolRuntimeContext) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_writer):
+                remember_memory(ctx, f"writer {k} fact {i}")
+        except BaseException as exc:  # reported below; the bench must not print bad figures
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(k, c)) for k, c in enumerate(contexts)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"a writer failed: {errors[0]!r}")
+    return per_writer * len(contexts) / elapsed
+
+
+def throughput() -> None:
+    print(f"appends per second ({THROUGHPUT_APPENDS} appends per row, {os.cpu_count()} cores)")
+    print("  writers   one uid   distinct uids   distinct / one")
+    for count in WRITER_COUNTS:
+        shared = _user(f"shared-{count}")
+        one_uid = [_context(shared, f"shared-{count}-{k}") for k in range(count)]
+        distinct = [_context(_user(f"own-{count}-{k}"), f"own-{count}-{k}") for k in range(count)]
+        same, spread = _throughput(one_uid), _throughput(distinct)
+        print(f"  {count:>7} {same:>9.1f} {spread:>15.1f} {spread / same:>15.2f}x")
+
+
+def main() -> None:
+    call_command("migrate", verbosity=0)
+    with tempfile.TemporaryDirectory(prefix="yuxi-bench-") as root:
+        settings.WORKSPACE_ROOT = Path(root)
+        try:
+            latency()
+            throughput()
+        finally:
+            get_user_model().objects.filter(username__startswith=f"{PREFIX}-").delete()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""Per-user workspace files: bounded no-follow reads and the one atomic, durable publish.
+
+Every path below `<WORKSPACE_ROOT>/<uid>/` is walked one component at a time through directory
+file descriptors opened with `O_NOFOLLOW`, so a symlink planted anywhere in the workspace can
+neither redirect a read nor a write. `WORKSPACE_ROOT` itself is trusted.
+"""
+
+import errno
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+AGENTS_RELPATH = "agents/AGENTS.md"
+USER_RELPATH = "agents/USER.md"
+MEMORY_RELPATH = "agents/MEMORY.md"
+
+# Directories created below the trusted root are private to the service.
+DIRECTORY_MODE = 0o700
+# Published files (the temp file before its rename) are readable by the service only.
+FILE_MODE = 0o600
+READ_CHUNK_BYTES = 65536
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO planted at the target must not hang the reader.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class WorkspaceError(Exception):
+    """A file-system operation on a workspace failed."""
+
+
+class WorkspacePathRefused(WorkspaceError):
+    """The path is not one the workspace may touch: a symlink, a non-regular file, an escape."""
+
+
+def _split_relpath(relpath: str) -> tuple[list[str], str]:
+    """Directory components and file name of a path that stays inside the workspace."""
+    if not isinstance(relpath, str) or not relpath or "\x00" in relpath:
+        raise WorkspacePathRefused("workspace path is empty or contains NUL")
+    if relpath.startswith("/"):
+        raise WorkspacePathRefused("workspace path must be relative")
+    parts = relpath.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        raise WorkspacePathRefused("workspace path has an empty, '.' or '..' component")
+    return parts[:-1], parts[-1]
+
+
+def _refusal_or_error(exc: OSError, what: str) -> WorkspaceError:
+    # ELOOP: O_NOFOLLOW met a symlink; ENOTDIR: a non-directory where a directory must be.
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return WorkspacePathRefused(f"{what} is a symlink or not a directory")
+    return WorkspaceError(f"{what} failed: {exc.strerror}")
+
+
+def _parse_uid(uid: int | str) -> int:
+    if isinstance(uid, int) and not isinstance(uid, bool) and uid >= 0:
+        return uid
+    if isinstance(uid, str) and uid.isascii() and uid.isdigit() and uid == str(int(uid)):
+        return int(uid)
+    raise WorkspacePathRefused("uid must be a non-negative integer or its canonical digits")
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The files of one user, rooted at `<WORKSPACE_ROOT>/<uid>/`."""
+
+    root: Path
+    uid: int
+
+    @classmethod
+    def for_user(cls, uid: int | str) -> "Workspace":
+        """The workspace of `uid`; the root is read from settings now so tests can move it."""
+        return cls(root=Path(settings.WORKSPACE_ROOT), uid=_parse_uid(uid))
+
+    @contextmanager
+    def _directory(self, components: list[str], *, create: bool) -> Iterator[int | None]:
+        """A no-follow fd of `<uid>/<components...>`, or None if it is missing and not created."""
+        with ExitStack() as stack:
+            if create:
+                os.makedirs(self.root, exist_ok=True)
+            try:
+                fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except FileNotFoundError:
+                yield None
+                return
+            except OSError as exc:
+                raise WorkspaceError(f"opening the workspace root failed: {exc.strerror}") from exc
+            stack.callback(os.close, fd)
+            for name in [str(self.uid), *components]:
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        yield None
+                        return
+                    child = self._make_directory(name, fd)
+                except OSError as exc:
+                    raise _refusal_or_error(exc, "a workspace directory") from exc
+                stack.callback(os.close, child)
+                fd = child
+            yield fd
+
+    @staticmethod
+    def _make_directory(name: str, parent_fd: int) -> int:
+        try:
+            os.mkdir(name, DIRECTORY_MODE, dir_fd=parent_fd)
+        except FileExistsError:
+            pass  # created meanwhile by a concurrent writer; the no-follow open below judges it
+        except OSError as exc:
+            raise WorkspaceError(f"creating a workspace directory failed: {exc.strerror}") from exc
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+        except OSError as exc:
+            raise _refusal_or_error(exc, "a workspace directory") from exc
+
+    def read_bounded(self, relpath: str, max_bytes: int) -> tuple[bytes, bool]:
+        """At most `max_bytes` of a workspace file and whether more was there.
+
+        Reads no more than `max_bytes + 1` bytes, so a huge file costs what a small one does.
+        A missing file or directory reads as empty.
+        """
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+        components, name = _split_relpath(relpath)
+        with self._directory(components, create=False) as dir_fd:
+            if dir_fd is None:
+                return b"", False
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+            except FileNotFoundError:
+                return b"", False
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise WorkspacePathRefused("workspace file is a symlink") from exc
+                raise WorkspaceError(f"opening a workspace file failed: {exc.strerror}") from exc
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise WorkspacePathRefused("workspace file is not a regular file")
+                return _read_at_most(fd, max_bytes)
+            except WorkspacePathRefused:
+                raise
+            except OSError as exc:
+                raise WorkspaceError(f"reading a workspace file failed: {exc.strerror}") from exc
+            finally:
+                os.close(fd)
+
+    def replace_authorized_file(self, relpath: str, data: bytes) -> None:
+        """Atomically and durably replace a workspace file with `data` (SPEC §7).
+
+        Readers see the complete old or the complete new content, never a mix, and a crash at
+        any moment leaves one of the two. If anything fails the old content is left in place.
+        """
+        components, name = _split_relpath(relpath)
+        with self._directory(components, create=True) as dir_fd:
+            _publish(dir_fd, name, bytes(data))
+
+
+def _read_at_most(fd: int, max_bytes: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    remaining = max_bytes + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, READ_CHUNK_BYTES))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    data = b"".join(chunks)
+    return data[:max_bytes], len(data) > max_bytes
+
+
+def _target_exists(dir_fd: int, name: str) -> bool:
+    """Whether `name` exists in the directory; refuses anything but a regular file."""
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise WorkspaceError(f"inspecting a workspace file failed: {exc.strerror}") from exc
+    if not stat.S_ISREG(mode):
+        raise WorkspacePathRefused("workspace file is a symlink or not a regular file")
+    return True
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
+    """Best-effort cleanup: its failure must not hide the error being reported."""
+    with suppress(OSError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _publish(dir_fd: int, name: str, data: bytes) -> None:
+    """Temp file, write, fsync, rename over `name`, fsync the directory.
+
+    A failed fsync is never retried on the same descriptor (its error state is not reliable
+    afterwards): the step fails and the old file is restored. The old file is kept as a hard
+    link until the directory fsync succeeds, so a failing directory fsync can put it back.
+    """
+    had_target = _target_exists(dir_fd, name)
+    token = secrets.token_hex(8)
+    temp_name = f".{name}.{token}.tmp"
+    backup_name = f".{name}.{token}.old"
+    try:
+        fd = os.open(temp_name, _TEMP_FLAGS, FILE_MODE, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _refusal_or_error(exc, "creating a temp file") from exc
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if had_target:
+            os.link(name, backup_name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        os.rename(temp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as exc:
+        _unlink_quietly(temp_name, dir_fd)
+        _unlink_quietly(backup_name, dir_fd)
+        raise WorkspaceError(f"publishing a workspace file failed: {exc.strerror}") from exc
+    try:
+        os.fsync(dir_fd)
+    except OSError as exc:
+        _restore(dir_fd, name, backup_name if had_target else None)
+        raise WorkspaceError(f"syncing a workspace directory failed: {exc.strerror}") from exc
+    if had_target:
+        _unlink_quietly(backup_name, dir_fd)
+
+
+def _restore(dir_fd: int, name: str, backup_name: str | None) -> None:
+    """Put the pre-publish state of `name` back after its rename could not be made durable."""
+    try:
+        if backup_name is None:
+            os.unlink(name, dir_fd=dir_fd)
+        else:
+            os.rename(backup_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as exc:
+        raise WorkspaceError(f"restoring a workspace file failed: {exc.strerror}") from exc

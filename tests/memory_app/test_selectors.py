@@ -1,0 +1,96 @@
+import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from memory_app.selectors import (
+    MEMORY_PROMPT_MAX_BYTES,
+    MemorySnapshot,
+    memory_enabled,
+    read_memory_for_prompt,
+)
+from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspacePathRefused
+from tests.factories import UserConfigFactory, UserFactory
+
+
+def _write_memory(uid: int, data: bytes) -> None:
+    Workspace.for_user(uid).replace_authorized_file(MEMORY_RELPATH, data)
+
+
+@pytest.mark.django_db
+def test_memory_enabled_follows_the_switch_and_no_row_means_off():
+    assert memory_enabled(UserConfigFactory(enable_memory=True).user_id)
+    assert not memory_enabled(UserConfigFactory(enable_memory=False).user_id)
+    assert not memory_enabled(UserFactory().pk)
+
+
+def test_a_missing_memory_file_reads_as_empty():
+    assert read_memory_for_prompt(3) == MemorySnapshot(text="", size_bytes=0, truncated=False)
+
+
+def test_a_small_memory_file_is_read_whole():
+    _write_memory(3, "对花生过敏 🥜\n".encode())
+    assert read_memory_for_prompt("3") == MemorySnapshot(
+        text="对花生过敏 🥜\n", size_bytes=len("对花生过敏 🥜\n".encode()), truncated=False
+    )
+
+
+def test_a_file_of_exactly_the_budget_is_not_truncated():
+    _write_memory(3, b"x" * MEMORY_PROMPT_MAX_BYTES)
+    snapshot = read_memory_for_prompt(3)
+    assert (snapshot.size_bytes, snapshot.truncated) == (MEMORY_PROMPT_MAX_BYTES, False)
+
+
+def test_a_ten_megabyte_file_costs_the_same_bounded_read(os_read_sizes):
+    _write_memory(3, b"fact\n" * (2 * 1024 * 1024))
+    snapshot = read_memory_for_prompt(3)
+    assert sum(os_read_sizes) <= MEMORY_PROMPT_MAX_BYTES + 1
+    assert snapshot.truncated
+    assert snapshot.size_bytes == MEMORY_PROMPT_MAX_BYTES
+    assert snapshot.text == ("fact\n" * 5000)[:MEMORY_PROMPT_MAX_BYTES]
+
+
+@pytest.mark.parametrize("char", ["é", "记", "🥜"])
+def test_the_cut_never_splits_a_code_point(char):
+    text = "a" + char * MEMORY_PROMPT_MAX_BYTES
+    _write_memory(3, text.encode())
+    snapshot = read_memory_for_prompt(3)
+    width = len(char.encode())
+    kept = (MEMORY_PROMPT_MAX_BYTES - 1) // width
+    assert snapshot.text == "a" + char * kept
+    assert snapshot.size_bytes == 1 + kept * width
+    assert "\ufffd" not in snapshot.text
+    assert snapshot.truncated
+
+
+def test_invalid_bytes_are_replaced_and_the_result_stays_within_the_budget():
+    _write_memory(3, b"ok\xff\xfe\n")
+    assert read_memory_for_prompt(3).text == "ok\ufffd\ufffd\n"
+    _write_memory(3, b"\xff" * MEMORY_PROMPT_MAX_BYTES)
+    snapshot = read_memory_for_prompt(3)
+    assert snapshot.truncated
+    assert snapshot.size_bytes <= MEMORY_PROMPT_MAX_BYTES
+    assert snapshot.text == "\ufffd" * (MEMORY_PROMPT_MAX_BYTES // 3)
+
+
+def test_a_symlinked_memory_file_is_refused(settings, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("not memory")
+    agents = settings.WORKSPACE_ROOT / "3" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "MEMORY.md").symlink_to(secret)
+    with pytest.raises(WorkspacePathRefused):
+        read_memory_for_prompt(3)
+
+
+@hypothesis_settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(min_size=0, max_size=12000))
+def test_the_snapshot_is_the_longest_whole_character_prefix_within_the_budget(text):
+    _write_memory(3, text.encode())
+    snapshot = read_memory_for_prompt(3)
+    assert text.startswith(snapshot.text)
+    assert snapshot.size_bytes == len(snapshot.text.encode()) <= MEMORY_PROMPT_MAX_BYTES
+    assert snapshot.truncated == (snapshot.text != text)
+    if snapshot.truncated:
+        next_char = text[len(snapshot.text)]
+        assert snapshot.size_bytes + len(next_char.encode()) > MEMORY_PROMPT_MAX_BYTES

@@ -1,0 +1,713 @@
+import multiprocessing
+import os
+import stat
+import threading
+import time
+import unicodedata
+from contextlib import contextmanager
+from datetime import timedelta
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import pytest
+from django.db import OperationalError, connection, transaction
+from django.utils import timezone
+
+from conversations.models import AgentRun
+from conversations.runs import ClockTimestamp
+from memory_app import workspace as workspace_module
+from memory_app.models import UserConfig
+from memory_app.services import (
+    MEMORY_ARG_MAX_BYTES,
+    MEMORY_FILE_MAX_BYTES,
+    MemoryAccessDenied,
+    MemoryConflict,
+    MemoryFileTooLarge,
+    MemoryInputError,
+    MemoryUnavailable,
+    MemoryWriteError,
+    MemoryWriteResult,
+    memory_lock_key,
+    normalize_memory_text,
+    remember_memory,
+)
+from memory_app.workspace import MEMORY_RELPATH, Workspace
+from tests.factories import (
+    AgentRunFactory,
+    ConversationFactory,
+    RunningAgentRunFactory,
+    UserConfigFactory,
+    context_for,
+    memory_user,
+)
+from tests.memory_app.writer_process import append_facts
+
+pytestmark = pytest.mark.django_db
+
+ORIGINAL = "# Memory\n对花生过敏 🥜\nPrefers tea.\n".encode()
+
+
+@pytest.fixture
+def run():
+    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+
+
+def _memory_path(settings, uid: int):
+    return settings.WORKSPACE_ROOT / str(uid) / "agents" / "MEMORY.md"
+
+
+def _seed(uid: int, data: bytes = ORIGINAL) -> None:
+    Workspace.for_user(uid).replace_authorized_file(MEMORY_RELPATH, data)
+
+
+def _memory(settings, uid: int) -> bytes:
+    return _memory_path(settings, uid).read_bytes()
+
+
+def _assert_refused(settings, run, error, ctx=None, content="New fact.", replaces=None):
+    """The call raises `error` and the memory directory is byte-for-byte as before."""
+    if not _memory_path(settings, run.user_id).exists():
+        _seed(run.user_id)
+    agents = _memory_path(settings, run.user_id).parent
+    before = {name: (agents / name).read_bytes() for name in os.listdir(agents)}
+    with pytest.raises(error) as excinfo:
+        remember_memory(ctx or context_for(run), content, replaces)
+    after = {name: (agents / name).read_bytes() for name in os.listdir(agents)}
+    assert after == before
+    return excinfo.value
+
+
+# -- success paths ---------------------------------------------------------------------------
+
+
+def test_the_first_fact_creates_the_file(settings, run):
+    result = remember_memory(context_for(run), "Allergic to peanuts 🥜")
+    assert result == MemoryWriteResult(
+        status="added", size_bytes=len("Allergic to peanuts 🥜\n".encode())
+    )
+    assert _memory(settings, run.user_id) == "Allergic to peanuts 🥜\n".encode()
+    assert stat.S_IMODE(_memory_path(settings, run.user_id).stat().st_mode) == 0o600
+
+
+def test_a_new_fact_is_appended_as_its_own_line(settings, run):
+    _seed(run.user_id)
+    result = remember_memory(context_for(run), "  Lives in 東京.  \r\n")
+    assert _memory(settings, run.user_id) == ORIGINAL + "Lives in 東京.\n".encode()
+    assert result == MemoryWriteResult(
+        status="added", size_bytes=len(_memory(settings, run.user_id))
+    )
+
+
+def test_an_append_to_a_file_without_a_final_newline_adds_one_first(settings, run):
+    _seed(run.user_id, b"no newline at end")
+    remember_memory(context_for(run), "next fact")
+    assert _memory(settings, run.user_id) == b"no newline at end\nnext fact\n"
+
+
+@pytest.mark.parametrize(
+    "again",
+    [
+        "Prefers tea.",
+        "Prefers tea.   ",
+        "\n\n  Prefers tea.\r\n\r\n",
+        "对花生过敏 🥜",
+    ],
+)
+def test_the_same_fact_again_is_unchanged(settings, run, again):
+    _seed(run.user_id)
+    result = remember_memory(context_for(run), again)
+    assert result == MemoryWriteResult(status="unchanged", size_bytes=len(ORIGINAL))
+    assert _memory(settings, run.user_id) == ORIGINAL
+
+
+def test_a_fact_in_nfd_matches_the_same_fact_stored_in_nfc(settings, run):
+    nfc = unicodedata.normalize("NFC", "Café crème brûlée")
+    nfd = unicodedata.normalize("NFD", nfc)
+    assert nfc != nfd
+    assert remember_memory(context_for(run), nfd).status == "added"
+    assert nfc.encode() in _memory(settings, run.user_id)
+    assert remember_memory(context_for(run), nfc).status == "unchanged"
+    assert remember_memory(context_for(run), nfd).status == "unchanged"
+
+
+def test_a_fact_in_a_file_with_crlf_and_trailing_spaces_is_unchanged(settings, run):
+    _seed(run.user_id, b"first   \r\nsecond\t\r\nthird\r\n")
+    assert remember_memory(context_for(run), "first\nsecond").status == "unchanged"
+    assert _memory(settings, run.user_id) == b"first   \r\nsecond\t\r\nthird\r\n"
+
+
+@pytest.mark.parametrize("fact", ["Prefers", "tea.", "Prefers tea", "Prefers tea.\nMore"])
+def test_a_fact_that_is_only_part_of_longer_lines_is_added(settings, run, fact):
+    _seed(run.user_id)
+    assert remember_memory(context_for(run), fact).status == "added"
+    assert _memory(settings, run.user_id) == ORIGINAL + fact.encode() + b"\n"
+
+
+def test_a_retried_append_converges_to_unchanged(settings, run):
+    assert remember_memory(context_for(run), "once").status == "added"
+    assert remember_memory(context_for(run), "once").status == "unchanged"
+    assert _memory(settings, run.user_id) == b"once\n"
+
+
+def test_replaces_swaps_the_one_exact_occurrence_for_the_normalized_content(settings, run):
+    _seed(run.user_id)
+    result = remember_memory(context_for(run), "Prefers green tea.  ", replaces="Prefers tea.")
+    expected = ORIGINAL.replace(b"Prefers tea.", b"Prefers green tea.")
+    assert _memory(settings, run.user_id) == expected
+    assert result == MemoryWriteResult(status="replaced", size_bytes=len(expected))
+
+
+def test_a_retried_replacement_reports_a_conflict(settings, run):
+    _seed(run.user_id)
+    remember_memory(context_for(run), "Prefers coffee.", replaces="Prefers tea.")
+    error = _assert_refused(
+        settings, run, MemoryConflict, content="Prefers coffee.", replaces="Prefers tea."
+    )
+    assert error.reason == "not_found"
+
+
+def test_the_normalization_of_content(run):
+    raw = "\r\n  \n  line one  \r\n" + unicodedata.normalize("NFD", "é") + "\t\rthree \n\n"
+    assert normalize_memory_text(raw) == "line one\né\nthree"
+
+
+# -- input refusals --------------------------------------------------------------------------
+
+
+def test_content_of_exactly_the_limit_is_accepted(settings, run):
+    content = "记" * (MEMORY_ARG_MAX_BYTES // 3) + "x"
+    assert len(content.encode()) == MEMORY_ARG_MAX_BYTES
+    assert remember_memory(context_for(run), content).status == "added"
+
+
+@pytest.mark.parametrize(
+    ("content", "replaces"),
+    [
+        ("记" * (MEMORY_ARG_MAX_BYTES // 3) + "xy", None),
+        ("", None),
+        (" \r\n\t ", None),
+        ("nul\x00byte", None),
+        (None, None),
+        (42, None),
+        ("lone \ud800 surrogate", None),
+        ("fine", "x" * (MEMORY_ARG_MAX_BYTES + 1)),
+        ("fine", ""),
+        ("fine", "Prefers\x00tea."),
+        ("fine", 3),
+    ],
+)
+def test_bad_arguments_are_rejected(settings, run, content, replaces):
+    _assert_refused(settings, run, MemoryInputError, content=content, replaces=replaces)
+
+
+# -- context and run refusals ---------------------------------------------------------------
+
+FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
+
+
+@pytest.mark.parametrize("field", FIELDS)
+@pytest.mark.parametrize(
+    "value", [None, "", "forged", "999999", "00000000-0000-0000-0000-000000000000"]
+)
+def test_a_missing_empty_or_forged_context_field_is_denied(settings, run, field, value):
+    ctx = context_for(run, **{field: value})
+    _assert_refused(settings, run, MemoryAccessDenied, ctx=ctx)
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_a_context_without_a_field_at_all_is_denied(settings, run, field):
+    fields = {name: getattr(context_for(run), name) for name in FIELDS if name != field}
+    _assert_refused(settings, run, MemoryAccessDenied, ctx=SimpleNamespace(**fields))
+
+
+def test_another_users_run_is_denied_and_neither_file_changes(settings, run):
+    other = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    _seed(other.user_id, b"other user's memory\n")
+    ctx = context_for(other, uid=str(run.user_id))
+    _assert_refused(settings, run, MemoryAccessDenied, ctx=ctx)
+    assert _memory(settings, other.user_id) == b"other user's memory\n"
+
+
+def test_a_uid_in_another_spelling_is_denied(settings, run):
+    _assert_refused(settings, run, MemoryAccessDenied, ctx=context_for(run, uid=f"0{run.user_id}"))
+
+
+def test_another_thread_or_request_of_the_same_user_is_denied(settings, run):
+    sibling = ConversationFactory(user=run.user)
+    _assert_refused(
+        settings, run, MemoryAccessDenied, ctx=context_for(run, thread_id=sibling.thread_id)
+    )
+    other = RunningAgentRunFactory(conversation=sibling)
+    _assert_refused(
+        settings, run, MemoryAccessDenied, ctx=context_for(run, request_id=other.request_id)
+    )
+
+
+def test_a_subagent_run_is_denied(settings, run):
+    child = RunningAgentRunFactory(
+        conversation=run.conversation, run_type=AgentRun.RunType.SUBAGENT, parent_run=run
+    )
+    _assert_refused(settings, child, MemoryAccessDenied)
+
+
+def test_a_run_with_a_parent_is_denied_even_if_typed_chat(settings, run):
+    child = RunningAgentRunFactory(conversation=run.conversation, parent_run=run)
+    _assert_refused(settings, child, MemoryAccessDenied)
+
+
+@pytest.mark.parametrize("status", ["pending", "succeeded", "failed", "cancelled"])
+def test_a_run_that_is_not_running_is_denied(settings, run, status):
+    AgentRun.objects.filter(pk=run.pk).update(status=status)
+    _assert_refused(settings, run, MemoryAccessDenied)
+
+
+def test_another_worker_is_denied(settings, run):
+    _assert_refused(
+        settings, run, MemoryAccessDenied, ctx=context_for(run, worker_id="stale-worker")
+    )
+
+
+def test_an_expired_lease_is_denied(settings, run):
+    AgentRun.objects.filter(pk=run.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    _assert_refused(settings, run, MemoryAccessDenied)
+
+
+def test_a_resume_run_may_write(settings):
+    resume = RunningAgentRunFactory(
+        conversation=ConversationFactory(user=memory_user()), run_type=AgentRun.RunType.RESUME
+    )
+    assert remember_memory(context_for(resume), "from a resume").status == "added"
+
+
+@pytest.mark.parametrize("config", ["off", "missing"])
+def test_memory_switched_off_or_never_configured_is_denied(settings, config):
+    run = RunningAgentRunFactory()
+    if config == "off":
+        UserConfigFactory(user=run.user, enable_memory=False)
+    _assert_refused(settings, run, MemoryAccessDenied)
+    assert not UserConfig.objects.filter(user=run.user, enable_memory=True).exists()
+
+
+def test_an_unclaimed_run_is_denied(settings):
+    pending = AgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    _assert_refused(settings, pending, MemoryAccessDenied, ctx=context_for(pending, worker_id="w"))
+
+
+# -- file refusals ---------------------------------------------------------------------------
+
+
+def test_a_source_file_over_the_limit_is_refused(settings, run):
+    _seed(run.user_id, b"x" * (MEMORY_FILE_MAX_BYTES + 1))
+    agents = _memory_path(settings, run.user_id).parent
+    with pytest.raises(MemoryFileTooLarge):
+        remember_memory(context_for(run), "one more")
+    assert _memory(settings, run.user_id) == b"x" * (MEMORY_FILE_MAX_BYTES + 1)
+    assert os.listdir(agents) == ["MEMORY.md"]
+
+
+def test_a_source_of_exactly_the_limit_can_still_be_deduplicated(settings, run):
+    data = (b"x" * (MEMORY_FILE_MAX_BYTES - 5)) + b"\nfact"
+    _seed(run.user_id, data)
+    assert len(data) == MEMORY_FILE_MAX_BYTES
+    assert remember_memory(context_for(run), "fact").status == "unchanged"
+
+
+def test_a_result_over_the_limit_is_refused(settings, run):
+    _seed(run.user_id, b"x" * (MEMORY_FILE_MAX_BYTES - 10) + b"\n")
+    _assert_refused(settings, run, MemoryFileTooLarge, content="y" * 10)
+
+
+def test_a_replacement_whose_result_is_over_the_limit_is_refused(settings, run):
+    _seed(run.user_id, b"x" * (MEMORY_FILE_MAX_BYTES - 10) + b"\nold\n")
+    with pytest.raises(MemoryFileTooLarge):
+        remember_memory(context_for(run), "n" * 20, replaces="old")
+    assert _memory(settings, run.user_id).endswith(b"\nold\n")
+
+
+@pytest.mark.parametrize(
+    ("replaces", "reason"),
+    [("Prefers coffee.", "not_found"), ("e", "ambiguous"), ("prefers tea.", "not_found")],
+)
+def test_replaces_matching_zero_or_several_places_is_a_conflict(settings, run, replaces, reason):
+    error = _assert_refused(settings, run, MemoryConflict, content="x", replaces=replaces)
+    assert error.reason == reason
+
+
+def test_overlapping_occurrences_of_replaces_are_ambiguous(settings, run):
+    _seed(run.user_id, b"aaa\n")
+    with pytest.raises(MemoryConflict) as excinfo:
+        remember_memory(context_for(run), "b", replaces="aa")
+    assert excinfo.value.reason == "ambiguous"
+    assert _memory(settings, run.user_id) == b"aaa\n"
+
+
+def test_invalid_utf8_in_the_file_is_a_conflict_left_for_the_user(settings, run):
+    _seed(run.user_id, b"good line\n\xff\xfe broken\n")
+    agents = _memory_path(settings, run.user_id).parent
+    for replaces in (None, "good line"):
+        with pytest.raises(MemoryConflict) as excinfo:
+            remember_memory(context_for(run), "new", replaces)
+        assert excinfo.value.reason == "invalid_encoding"
+    assert _memory(settings, run.user_id) == b"good line\n\xff\xfe broken\n"
+    assert os.listdir(agents) == ["MEMORY.md"]
+
+
+@pytest.mark.parametrize("where", ["file", "agents"])
+def test_a_symlink_on_the_memory_path_is_denied_and_its_target_untouched(
+    settings, run, tmp_path, where
+):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "MEMORY.md").write_bytes(b"outside\n")
+    agents = settings.WORKSPACE_ROOT / str(run.user_id) / "agents"
+    if where == "file":
+        agents.mkdir(parents=True)
+        (agents / "MEMORY.md").symlink_to(outside / "MEMORY.md")
+    else:
+        agents.parent.mkdir(parents=True)
+        agents.symlink_to(outside)
+    with pytest.raises(MemoryAccessDenied):
+        remember_memory(context_for(run), "planted")
+    assert (outside / "MEMORY.md").read_bytes() == b"outside\n"
+    assert os.listdir(outside) == ["MEMORY.md"]
+
+
+def test_every_error_is_a_memory_write_error():
+    for error in (
+        MemoryInputError,
+        MemoryConflict,
+        MemoryFileTooLarge,
+        MemoryAccessDenied,
+        MemoryUnavailable,
+    ):
+        assert issubclass(error, MemoryWriteError)
+
+
+@pytest.mark.parametrize(
+    ("name", "fails_on"),
+    [
+        ("open", lambda path, flags, *a, **k: bool(flags & os.O_CREAT)),
+        ("write", lambda *a: True),
+        ("fsync", lambda fd: not stat.S_ISDIR(os.fstat(fd).st_mode)),
+        ("rename", lambda *a, **k: True),
+        ("fsync", lambda fd: stat.S_ISDIR(os.fstat(fd).st_mode)),
+    ],
+    ids=["temp create", "write", "file fsync", "rename", "directory fsync"],
+)
+def test_a_publish_failure_is_unavailable_and_keeps_the_old_file(
+    settings, run, monkeypatch, name, fails_on
+):
+    _seed(run.user_id)
+    real = getattr(os, name)
+
+    def injected(*args, **kwargs):
+        if fails_on(*args, **kwargs):
+            raise OSError(5, "Input/output error")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(workspace_module.os, name, injected)
+    error = _assert_refused(settings, run, MemoryUnavailable)
+    assert "MEMORY" not in str(error) and str(settings.WORKSPACE_ROOT) not in str(error)
+    monkeypatch.undo()
+    assert remember_memory(context_for(run), "New fact.").status == "added"
+
+
+# -- locking and concurrency (real separate connections) --------------------------------------
+
+
+def _new_connection():
+    """A raw, autocommit connection of its own, outside Django's per-thread handling."""
+    raw = connection.get_new_connection(connection.get_connection_params())
+    raw.autocommit = True
+    return raw
+
+
+def _wait_until(raw, sql: str, params: list) -> None:
+    """Poll (never assert on time) until `sql` returns a true first column."""
+    for _ in range(1000):
+        if raw.execute(sql, params).fetchone()[0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"condition never became true: {sql}")
+
+
+ADVISORY_LOCK_OF = """
+    SELECT bool_or(granted) FROM pg_locks
+    WHERE locktype = 'advisory' AND pid = %s AND ((classid::bigint << 32) | objid::bigint) = %s
+"""
+WAITING_FOR_ADVISORY = """
+    SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = %s
+                   AND NOT granted AND ((classid::bigint << 32) | objid::bigint) = %s)
+"""
+WAITING_FOR_ANY_LOCK = "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %s AND NOT granted)"
+
+
+class _Writer(threading.Thread):
+    """`remember_memory` on its own connection, reporting its backend pid and its outcome."""
+
+    def __init__(self, ctx, content: str) -> None:
+        super().__init__()
+        self.ctx, self.content = ctx, content
+        self.pid = None
+        self.started_connection = threading.Event()
+        self.outcome = None
+
+    def run(self) -> None:
+        try:
+            connection.ensure_connection()
+            self.pid = connection.connection.info.backend_pid
+            self.started_connection.set()
+            self.outcome = remember_memory(self.ctx, self.content)
+        except Exception as exc:
+            self.outcome = exc
+        finally:
+            self.started_connection.set()
+            connection.close()
+
+
+def _start_writer(ctx, content: str = "New fact.") -> _Writer:
+    writer = _Writer(ctx, content)
+    writer.start()
+    writer.started_connection.wait()
+    return writer
+
+
+@contextmanager
+def _writer_waiting_on_the_memory_lock(run):
+    """A writer thread blocked on `run`'s advisory lock, held by `holder` until the block ends.
+
+    Yields (writer, holder, probe); the writer has finished when the block exits.
+    """
+    key = memory_lock_key(str(run.user_id))
+    holder, probe = _new_connection(), _new_connection()
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", [key])
+        writer = _start_writer(context_for(run))
+        _wait_until(probe, WAITING_FOR_ADVISORY, [writer.pid, key])
+        yield writer, holder, probe
+        # False (with a notice) if the block already released it.
+        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+        writer.join()
+    finally:
+        holder.close()
+        probe.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
+    _seed(run.user_id)
+    key = memory_lock_key(str(run.user_id))
+    with _writer_waiting_on_the_memory_lock(run) as (writer, holder, probe):
+        # Waiting on the advisory lock, the writer holds no lock on the run row yet.
+        with probe.transaction():
+            probe.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE NOWAIT", [run.pk]
+            )
+        # Now hold the row instead: the writer takes the advisory lock, then waits on the row.
+        with holder.transaction():
+            holder.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE", [run.pk]
+            )
+            holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+            _wait_until(probe, WAITING_FOR_ANY_LOCK, [writer.pid])
+            assert probe.execute(ADVISORY_LOCK_OF, [writer.pid, key]).fetchone()[0] is True
+            assert _memory(settings, run.user_id) == ORIGINAL
+    assert writer.outcome == MemoryWriteResult(status="added", size_bytes=len(ORIGINAL) + 10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_writer_for_the_same_uid_waits_while_another_uid_does_not(settings, run):
+    settings.MEMORY_LOCK_TIMEOUT_MS = 200
+    other = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    holder = _new_connection()
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", [memory_lock_key(str(run.user_id))])
+        error = _assert_refused(settings, run, MemoryUnavailable)
+        assert isinstance(error.__cause__, OperationalError)
+        assert error.__cause__.__cause__.sqlstate == "55P03"
+        assert remember_memory(context_for(other), "Other user's fact.").status == "added"
+    finally:
+        holder.close()
+    assert remember_memory(context_for(run), "New fact.").status == "added"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_row_held_past_the_lock_timeout_is_unavailable(settings, run):
+    settings.MEMORY_LOCK_TIMEOUT_MS = 200
+    holder = _new_connection()
+    try:
+        with holder.transaction():
+            holder.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE", [run.pk]
+            )
+            _assert_refused(settings, run, MemoryUnavailable)
+    finally:
+        holder.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run):
+    _seed(run.user_id)
+    AgentRun.objects.filter(pk=run.pk).update(
+        lease_expires_at=ClockTimestamp() + timedelta(seconds=1)
+    )
+    expires = AgentRun.objects.get(pk=run.pk).lease_expires_at
+    with _writer_waiting_on_the_memory_lock(run) as (writer, _, probe):
+        # The writer's transaction began before expiry: `now()` in it would still pass.
+        started = probe.execute(
+            "SELECT xact_start FROM pg_stat_activity WHERE pid = %s", [writer.pid]
+        ).fetchone()[0]
+        assert started < expires
+        _wait_until(probe, "SELECT clock_timestamp() > %s", [expires])
+    assert isinstance(writer.outcome, MemoryAccessDenied)
+    assert _memory(settings, run.user_id) == ORIGINAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_memory_switched_off_while_waiting_on_the_lock_is_denied(settings, run):
+    _seed(run.user_id)
+    with _writer_waiting_on_the_memory_lock(run) as (writer, holder, _):
+        holder.execute(
+            "UPDATE memory_app_userconfig SET enable_memory = false WHERE user_id = %s",
+            [run.user_id],
+        )
+    assert isinstance(writer.outcome, MemoryAccessDenied)
+    assert _memory(settings, run.user_id) == ORIGINAL
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_publish_rolls_back_and_releases_both_locks(settings, run, monkeypatch):
+    _seed(run.user_id)
+    real_rename = os.rename
+
+    def failing_rename(*args, **kwargs):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(workspace_module.os, "rename", failing_rename)
+    _assert_refused(settings, run, MemoryUnavailable)
+    monkeypatch.setattr(workspace_module.os, "rename", real_rename)
+    probe = _new_connection()
+    try:
+        key = memory_lock_key(str(run.user_id))
+        assert probe.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()[0] is True
+        probe.execute("SELECT pg_advisory_unlock(%s)", [key])
+        with probe.transaction():
+            probe.execute(
+                "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE NOWAIT", [run.pk]
+            )
+    finally:
+        probe.close()
+    assert not connection.in_atomic_block
+    assert remember_memory(context_for(run), "New fact.").status == "added"
+
+
+def _runs_for_one_user(count: int) -> list[AgentRun]:
+    user = memory_user()
+    return [
+        RunningAgentRunFactory(conversation=ConversationFactory(user=user)) for _ in range(count)
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_appending_distinct_facts_lose_and_double_nothing(settings):
+    runs_ = _runs_for_one_user(8)
+    per_writer = 6
+    barrier = threading.Barrier(len(runs_))
+    statuses: list[str] = []
+    errors: list[Exception] = []
+
+    def append(k: int, agent_run: AgentRun) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_writer):
+                statuses.append(remember_memory(context_for(agent_run), f"fact {k}-{i} 记").status)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=append, args=(k, r)) for k, r in enumerate(runs_)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert statuses == ["added"] * (len(runs_) * per_writer)
+    lines = _memory(settings, runs_[0].user_id).decode().splitlines()
+    expected = {f"fact {k}-{i} 记" for k in range(len(runs_)) for i in range(per_writer)}
+    assert sorted(lines) == sorted(expected)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_racing_the_same_fact_add_it_exactly_once(settings):
+    runs_ = _runs_for_one_user(8)
+    barrier = threading.Barrier(len(runs_))
+    statuses: list[str] = []
+
+    def append(agent_run: AgentRun) -> None:
+        try:
+            barrier.wait()
+            statuses.append(remember_memory(context_for(agent_run), "the same fact").status)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=append, args=(r,)) for r in runs_]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(statuses) == ["added"] + ["unchanged"] * 7
+    assert _memory(settings, runs_[0].user_id) == b"the same fact\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_processes_appending_distinct_facts_lose_and_double_nothing(settings):
+    runs_ = _runs_for_one_user(4)
+    db = connection.settings_dict
+    env = {
+        "DATABASE_URL": f"postgres://{quote(db['USER'] or '', safe='')}:"
+        f"{quote(db['PASSWORD'] or '', safe='')}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
+    }
+    spawn = multiprocessing.get_context("spawn")
+    barrier, results = spawn.Barrier(len(runs_)), spawn.Queue()
+    facts = {k: [f"process {k} fact {i}" for i in range(8)] for k in range(len(runs_))}
+    processes = [
+        spawn.Process(
+            target=append_facts,
+            args=(env, {f: getattr(context_for(r), f) for f in FIELDS}, facts[k], barrier, results),
+        )
+        for k, r in enumerate(runs_)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    assert [process.exitcode for process in processes] == [0] * len(runs_)
+    statuses = [results.get(timeout=10) for _ in range(32)]
+    assert statuses == ["added"] * 32
+    lines = _memory(settings, runs_[0].user_id).decode().splitlines()
+    assert sorted(lines) == sorted(fact for group in facts.values() for fact in group)
+
+
+def _setting(name: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting FROM pg_settings WHERE name = %s", [name])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_lock_wait_and_commit_settings_never_leak_past_the_write(settings, run):
+    before = (_setting("lock_timeout"), _setting("synchronous_commit"))
+    assert remember_memory(context_for(run), "fact").status == "added"
+    assert (_setting("lock_timeout"), _setting("synchronous_commit")) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_callers_transaction_keeps_a_durable_commit(settings, run):
+    with transaction.atomic():
+        assert remember_memory(context_for(run), "fact").status == "added"
+        assert _setting("synchronous_commit") == "on"
+        assert _setting("lock_timeout") == str(settings.MEMORY_LOCK_TIMEOUT_MS)

@@ -1,0 +1,121 @@
+import json
+import os
+
+import pytest
+
+from memory_app import workspace as workspace_module
+from memory_app.models import UserConfig
+from memory_app.tools import make_remember_memory_tool
+from memory_app.workspace import MEMORY_RELPATH, Workspace
+from tests.factories import (
+    ConversationFactory,
+    RunningAgentRunFactory,
+    context_for,
+    memory_user,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run():
+    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+
+
+def _call(ctx, arguments) -> dict:
+    result = json.loads(make_remember_memory_tool(ctx).invoke(arguments))
+    assert set(result) == {"status", "message"}
+    return result
+
+
+def _assert_leaks_nothing(result: dict, run, settings) -> None:
+    text = json.dumps(result, ensure_ascii=False)
+    for secret in (str(settings.WORKSPACE_ROOT), "MEMORY.md", "agents/", run.worker_id,
+                   str(run.run_id), run.request_id, "Traceback"):  # fmt: skip
+        assert secret not in text
+
+
+def test_the_schema_exposes_only_content_and_replaces(run):
+    tool = make_remember_memory_tool(context_for(run))
+    assert tool.name == "remember_memory"
+    assert tool.schema["type"] == "object"
+    assert set(tool.schema["properties"]) == {"content", "replaces"}
+    assert tool.schema["required"] == ["content"]
+    assert tool.schema["additionalProperties"] is False
+    json.dumps(tool.schema)
+
+
+def test_added_unchanged_and_replaced_come_back_as_statuses(settings, run):
+    ctx = context_for(run)
+    assert _call(ctx, {"content": "Likes jasmine tea."})["status"] == "added"
+    assert _call(ctx, {"content": "Likes jasmine tea.", "replaces": None})["status"] == "unchanged"
+    replaced = _call(ctx, {"content": "Likes oolong.", "replaces": "Likes jasmine tea."})
+    assert replaced["status"] == "replaced"
+    assert Workspace.for_user(run.user_id).read_bounded(MEMORY_RELPATH, 100) == (
+        b"Likes oolong.\n",
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {},
+        {"content": ""},
+        {"content": "x" * 4097},
+        {"content": "a\x00b"},
+        {"content": 5},
+        {"content": "fact", "uid": "1"},
+        {"content": "fact", "path": "/etc/passwd"},
+        ["content"],
+    ],
+)
+def test_bad_arguments_are_rejected(settings, run, arguments):
+    result = _call(context_for(run), arguments)
+    assert result["status"] == "rejected"
+    assert not (settings.WORKSPACE_ROOT / str(run.user_id)).exists()
+
+
+def test_a_file_too_large_is_rejected(settings, run):
+    Workspace.for_user(run.user_id).replace_authorized_file(MEMORY_RELPATH, b"x" * 131073)
+    assert _call(context_for(run), {"content": "fact"})["status"] == "rejected"
+
+
+@pytest.mark.parametrize(
+    ("replaces", "seed"), [("absent", b"a\n"), ("a", b"a\na\n"), ("a", b"\xff")]
+)
+def test_conflicts_come_back_as_conflict(run, replaces, seed):
+    Workspace.for_user(run.user_id).replace_authorized_file(MEMORY_RELPATH, seed)
+    assert _call(context_for(run), {"content": "b", "replaces": replaces})["status"] == "conflict"
+
+
+def test_a_forged_context_or_switched_off_memory_is_denied_without_leaking(settings, run):
+    result = _call(context_for(run, worker_id="forged"), {"content": "fact"})
+    assert result["status"] == "denied"
+    _assert_leaks_nothing(result, run, settings)
+    UserConfig.objects.filter(user=run.user).update(enable_memory=False)
+    assert _call(context_for(run), {"content": "fact"})["status"] == "denied"
+    assert not (settings.WORKSPACE_ROOT / str(run.user_id)).exists()
+
+
+def test_a_file_system_failure_is_unavailable_without_leaking(settings, run, monkeypatch):
+    def failing_fsync(fd):
+        raise OSError(5, f"Input/output error at {settings.WORKSPACE_ROOT}")
+
+    monkeypatch.setattr(workspace_module.os, "fsync", failing_fsync)
+    result = _call(context_for(run), {"content": "fact"})
+    assert result["status"] == "unavailable"
+    _assert_leaks_nothing(result, run, settings)
+    assert os.listdir(settings.WORKSPACE_ROOT / str(run.user_id) / "agents") == []
+
+
+def test_an_unexpected_fault_is_unavailable_without_a_traceback(settings, run):
+    class BrokenContext:
+        @property
+        def uid(self):
+            raise RuntimeError(f"secret detail {settings.WORKSPACE_ROOT}")
+
+    result = _call(BrokenContext(), {"content": "fact"})
+    assert result["status"] == "unavailable"
+    _assert_leaks_nothing(result, run, settings)
+    assert "secret detail" not in result["message"]
