@@ -3,8 +3,11 @@
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
-from django.db.models import Q
+from django.db.models import F, Q
+from django.db.models.functions import Upper
 from django.utils import timezone
 
 
@@ -65,6 +68,23 @@ HIDDEN_SOURCES = (ConversationSource.AGENT_CALL, ConversationSource.AGENT_EVALUA
 VISIBLE_THREAD = Q(status=ConversationStatus.ACTIVE, parent__isnull=True) & ~Q(
     source__in=HIDDEN_SOURCES
 )
+
+
+# Messages the history lookback may read (an allowlist): user/assistant text, nothing else.
+VISIBLE_MESSAGE = Q(
+    role__in=(MessageRole.USER, MessageRole.ASSISTANT), message_type=MessageType.TEXT
+)
+
+
+class CjkBigrams(models.Func):
+    """Distinct 2-character substrings of a text's runs of CJK-range characters (U+2E80 up).
+
+    Backs the index that serves 2-character CJK queries, which trigrams cannot. The SQL
+    function is created by migration 0002.
+    """
+
+    function = "yuxi_cjk_bigrams"
+    output_field = ArrayField(models.TextField())
 
 
 class ConversationQuerySet(models.QuerySet):
@@ -131,6 +151,19 @@ class Message(models.Model):
     feedback = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # Denormalized conversation owner, so search indexes can be per user. A database trigger
+    # (migration 0002) fills it on every insert and update; Python never sets it, and no
+    # visibility rule relies on it (searches still join the visible conversation).
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        editable=False,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -147,6 +180,25 @@ class Message(models.Model):
             models.Index(
                 fields=["conversation", "created_at", "id"],
                 name="message_thread_order_idx",
+            ),
+            # History search: a user's visible messages newest first (frequent terms stop
+            # early), a trigram index (3+ characters) and a CJK bigram index (2 characters).
+            models.Index(
+                fields=["owner", "-created_at", "-id"],
+                name="message_owner_recent_idx",
+                condition=VISIBLE_MESSAGE,
+            ),
+            GinIndex(
+                F("owner"),
+                OpClass(Upper("content"), name="gin_trgm_ops"),
+                name="message_owner_trgm_idx",
+                condition=VISIBLE_MESSAGE,
+            ),
+            GinIndex(
+                F("owner"),
+                CjkBigrams(Upper("content")),
+                name="message_owner_bigram_idx",
+                condition=VISIBLE_MESSAGE,
             ),
         ]
 

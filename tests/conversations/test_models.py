@@ -1,7 +1,8 @@
 import pytest
 from django.db import IntegrityError, transaction
+from django.db.models import F
 
-from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.models import AgentRun, CjkBigrams, Conversation, Message, ToolCall
 from tests.factories import AgentRunFactory, ConversationFactory, MessageFactory, ToolCallFactory
 
 pytestmark = pytest.mark.django_db
@@ -50,3 +51,20 @@ def test_messages_are_ordered_by_created_at_then_id():
     first = MessageFactory()
     same_time = MessageFactory(conversation=first.conversation, created_at=first.created_at)
     assert list(Message.objects.filter(conversation=first.conversation)) == [first, same_time]
+
+
+@pytest.mark.parametrize(
+    ("text", "bigrams"),
+    [
+        ("你好世界", ["世界", "你好", "好世"]),
+        ("ab 你好 cd 你好", ["你好"]),
+        ("日本語です", ["です", "日本", "本語", "語で"]),
+        ("你 好", []),
+        ("plain ascii", []),
+        ("", []),
+    ],
+)
+def test_cjk_bigrams_are_the_distinct_pairs_within_cjk_runs(text, bigrams):
+    MessageFactory(content=text)
+    value = Message.objects.annotate(b=CjkBigrams(F("content"))).values_list("b", flat=True).get()
+    assert sorted(value) == sorted(bigrams)

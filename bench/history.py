@@ -1,0 +1,385 @@
+"""History lookback at scale: latency of the repository next to its bare SQL and a naive ILIKE.
+
+    DATABASE_URL=... .venv/bin/python bench/history.py
+
+Migrates the configured database, seeds it once (reused when present): 1,000 ordinary users
+with about 950 messages each and one heavy user with 100,000+ (one thread of 20,000), Latin and
+Chinese text, hidden threads, tool messages and tool calls. Then prints, per scenario, median
+and p95 latency of the repository call, of the very SQL it sent run bare through psycopg
+(ratio), and of a naive unindexed ILIKE, followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
+"""
+
+import functools
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import psycopg  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+
+from conversations.models import Conversation, Message  # noqa: E402
+from conversations.repository import read_thread_messages, search_thread_messages  # noqa: E402
+
+USERS = 1_000
+MESSAGES_PER_USER = 950
+THREADS_PER_USER = 10
+HEAVY_THREADS = 400
+HEAVY_THREAD_MESSAGES = 200
+BIG_THREAD_MESSAGES = 20_000
+HEAVY_USERNAME = "bench-heavy"
+RUNS = 60
+NAIVE_RUNS = 5
+SEARCH_INDEXES = ("message_owner_recent_idx", "message_owner_trgm_idx", "message_owner_bigram_idx")
+
+SYLLABLES = [
+    "ka",
+    "ri",
+    "to",
+    "mo",
+    "na",
+    "shi",
+    "ve",
+    "lan",
+    "dor",
+    "pel",
+    "qu",
+    "ix",
+    "zen",
+    "bo",
+    "ta",
+    "rus",
+    "mi",
+    "gel",
+    "fa",
+    "no",
+]
+WORDS = sorted({a + b + c for a in SYLLABLES for b in SYLLABLES for c in SYLLABLES[:8]})
+HANZI = [chr(0x4E00 + i) for i in range(0, 2500)]
+
+
+def _zipf_weights(n: int) -> list[float]:
+    return [1 / (rank + 1) for rank in range(n)]
+
+
+WORD_WEIGHTS = _zipf_weights(len(WORDS))
+HANZI_WEIGHTS = _zipf_weights(len(HANZI))
+
+
+def _text(rng: random.Random) -> str:
+    if rng.random() < 0.25:
+        return "".join(rng.choices(HANZI, HANZI_WEIGHTS, k=rng.randint(8, 160)))
+    return " ".join(rng.choices(WORDS, WORD_WEIGHTS, k=rng.randint(4, 60)))
+
+
+def _dsn() -> str:
+    db = settings.DATABASES["default"]
+    return psycopg.conninfo.make_conninfo(
+        dbname=db["NAME"],
+        user=db["USER"] or None,
+        password=db["PASSWORD"] or None,
+        host=db["HOST"] or None,
+        port=db["PORT"] or None,
+    )
+
+
+def _seeded(cur: psycopg.Cursor) -> bool:
+    cur.execute("SELECT id FROM auth_user WHERE username = %s", [HEAVY_USERNAME])
+    if cur.fetchone() is None:
+        return False
+    cur.execute("SELECT reltuples FROM pg_class WHERE relname = 'conversations_message'")
+    return cur.fetchone()[0] >= 1_000_000
+
+
+def _seed(conn: psycopg.Connection) -> None:
+    rng = random.Random(4)
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    started = time.perf_counter()
+    with conn.cursor() as cur:
+        cur.execute(
+            "TRUNCATE conversations_toolcall, conversations_message, conversations_agentrun, "
+            "conversations_conversation, memory_app_userconfig, auth_user CASCADE"
+        )
+        for name in SEARCH_INDEXES:
+            cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+        with cur.copy(
+            "COPY auth_user (id, username, password, is_superuser, first_name, last_name, "
+            "email, is_staff, is_active, date_joined) FROM STDIN"
+        ) as copy:
+            for uid in range(1, USERS + 2):
+                name = HEAVY_USERNAME if uid == USERS + 1 else f"bench-{uid}"
+                copy.write_row((uid, name, "!", False, "", "", "", False, True, t0))
+        threads: list[tuple[int, int, int]] = []  # (conversation id, user id, messages)
+        hidden = ["archived", "deleted"]
+        with cur.copy(
+            "COPY conversations_conversation (id, thread_id, user_id, title, status, source, "
+            "metadata, created_at, updated_at) FROM STDIN"
+        ) as copy:
+            cid = 0
+            for uid in range(1, USERS + 2):
+                heavy = uid == USERS + 1
+                count = HEAVY_THREADS + 1 if heavy else THREADS_PER_USER
+                for n in range(count):
+                    cid += 1
+                    status, source = "active", "chat"
+                    if n % 7 == 3:
+                        status = hidden[n % 2]
+                    elif n % 11 == 5:
+                        source = "agent_call"
+                    if heavy:
+                        size = BIG_THREAD_MESSAGES if n == 0 else HEAVY_THREAD_MESSAGES
+                    else:
+                        size = MESSAGES_PER_USER // THREADS_PER_USER
+                    copy.write_row(
+                        (cid, f"t-{cid}", uid, _text(rng)[:80], status, source, "{}", t0, t0)
+                    )
+                    threads.append((cid, uid, size))
+        rng.shuffle(threads)
+        mid = 0
+        per_thread: dict[int, int] = {}
+        with cur.copy(
+            "COPY conversations_message (id, conversation_id, role, message_type, content, "
+            "attachments, feedback, metadata, created_at) FROM STDIN"
+        ) as copy:
+            # Interleave threads so every user's messages spread over the whole year.
+            pending = [(cid, size) for cid, _, size in threads]
+            while pending:
+                survivors = []
+                for cid, size in pending:
+                    step = max(1, size // 200)
+                    for _ in range(min(step, size - per_thread.get(cid, 0))):
+                        mid += 1
+                        n = per_thread.get(cid, 0)
+                        per_thread[cid] = n + 1
+                        role, kind = ("user", "text") if n % 2 == 0 else ("assistant", "text")
+                        if n % 10 == 9:
+                            role, kind = "assistant", "tool_call"
+                        elif n % 10 == 7:
+                            role = "system"
+                        created = t0 + timedelta(seconds=mid * 30)
+                        copy.write_row(
+                            (mid, cid, role, kind, _text(rng), "[]", "{}", "{}", created)
+                        )
+                    if per_thread[cid] < size:
+                        survivors.append((cid, size))
+                pending = survivors
+        cur.execute(
+            "SELECT id FROM conversations_message WHERE role = 'assistant' "
+            "AND message_type = 'text' AND id % 3 = 0"
+        )
+        with_tools = [row[0] for row in cur.fetchall()]
+        with cur.copy(
+            "COPY conversations_toolcall (message_id, tool_call_id, name, input, output, "
+            "status, error, metadata, created_at) FROM STDIN"
+        ) as copy:
+            for message_id in with_tools:
+                copy.write_row(
+                    (
+                        message_id,
+                        f"call_{message_id}",
+                        "lookup",
+                        json.dumps({"q": rng.choice(WORDS)}),
+                        _text(rng),
+                        "success",
+                        "",
+                        "{}",
+                        t0,
+                    )
+                )
+        for table in ("auth_user", "conversations_conversation", "conversations_message"):
+            cur.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"
+            )
+    conn.commit()
+    print(f"seeded {mid:,} messages in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def _ensure_indexes() -> None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'conversations_message'")
+        present = {row[0] for row in cur.fetchall()}
+        cur.execute("SET maintenance_work_mem = '512MB'")
+    with connection.schema_editor() as editor:
+        for index in Message._meta.indexes:
+            if index.name in SEARCH_INDEXES and index.name not in present:
+                started = time.perf_counter()
+                editor.add_index(Message, index)
+                print(f"built {index.name} in {time.perf_counter() - started:.0f} s", flush=True)
+    with connection.cursor() as cur:
+        cur.execute("ANALYZE")
+
+
+def _percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    return statistics.median(ordered), ordered[max(0, round(0.95 * len(ordered)) - 1)]
+
+
+def _time(fn: Callable[[], object], runs: int) -> list[float]:
+    fn()  # warm up
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+def _bare(conn: psycopg.Connection, statements: list[str]) -> Callable[[], None]:
+    def run() -> None:
+        with conn.cursor() as cur:
+            for sql in statements:
+                cur.execute(sql.encode())
+                cur.fetchall()
+
+    return run
+
+
+def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[], None]:
+    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+    def run() -> None:
+        with conn.cursor() as cur:
+            cur.execute("SET enable_indexscan = off")
+            cur.execute("SET enable_bitmapscan = off")
+            cur.execute(
+                "SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content "
+                "FROM conversations_message m JOIN conversations_conversation c "
+                "ON c.id = m.conversation_id "
+                "WHERE c.user_id = %s AND c.status = 'active' AND c.parent_id IS NULL "
+                "AND c.source NOT IN ('agent_call', 'agent_evaluation') "
+                "AND m.role IN ('user', 'assistant') AND m.message_type = 'text' "
+                "AND m.content ILIKE %s ORDER BY m.created_at DESC, m.id DESC LIMIT 10",
+                [uid, f"%{escaped}%"],
+            )
+            cur.fetchall()
+            cur.execute("RESET enable_indexscan")
+            cur.execute("RESET enable_bitmapscan")
+
+    return run
+
+
+def main() -> None:
+    call_command("migrate", verbosity=0)
+    with psycopg.connect(_dsn()) as conn:
+        with conn.cursor() as cur:
+            seeded = _seeded(cur)
+        if seeded:
+            print("reusing the existing seed", flush=True)
+        else:
+            _seed(conn)
+    _ensure_indexes()
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT id FROM auth_user WHERE username = %s", [HEAVY_USERNAME])
+        uid = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM conversations_message")
+        total = cur.fetchone()[0]
+        cur.execute("SELECT count(*) FROM conversations_message WHERE owner_id = %s", [uid])
+        heavy_total = cur.fetchone()[0]
+        cur.execute(
+            "SELECT conversation_id FROM conversations_message WHERE owner_id = %s "
+            "GROUP BY 1 ORDER BY count(*) DESC LIMIT 1",
+            [uid],
+        )
+        big_thread = Conversation.objects.get(pk=cur.fetchone()[0])
+    visible = list(
+        Message.objects.filter(
+            conversation=big_thread, role__in=("user", "assistant"), message_type="text"
+        )
+        .order_by("created_at", "id")
+        .values_list("id", flat=True)
+    )
+    deep_anchor = visible[len(visible) // 10]
+    old_chinese = (
+        Message.objects.filter(
+            owner_id=uid,
+            role="user",
+            message_type="text",
+            conversation__in=Conversation.objects.visible_to(uid),
+            content__regex=r"^[一-鿿]{3}",
+        )
+        .order_by("created_at")
+        .values_list("content", flat=True)[200]
+    )
+    print(
+        f"\n{total:,} messages, {USERS + 1:,} users; heavy user {heavy_total:,} messages, "
+        f"big thread {len(visible):,} visible of {big_thread.messages.count():,}\n"
+    )
+
+    searches = [
+        ("search ASCII common", WORDS[3]),
+        ("search ASCII rare", WORDS[-7]),
+        ("search Chinese 3 chars", old_chinese[:3]),
+        ("search Chinese 2 chars", old_chinese[1:3]),
+        ("search Chinese 2 frequent", HANZI[0] + HANZI[1]),
+        ("search no match", "qxzvjw"),
+    ]
+    scenarios: list[tuple[str, Callable[[], dict], str | None]] = [
+        (name, functools.partial(search_thread_messages, uid, query, limit=10), query)
+        for name, query in searches
+    ]
+    scenarios += [
+        ("read latest page", lambda: read_thread_messages(uid, big_thread.thread_id), None),
+        (
+            "read deep anchor",
+            lambda: read_thread_messages(uid, big_thread.thread_id, message_id=deep_anchor),
+            None,
+        ),
+        (
+            "read with tools",
+            lambda: read_thread_messages(uid, big_thread.thread_id, include_tools=True),
+            None,
+        ),
+    ]
+    plans: list[tuple[str, str]] = []
+    header = (
+        f"{'scenario':<24}{'hits':>5}{'repo med':>10}{'repo p95':>10}{'bare med':>10}"
+        f"{'bare p95':>10}{'ratio':>7}{'naive med':>11}{'naive/repo':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    with psycopg.connect(_dsn(), autocommit=True) as bare_conn:
+        # Django's connection never prepares statements; nor does this one, so both plan
+        # every query (the plan depends on how frequent the searched text is).
+        bare_conn.prepare_threshold = None
+        for name, call, query in scenarios:
+            with CaptureQueriesContext(connection) as captured:
+                result = call()
+            statements = [q["sql"] for q in captured.captured_queries]
+            hits = len(result.get("results", result.get("messages", [])))
+            repo_med, repo_p95 = _percentiles(_time(call, RUNS))
+            bare_med, bare_p95 = _percentiles(_time(_bare(bare_conn, statements), RUNS))
+            naive = ""
+            if query is not None:
+                naive_med, _ = _percentiles(_time(_naive_search(bare_conn, uid, query), NAIVE_RUNS))
+                naive = f"{naive_med:>9.1f}ms{naive_med / repo_med:>10.0f}x"
+            print(
+                f"{name:<24}{hits:>5}{repo_med:>8.2f}ms{repo_p95:>8.2f}ms{bare_med:>8.2f}ms"
+                f"{bare_p95:>8.2f}ms{repo_med / bare_med:>6.2f}x{naive}",
+                flush=True,
+            )
+            for sql in statements:
+                with bare_conn.cursor() as cur:
+                    cur.execute(b"EXPLAIN (ANALYZE, BUFFERS) " + sql.encode())
+                    plans.append((name, "\n".join(row[0] for row in cur.fetchall())))
+    for name, plan in plans:
+        print(f"\n=== {name}\n{plan}")
+
+
+if __name__ == "__main__":
+    main()

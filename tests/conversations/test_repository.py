@@ -1,0 +1,577 @@
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conversations.models import Conversation, Message
+from conversations.repository import (
+    CONTENT_MAX_BYTES,
+    CONTENTS_MAX_BYTES,
+    READ_RESPONSE_MAX_BYTES,
+    SEARCH_RESPONSE_MAX_BYTES,
+    SNIPPET_MAX_BYTES,
+    TITLE_MAX_BYTES,
+    TOOL_CALL_MAX_BYTES,
+    TOOL_CALLS_MAX,
+    TOOL_CALLS_MAX_BYTES,
+    HistoryNotFound,
+    HistoryQueryError,
+    read_thread_messages,
+    search_thread_messages,
+    to_json,
+)
+from tests.factories import ConversationFactory, MessageFactory, ToolCallFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+MARKER = "ZQXV-LEAK-7f3a"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+# Text whose JSON form is as large as it gets: escapes, 4-byte emoji, control characters.
+HOSTILE = '"\\\n\x01😀'
+
+
+def _size(response: dict) -> int:
+    return len(to_json(response).encode("utf-8"))
+
+
+def _thread(user, **kwargs) -> Conversation:
+    return ConversationFactory(user=user, **kwargs)
+
+
+def _messages(thread: Conversation, contents: list[str], **kwargs) -> list[Message]:
+    return [
+        MessageFactory(
+            conversation=thread,
+            content=content,
+            role=Message.Role.USER if i % 2 == 0 else Message.Role.ASSISTANT,
+            created_at=T0 + timedelta(minutes=i),
+            **kwargs,
+        )
+        for i, content in enumerate(contents)
+    ]
+
+
+def _ids(response: dict, key: str = "messages") -> list[int]:
+    return [item["message_id"] for item in response[key]]
+
+
+@pytest.fixture
+def planted():
+    """A user with one visible thread, and the marker planted in every forbidden place."""
+    user = UserFactory()
+    visible = _thread(user, title="visible thread", metadata={"note": MARKER})
+    text = _messages(visible, ["ordinary words one", "ordinary words two"])
+    Message.objects.filter(pk=text[0].pk).update(
+        metadata={"m": MARKER},
+        image_content=f"data:{MARKER}",
+        attachments=[{"name": MARKER}],
+        feedback={"comment": MARKER},
+    )
+    for role, kind in [
+        (Message.Role.SYSTEM, Message.Type.TEXT),
+        (Message.Role.TOOL, Message.Type.TEXT),
+        (Message.Role.ASSISTANT, Message.Type.TOOL_CALL),
+        (Message.Role.TOOL, Message.Type.TOOL_RESULT),
+        (Message.Role.USER, Message.Type.TOOL_RESULT),
+    ]:
+        hidden = MessageFactory(
+            conversation=visible,
+            role=role,
+            message_type=kind,
+            content=f"ordinary words {MARKER}",
+            created_at=T0 + timedelta(seconds=90),
+        )
+        ToolCallFactory(message=hidden, name=MARKER, input={"q": MARKER}, output=MARKER)
+    ToolCallFactory(
+        message=text[1],
+        tool_call_id="call_ok",
+        name="lookup",
+        input={"q": "fine"},
+        output="fine",
+        metadata={"secret": MARKER},
+    )
+    forbidden_threads = [
+        _thread(UserFactory()),
+        _thread(user, status=Conversation.Status.ARCHIVED),
+        _thread(user, status=Conversation.Status.DELETED),
+        _thread(user, source=Conversation.Source.AGENT_CALL),
+        _thread(user, source=Conversation.Source.AGENT_EVALUATION),
+        _thread(user, parent=visible),
+    ]
+    for thread in forbidden_threads:
+        thread.title = f"ordinary {MARKER}"
+        thread.save()
+        leaked = _messages(thread, [f"ordinary words {MARKER}"])
+        ToolCallFactory(message=leaked[0], name=MARKER, output=MARKER)
+    return user, visible, text, forbidden_threads
+
+
+def test_no_marker_reaches_any_response(planted):
+    user, visible, text, _ = planted
+    queries = [MARKER, MARKER.lower(), "LEAK", "ordinary", "words", "data:", "o", "call"]
+    for query in queries:
+        response = search_thread_messages(user.pk, query, limit=10)
+        assert MARKER.lower() not in to_json(response).lower()
+    for anchor in [None, text[0].pk, text[1].pk]:
+        for include_tools in (False, True):
+            response = read_thread_messages(
+                user.pk, visible.thread_id, message_id=anchor, include_tools=include_tools
+            )
+            assert MARKER.lower() not in to_json(response).lower()
+
+
+def test_search_sees_only_visible_text_of_visible_threads(planted):
+    user, _, text, _ = planted
+    response = search_thread_messages(user.pk, "ordinary words", limit=10)
+    assert _ids(response, "results") == [text[1].pk, text[0].pk]
+
+
+def test_read_returns_only_visible_text_and_allowlisted_tool_call_fields(planted):
+    user, visible, text, _ = planted
+    response = read_thread_messages(user.pk, visible.thread_id, include_tools=True)
+    assert _ids(response) == [text[0].pk, text[1].pk]
+    assert set(response["messages"][0]) == {
+        "message_id",
+        "role",
+        "created_at",
+        "content",
+        "truncated",
+    }
+    assert response["tool_calls"] == [
+        {
+            "id": "call_ok",
+            "message_id": text[1].pk,
+            "name": "lookup",
+            "status": "success",
+            "input": {"q": "fine"},
+            "output": "fine",
+            "error": "",
+            "truncated": False,
+        }
+    ]
+
+
+def test_invisible_threads_and_an_unknown_thread_give_the_same_answer(planted):
+    user, _, _, forbidden_threads = planted
+    answers = set()
+    for thread_id in [t.thread_id for t in forbidden_threads] + ["thread-unknown", "x" * 65]:
+        with pytest.raises(HistoryNotFound) as caught:
+            read_thread_messages(user.pk, thread_id)
+        answers.add((type(caught.value), str(caught.value)))
+    assert len(answers) == 1
+
+
+def test_an_anchor_outside_the_visible_messages_gives_the_same_answer(planted):
+    user, visible, _, forbidden_threads = planted
+    hidden = Message.objects.filter(conversation=visible, role=Message.Role.SYSTEM).get()
+    elsewhere = forbidden_threads[1].messages.get()
+    answers = set()
+    for anchor in [hidden.pk, elsewhere.pk, 10**12, 2**63]:
+        with pytest.raises(HistoryNotFound) as caught:
+            read_thread_messages(user.pk, visible.thread_id, message_id=anchor)
+        answers.add(str(caught.value))
+    with pytest.raises(HistoryNotFound) as unknown:
+        read_thread_messages(user.pk, "thread-unknown")
+    assert answers == {str(unknown.value)}
+
+
+def test_search_is_case_insensitive_newest_first_and_limited():
+    user = UserFactory()
+    messages = _messages(_thread(user), ["Alpha one", "ALPHA two", "alpha three", "beta"])
+    response = search_thread_messages(user.pk, "aLpHa", limit=2)
+    assert _ids(response, "results") == [messages[2].pk, messages[1].pk]
+    hit = response["results"][0]
+    assert set(hit) == {
+        "thread_id",
+        "title",
+        "message_id",
+        "role",
+        "created_at",
+        "snippet",
+        "truncated",
+    }
+    assert (hit["snippet"], hit["truncated"], response["truncated"]) == (
+        "alpha three",
+        False,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "matching"),
+    [
+        ("0%", ["100% sure"]),
+        ("a_b", ["a_b here"]),
+        ("c:\\t", ["c:\\temp"]),
+        ("%", ["100% sure"]),
+        ("_", ["a_b here"]),
+        ("\\", ["c:\\temp"]),
+    ],
+)
+def test_like_wildcards_in_a_query_match_literally(query, matching):
+    user = UserFactory()
+    messages = _messages(_thread(user), ["100% sure", "1000 sure", "a_b here", "axb", "c:\\temp"])
+    by_content = {m.content: m.pk for m in messages}
+    response = search_thread_messages(user.pk, query, limit=10)
+    assert _ids(response, "results") == [by_content[c] for c in matching]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["你好", "你好吗", "世界和平", "東京タワー", "です", "😀", "😀🎉", "ﾃｽﾄ", "ＡＢ"],
+)
+def test_chinese_japanese_and_emoji_queries_match(query):
+    user = UserFactory()
+    contents = [
+        "你好吗？世界和平",
+        "我们去東京タワーです",
+        "party 😀🎉 time",
+        "半角ﾃｽﾄ",
+        "全角ａｂ",
+        "你 好 separated",
+        "nothing here",
+    ]
+    messages = _messages(_thread(user), contents)
+    expected = [m.pk for m in reversed(messages) if query.upper() in m.content.upper()]
+    assert expected
+    assert _ids(search_thread_messages(user.pk, query, limit=10), "results") == expected
+
+
+@pytest.fixture
+def corpus():
+    user = UserFactory()
+    contents = [
+        "你好世界",
+        "世界你好，你们好",
+        "日本語のテキスト",
+        "mixed 你好 English",
+        "50% off_sale \\o/",
+        "UPPER lower MiXeD",
+        "emoji 😀😀 pair",
+        "好你",
+        "",
+    ]
+    _messages(_thread(user), contents)
+    return user, contents
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_search_agrees_with_a_plain_substring_scan(corpus, data):
+    user, contents = corpus
+    source = data.draw(st.sampled_from([c for c in contents if c]))
+    start = data.draw(st.integers(0, len(source) - 1))
+    end = data.draw(st.integers(start + 1, len(source)))
+    query = data.draw(
+        st.one_of(
+            st.just(source[start:end]),
+            st.text(alphabet="你好世界们日本%_\\oOxX😀 ", min_size=1, max_size=4),
+        )
+    )
+    response = search_thread_messages(user.pk, query, limit=10)
+    found = sorted(hit["snippet"] for hit in response["results"])
+    assert found == sorted(c for c in contents if c and query.upper() in c.upper())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "x" * 257}, "query"),
+        ({"query": "a\x00b"}, "query"),
+        ({"query": 5}, "query"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "limit": 11}, "limit"),
+        ({"query": "x", "limit": True}, "limit"),
+        ({"query": "x", "limit": "5"}, "limit"),
+        ({"query": "x", "uid": "1; drop"}, "user id"),
+        ({"query": "x", "uid": 0}, "user id"),
+        ({"query": "x", "uid": "007"}, "user id"),
+    ],
+)
+def test_search_rejects_bad_arguments_with_a_clear_error(kwargs, error):
+    uid = kwargs.pop("uid", UserFactory().pk)
+    with pytest.raises(HistoryQueryError, match=error):
+        search_thread_messages(uid, **kwargs)
+
+
+def test_search_accepts_a_query_of_exactly_256_characters():
+    user = UserFactory()
+    message = _messages(_thread(user), ["y" + "é" * 256 + "y"])[0]
+    response = search_thread_messages(user.pk, "é" * 256)
+    assert _ids(response, "results") == [message.pk]
+
+
+def test_search_is_one_query_and_never_touches_tool_calls(planted):
+    user, _, _, _ = planted
+    with CaptureQueriesContext(connection) as captured:
+        search_thread_messages(user.pk, "ordinary", limit=10)
+        search_thread_messages(user.pk, "你好", limit=10)
+    assert len(captured.captured_queries) == 2
+    assert not any("toolcall" in q["sql"].lower() for q in captured.captured_queries)
+
+
+def test_search_query_count_is_asserted_by_pytest_django(planted, django_assert_num_queries):
+    user, _, _, _ = planted
+    with django_assert_num_queries(1):
+        search_thread_messages(user.pk, "ordinary words", limit=10)
+
+
+def test_snippet_is_cut_around_a_match_deep_in_a_long_message():
+    user = UserFactory()
+    content = "前" * 3000 + "NEEDLE" + "後" * 3000
+    _messages(_thread(user), [content])
+    hit = search_thread_messages(user.pk, "needle")["results"][0]
+    snippet = hit["snippet"]
+    assert "NEEDLE" in snippet and snippet in content
+    assert len(snippet.encode("utf-8")) <= SNIPPET_MAX_BYTES
+    assert snippet.startswith("前") and snippet.endswith("後")
+    assert hit["truncated"] is True
+
+
+def test_ten_oversized_hostile_hits_with_huge_titles_fit_the_search_budget():
+    user = UserFactory()
+    contents = [f"{i:02d}match" + HOSTILE * 400 for i in range(10)]
+    for i, content in enumerate(contents):
+        thread = _thread(user, title=HOSTILE * 10_000)
+        _messages(thread, [content])
+        Message.objects.filter(conversation=thread).update(created_at=T0 + timedelta(hours=i))
+    response = search_thread_messages(user.pk, "match", limit=10)
+    assert _size(response) <= SEARCH_RESPONSE_MAX_BYTES
+    assert response["truncated"] is True
+    kept = [hit["snippet"][:2] for hit in response["results"]]
+    assert 0 < len(kept) < 10
+    assert kept == [f"{i:02d}" for i in range(9, 9 - len(kept), -1)]  # newest first
+    for hit in response["results"]:
+        assert len(hit["snippet"].encode("utf-8")) <= SNIPPET_MAX_BYTES
+        assert len(hit["title"].encode("utf-8")) <= TITLE_MAX_BYTES
+        assert (HOSTILE * 10_000).startswith(hit["title"])
+        assert any(c.startswith(hit["snippet"]) for c in contents)
+        assert hit["truncated"] is True
+
+
+def test_ten_plain_hits_larger_than_a_snippet_all_fit():
+    user = UserFactory()
+    contents = ["match " + "x" * 2000 for _ in range(10)]
+    _messages(_thread(user, title="t" * 5000), contents)
+    response = search_thread_messages(user.pk, "match", limit=10)
+    assert len(response["results"]) == 10
+    assert _size(response) <= SEARCH_RESPONSE_MAX_BYTES
+    assert all(len(h["snippet"].encode()) == SNIPPET_MAX_BYTES for h in response["results"])
+    assert all(h["truncated"] for h in response["results"]) and response["truncated"]
+
+
+def test_read_latest_page_in_order_with_has_more_before():
+    user = UserFactory()
+    thread = _thread(user)
+    messages = _messages(thread, [f"m{i}" for i in range(8)])
+    response = read_thread_messages(user.pk, thread.thread_id, limit=3)
+    assert _ids(response) == [m.pk for m in messages[5:]]
+    assert [m["content"] for m in response["messages"]] == ["m5", "m6", "m7"]
+    assert (response["has_more_before"], response["has_more_after"]) == (True, False)
+    assert "tool_calls" not in response
+    whole = read_thread_messages(user.pk, thread.thread_id)
+    assert _ids(whole) == [m.pk for m in messages]
+    assert (whole["has_more_before"], whole["has_more_after"], whole["truncated"]) == (
+        False,
+        False,
+        False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("anchor", "limit", "window", "more_before", "more_after"),
+    [
+        (10, 5, range(8, 13), True, True),  # ceil(5/2)=3 up to the anchor, 2 after
+        (10, 4, range(9, 13), True, True),
+        (18, 6, range(14, 20), True, False),  # short side after: filled from before
+        (1, 6, range(0, 6), False, True),  # short side before: filled from after
+        (0, 1, range(0, 1), False, True),
+        (19, 20, range(0, 20), False, False),
+    ],
+)
+def test_read_window_around_an_anchor(anchor, limit, window, more_before, more_after):
+    user = UserFactory()
+    thread = _thread(user)
+    messages = _messages(thread, [f"m{i}" for i in range(20)])
+    response = read_thread_messages(
+        user.pk, thread.thread_id, message_id=messages[anchor].pk, limit=limit
+    )
+    assert _ids(response) == [messages[i].pk for i in window]
+    assert (response["has_more_before"], response["has_more_after"]) == (more_before, more_after)
+
+
+def test_read_orders_equal_timestamps_by_id_and_skips_hidden_messages():
+    user = UserFactory()
+    thread = _thread(user)
+    same = [MessageFactory(conversation=thread, created_at=T0) for _ in range(4)]
+    MessageFactory(conversation=thread, created_at=T0, role=Message.Role.SYSTEM)
+    response = read_thread_messages(user.pk, thread.thread_id, message_id=same[1].pk, limit=3)
+    assert _ids(response) == [same[0].pk, same[1].pk, same[2].pk]
+
+
+def test_read_without_tools_is_two_queries_none_on_tool_calls(planted, django_assert_num_queries):
+    user, visible, text, _ = planted
+    with CaptureQueriesContext(connection) as captured:
+        with django_assert_num_queries(2):
+            read_thread_messages(user.pk, visible.thread_id, message_id=text[0].pk)
+        with django_assert_num_queries(2):
+            read_thread_messages(user.pk, visible.thread_id)
+    assert not any("toolcall" in q["sql"].lower() for q in captured.captured_queries)
+
+
+def test_read_with_tools_adds_exactly_one_query(planted, django_assert_num_queries):
+    user, visible, text, _ = planted
+    with django_assert_num_queries(3):
+        read_thread_messages(user.pk, visible.thread_id, message_id=text[1].pk, include_tools=True)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"thread_id": ""}, "thread_id"),
+        ({"thread_id": "a\x00b"}, "thread_id"),
+        ({"thread_id": 7}, "thread_id"),
+        ({"message_id": 0}, "message_id"),
+        ({"message_id": "12"}, "message_id"),
+        ({"message_id": True}, "message_id"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 21}, "limit"),
+        ({"include_tools": "yes"}, "include_tools"),
+    ],
+)
+def test_read_rejects_bad_arguments_with_a_clear_error(kwargs, error):
+    thread = _thread(UserFactory())
+    arguments = {"thread_id": thread.thread_id, **kwargs}
+    with pytest.raises(HistoryQueryError, match=error):
+        read_thread_messages(thread.user_id, **arguments)
+
+
+def test_read_cuts_emoji_contents_to_their_budgets_and_drops_the_oldest():
+    user = UserFactory()
+    thread = _thread(user, title="🎉" * 500)
+    contents = [f"{i:02d}" + "😀" * 5000 for i in range(20)]
+    messages = _messages(thread, contents)
+    response = read_thread_messages(user.pk, thread.thread_id)
+    kept = response["messages"]
+    assert _ids(response) == [m.pk for m in messages[-len(kept) :]]
+    assert len(kept) < 20 and response["has_more_before"] is True
+    sizes = [len(m["content"].encode("utf-8")) for m in kept]
+    assert all(size <= CONTENT_MAX_BYTES for size in sizes)
+    assert sum(sizes) <= CONTENTS_MAX_BYTES
+    for item, content in zip(kept, contents[-len(kept) :], strict=True):
+        assert content.startswith(item["content"]) and item["truncated"] is True
+    assert response["title"] == "🎉" * (TITLE_MAX_BYTES // 4)
+    assert response["truncated"] is True
+    assert _size(response) <= READ_RESPONSE_MAX_BYTES
+
+
+def test_read_drops_tool_calls_then_farthest_messages_when_escapes_overflow():
+    user = UserFactory()
+    thread = _thread(user)
+    contents = [f"{i:02d}" + "\x01" * (CONTENT_MAX_BYTES - 2) for i in range(20)]
+    messages = _messages(thread, contents)
+    ToolCallFactory(message=messages[10], output="tool output")
+    response = read_thread_messages(
+        user.pk, thread.thread_id, message_id=messages[10].pk, include_tools=True
+    )
+    assert _size(response) <= READ_RESPONSE_MAX_BYTES
+    assert response["tool_calls"] == []
+    kept = _ids(response)
+    assert messages[10].pk in kept and len(kept) < 4
+    index = [m.pk for m in messages].index(kept[0])
+    assert kept == [m.pk for m in messages[index : index + len(kept)]]
+    assert response["has_more_before"] and response["has_more_after"]
+    assert response["truncated"] is True
+
+
+def test_tool_calls_with_huge_inputs_are_cut_flagged_and_capped():
+    user = UserFactory()
+    thread = _thread(user)
+    message = _messages(thread, ["asked"])[0]
+    huge = {"payload": HOSTILE * 20_000, "n": 1}
+    for i in range(TOOL_CALLS_MAX + 2):
+        ToolCallFactory(
+            message=message,
+            tool_call_id=f"call_{i:02d}",
+            input=huge if i % 2 else {"small": i},
+            output=HOSTILE * 3000,
+            error="e" * 9000,
+            created_at=T0 + timedelta(seconds=i),
+        )
+    response = read_thread_messages(user.pk, thread.thread_id, include_tools=True)
+    calls = response["tool_calls"]
+    huge_text = '{"n": 1, "payload": ' + json.dumps(huge["payload"], ensure_ascii=False) + "}"
+    assert 0 < len(calls) <= TOOL_CALLS_MAX
+    assert len(to_json(calls).encode("utf-8")) <= TOOL_CALLS_MAX_BYTES
+    assert [c["id"] for c in calls] == [f"call_{i:02d}" for i in range(len(calls))]
+    for call in calls:
+        assert set(call) == {
+            "id",
+            "message_id",
+            "name",
+            "input",
+            "output",
+            "status",
+            "error",
+            "truncated",
+        }
+        assert len(to_json(call).encode("utf-8")) <= TOOL_CALL_MAX_BYTES
+        assert call["truncated"] is True
+        assert (HOSTILE * 3000).startswith(call["output"]) and call["output"]
+        if isinstance(call["input"], str):
+            assert call["input"].startswith('{"n": 1, "payload": "')
+            assert huge_text.startswith(call["input"])
+    assert isinstance(calls[0]["input"], dict) and isinstance(calls[1]["input"], str)
+    assert response["truncated"] is True
+    assert _size(response) <= READ_RESPONSE_MAX_BYTES
+
+
+def test_a_small_tool_call_is_returned_whole():
+    user = UserFactory()
+    thread = _thread(user)
+    message = _messages(thread, ["asked"])[0]
+    ToolCallFactory(message=message, input={"k": [1, "二", None]}, output="ok", error="")
+    call = read_thread_messages(user.pk, thread.thread_id, include_tools=True)["tool_calls"][0]
+    assert (call["input"], call["output"], call["truncated"]) == (
+        {"k": [1, "二", None]},
+        "ok",
+        False,
+    )
+
+
+def test_owner_follows_the_conversation_for_bulk_inserts_and_moves():
+    first, second = UserFactory(), UserFactory()
+    thread = _thread(first)
+    Message.objects.bulk_create(
+        [Message(conversation=thread, role="user", content=f"bulk {i}") for i in range(3)]
+    )
+    assert len(search_thread_messages(first.pk, "bulk")["results"]) == 3
+    thread.user = second
+    thread.save()
+    assert search_thread_messages(first.pk, "bulk")["results"] == []
+    assert len(search_thread_messages(second.pk, "bulk")["results"]) == 3
+    assert set(Message.objects.filter(conversation=thread).values_list("owner_id", flat=True)) == {
+        second.pk
+    }
+
+
+def test_read_of_a_visible_thread_without_visible_messages_is_empty_not_missing():
+    user = UserFactory()
+    thread = _thread(user, title="only system")
+    MessageFactory(conversation=thread, role=Message.Role.SYSTEM, content="setup")
+    response = read_thread_messages(user.pk, thread.thread_id)
+    assert response == {
+        "thread_id": thread.thread_id,
+        "title": "only system",
+        "messages": [],
+        "has_more_before": False,
+        "has_more_after": False,
+        "truncated": False,
+    }
