@@ -1,22 +1,18 @@
 """Cost of assembling the chatbot graph for one run, by MEMORY.md size, side by side.
 
-Run: DATABASE_URL=... .venv/bin/python bench/memory_prompt.py
+Run: .venv/bin/python bench/memory_prompt.py   (BENCH_DATABASE_URL picks the database)
 Works in a rolled-back transaction and a temporary workspace root: it leaves nothing behind.
 """
 
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+from benchenv import setup_django
 
-import django  # noqa: E402
-
-django.setup()
+setup_django()
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
