@@ -1,8 +1,8 @@
 """History lookback at scale: latency of the repository next to its bare SQL and a naive ILIKE.
 
-    DATABASE_URL=... .venv/bin/python bench/history.py
+    .venv/bin/python bench/history.py   (BENCH_DATABASE_URL picks the database; see benchenv)
 
-Migrates the configured database, seeds it once (reused when present): 1,000 ordinary users
+Seeds the bench database once (reused when present): 1,000 ordinary users
 with about 950 messages each and one heavy user with 100,000+ (one thread of 20,000), Latin and
 Chinese text, hidden threads, tool messages and tool calls. Then prints, per scenario, median
 and p95 latency of the repository call, of the very SQL it sent run bare through psycopg
@@ -11,25 +11,18 @@ and p95 latency of the repository call, of the very SQL it sent run bare through
 
 import functools
 import json
-import os
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+from benchenv import setup_django
 
-import django  # noqa: E402
-
-django.setup()
+setup_django()
 
 import psycopg  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
@@ -274,7 +267,6 @@ def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[]
 
 
 def main() -> None:
-    call_command("migrate", verbosity=0)
     with psycopg.connect(_dsn()) as conn:
         with conn.cursor() as cur:
             seeded = _seeded(cur)

@@ -1,13 +1,12 @@
 """Cost of the safe memory write next to its parts, and its throughput under concurrency.
 
-Run: DATABASE_URL=postgres://... .venv/bin/python bench/memory_write.py
-It migrates the configured database, creates its own users and runs under a temporary
+Run: .venv/bin/python bench/memory_write.py   (BENCH_DATABASE_URL picks the database)
+It creates its own users and runs under a temporary
 workspace root, prints its figures, and removes everything it created.
 """
 
 import os
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -15,16 +14,12 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+from benchenv import setup_django
 
-import django  # noqa: E402
-
-django.setup()
+setup_django()
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -180,7 +175,6 @@ def throughput() -> None:
 
 
 def main() -> None:
-    call_command("migrate", verbosity=0)
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-") as root:
         settings.WORKSPACE_ROOT = Path(root)
         try:

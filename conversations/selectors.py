@@ -1,12 +1,36 @@
-"""Bounded reads of raw conversation records for staff previews (history lookback is in
-`conversations.repository`; this shows the record as stored, not as the agent sees it)."""
+"""Reads of a thread outside history lookback (which lives in repository.py): the thread a
+user chats in and its recent dialogue, and bounded excerpts of the stored record for staff."""
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from conversations.models import Message
+from conversations.models import Conversation, Message
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import truncate_utf8
+
+# How many earlier user/assistant text messages of the thread the model is shown.
+DIALOGUE_MAX_MESSAGES = 20
+
+
+def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | None:
+    """`user_id`'s own visible thread with that id; None for any other (no existence oracle)."""
+    return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
+
+
+def recent_dialogue(*, conversation: Conversation, before: Message) -> list[Message]:
+    """The latest user/assistant text messages of the thread before `before`, oldest first."""
+    messages = (
+        Message.objects.filter(
+            conversation=conversation,
+            role__in=(Message.Role.USER, Message.Role.ASSISTANT),
+            message_type=Message.Type.TEXT,
+            id__lt=before.id,
+        )
+        .only("role", "content", "created_at")
+        .order_by("-created_at", "-id")[:DIALOGUE_MAX_MESSAGES]
+    )
+    return list(reversed(messages))
+
 
 # How many of a thread's latest messages a raw preview lists.
 RAW_MESSAGES_SHOWN = 50

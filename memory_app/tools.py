@@ -15,7 +15,7 @@ from django.db import DatabaseError, transaction
 
 from conversations import repository as history
 from conversations import runs as conversation_runs
-from memory_app.runtime import ToolRuntimeContext
+from conversations.runs import ToolRuntimeContext
 from memory_app.selectors import memory_enabled
 from memory_app.services import (
     MemoryAccessDenied,
@@ -227,3 +227,12 @@ def make_read_thread_messages_tool(ctx: ToolRuntimeContext) -> Tool:
         schema=HISTORY_READ_SCHEMA,
         read=history.read_thread_messages,
     )
+
+
+def build_memory_tools(ctx: ToolRuntimeContext) -> list[Tool]:
+    """The three memory tools of a top-level chat run, in their fixed order."""
+    return [
+        make_remember_memory_tool(ctx),
+        make_search_thread_messages_tool(ctx),
+        make_read_thread_messages_tool(ctx),
+    ]

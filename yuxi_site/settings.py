@@ -90,6 +90,13 @@ AGENT_RUN_LEASE_SECONDS = env.int("AGENT_RUN_LEASE_SECONDS", default=60)
 # Upper bound on waiting for the per-user memory advisory lock.
 MEMORY_LOCK_TIMEOUT_MS = env.int("MEMORY_LOCK_TIMEOUT_MS", default=5000)
 
+# The chat model: an OpenAI-compatible chat-completions endpoint when LLM_BASE_URL is set,
+# otherwise the deterministic scripted model (tests, demo).
+LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
+LLM_API_KEY = env.str("LLM_API_KEY", default="")
+LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

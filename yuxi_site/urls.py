@@ -2,7 +2,10 @@ from django.contrib import admin
 from django.urls import path
 from django.views.generic import RedirectView
 
+from memory_app.views import chat_view
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("api/chat/", chat_view, name="chat"),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]

@@ -1,6 +1,9 @@
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from memory_app import workspace as workspace_module
 
@@ -17,3 +20,29 @@ def os_read_sizes(monkeypatch) -> list[int]:
 
     monkeypatch.setattr(workspace_module.os, "read", counting_read)
     return requested
+
+
+@pytest.fixture
+def opened_files(monkeypatch) -> list[str]:
+    """The base name of every path `os.open` is asked for while the test runs."""
+    names: list[str] = []
+    real_open = os.open
+
+    def recording_open(path, *args, **kwargs):
+        names.append(os.path.basename(os.fspath(path)))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", recording_open)
+    return names
+
+
+@pytest.fixture
+def agents_file() -> Callable[[int | str, str], Path]:
+    """`agents_file(uid, "MEMORY.md")`: the path of a file in the user's `agents/` folder."""
+
+    def path(uid: int | str, name: str) -> Path:
+        directory = Path(settings.WORKSPACE_ROOT) / str(uid) / "agents"
+        directory.mkdir(parents=True, exist_ok=True)
+        return directory / name
+
+    return path

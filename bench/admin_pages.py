@@ -3,22 +3,16 @@
 The plain `ModelAdmin` is what registering `Message` with defaults gives: it loads every column
 and renders whole contents. Both render the same rows in the same run; the ratio is the point.
 
-Run: DATABASE_URL=... .venv/bin/python bench/bench_admin_pages.py
+Run: .venv/bin/python bench/admin_pages.py   (BENCH_DATABASE_URL picks the database)
 Works in a rolled-back transaction: it leaves nothing behind.
 """
 
-import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
+from benchenv import setup_django
 
-import django  # noqa: E402
-
-django.setup()
+setup_django()
 
 from django.contrib import admin  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402

@@ -1,0 +1,69 @@
+"""Writes of conversations: threads, messages and tool calls as an agent run produces them."""
+
+import uuid
+from typing import Any
+
+from conversations.models import Conversation, Message, ToolCall
+from yuxi_site.utils.string_utils import truncate_utf8
+
+# A thread's title is its first message, cut to this many bytes.
+THREAD_TITLE_MAX_BYTES = 256
+
+
+def start_thread(
+    *,
+    user_id: int,
+    first_message: str,
+    source: str = Conversation.Source.CHAT,
+    parent: Conversation | None = None,
+) -> Conversation:
+    """A new active thread of `user_id`, titled by its first message."""
+    title, _ = truncate_utf8(" ".join(first_message.split()), THREAD_TITLE_MAX_BYTES)
+    return Conversation.objects.create(
+        thread_id=f"thread-{uuid.uuid4().hex}",
+        user_id=user_id,
+        title=title,
+        source=source,
+        parent=parent,
+    )
+
+
+def add_message(
+    *,
+    conversation: Conversation,
+    role: str,
+    content: str,
+    message_type: str = Message.Type.TEXT,
+    metadata: dict[str, Any] | None = None,
+) -> Message:
+    """Append one message to a thread (and mark the thread as updated)."""
+    message = Message.objects.create(
+        conversation=conversation,
+        role=role,
+        message_type=message_type,
+        content=content,
+        metadata=metadata or {},
+    )
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
+    return message
+
+
+def record_tool_call(
+    *, message: Message, tool_call_id: str, name: str, arguments: dict[str, Any] | None
+) -> ToolCall:
+    """A pending tool call issued by the assistant `message`."""
+    return ToolCall.objects.create(
+        message=message,
+        tool_call_id=tool_call_id,
+        name=name,
+        input=arguments if arguments is not None else {},
+    )
+
+
+def complete_tool_call(*, tool_call: ToolCall, output: str, error: str | None) -> ToolCall:
+    """Store a tool call's result: `success`, or `error` with the refusal's message."""
+    tool_call.output = output
+    tool_call.status = ToolCall.Status.ERROR if error is not None else ToolCall.Status.SUCCESS
+    tool_call.error = error or ""
+    tool_call.save(update_fields=["output", "status", "error"])
+    return tool_call

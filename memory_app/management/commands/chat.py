@@ -1,0 +1,44 @@
+"""Chat with the agent from the terminal as a given user (through the same Chat service)."""
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from memory_app.runtime import ChatError, chat
+
+
+class Command(BaseCommand):
+    help = "Chat with the agent as USERNAME; interactive (one line per turn) without a message."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--user", required=True, help="username to chat as")
+        parser.add_argument("--thread", help="thread id to continue (default: a new thread)")
+        parser.add_argument("message", nargs="?", help="one message; omit for interactive mode")
+
+    def handle(self, *args: object, **options: object) -> None:
+        user = get_user_model().objects.filter(username=options["user"]).first()
+        if user is None:
+            raise CommandError(f"no user named {options['user']!r}")
+        thread_id = options["thread"]
+        if options["message"] is not None:
+            self._turn(user.pk, thread_id, options["message"])
+            return
+        self.stdout.write("Type a message and press Enter; an empty line or EOF ends the chat.")
+        while True:
+            try:
+                line = input("you> ")
+            except EOFError:
+                break
+            if not line.strip():
+                break
+            thread_id = self._turn(user.pk, thread_id, line)
+
+    def _turn(self, user_id: int, thread_id: str | None, message: str) -> str:
+        try:
+            turn = chat(user_id=user_id, message=message, thread_id=thread_id)
+        except ChatError as exc:
+            raise CommandError(str(exc)) from exc
+        for call in turn.tool_calls:
+            self.stdout.write(f"[tool {call['name']}: {call['status']}]")
+        self.stdout.write(f"yuxi> {turn.reply}")
+        self.stdout.write(f"(thread {turn.thread_id})")
+        return turn.thread_id

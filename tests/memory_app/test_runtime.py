@@ -1,0 +1,398 @@
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+
+from conversations import runs
+from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.runs import ClockTimestamp
+from memory_app import runtime
+from memory_app.llm import ModelError, ModelReply, ModelToolCall, OpenAIChatModel, ScriptedModel
+from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
+from memory_app.runtime import (
+    CHAT_MESSAGE_MAX_BYTES,
+    MAX_AGENT_STEPS,
+    SUBAGENT_TOOL_NAME,
+    ChatInputError,
+    ChatModelUnavailable,
+    ChatRunLost,
+    ChatThreadNotFound,
+    build_chatbot_graph,
+    build_subagent_graph,
+    chat,
+)
+from tests.factories import (
+    ConversationFactory,
+    MessageFactory,
+    RunningAgentRunFactory,
+    UserConfigFactory,
+    UserFactory,
+    context_for,
+)
+from tests.memory_app.wire_server import WireServer, completion
+
+pytestmark = pytest.mark.django_db
+
+MEMORY_TOOLS = ["remember_memory", "search_thread_messages", "read_thread_messages"]
+
+
+class RecordingModel:
+    """The scripted model, recording what each step was shown; `before_step` runs first."""
+
+    def __init__(self, before_step=None, replies=None):
+        self.calls: list[dict] = []
+        self.before_step = before_step
+        self.replies = list(replies or [])
+
+    def complete(self, *, messages, tools):
+        self.calls.append({"messages": [dict(m) for m in messages], "tools": list(tools)})
+        if self.before_step:
+            self.before_step(len(self.calls))
+        if self.replies:
+            return self.replies.pop(0)
+        return ScriptedModel().complete(messages=messages, tools=tools)
+
+    def system_prompt(self, step: int = 0) -> str:
+        return self.calls[step]["messages"][0]["content"]
+
+    def tool_names(self, step: int = 0) -> list[str]:
+        return [tool.name for tool in self.calls[step]["tools"]]
+
+
+def memory_user(enable_memory: bool = True):
+    return UserConfigFactory(enable_memory=enable_memory).user
+
+
+# --- graphs -------------------------------------------------------------------------------
+
+
+def test_chatbot_graph_with_memory_off_has_no_memory_prompt_tool_or_read(opened_files, agents_file):
+    run = RunningAgentRunFactory()
+    UserConfigFactory(user=run.user, enable_memory=False)
+    agents_file(run.user_id, "AGENTS.md").write_text("Be brief.")
+    agents_file(run.user_id, "MEMORY.md").write_text("remembered-fact")
+    graph = build_chatbot_graph(context_for(run))
+    assert (graph.tools, graph.middleware) == ([], [])
+    assert "Be brief." in graph.system_prompt
+    assert "remembered-fact" not in graph.system_prompt
+    assert MEMORY_RULES not in graph.system_prompt
+    assert "MEMORY.md" not in opened_files
+
+
+def test_chatbot_graph_with_memory_on_has_the_middleware_its_prompt_and_three_tools(agents_file):
+    run = RunningAgentRunFactory()
+    UserConfigFactory(user=run.user)
+    agents_file(run.user_id, "AGENTS.md").write_text("Be brief.")
+    agents_file(run.user_id, "MEMORY.md").write_text("remembered-fact")
+    graph = build_chatbot_graph(context_for(run))
+    assert [type(m) for m in graph.middleware] == [YuxiMemoryMiddleware]
+    assert [tool.name for tool in graph.tools] == MEMORY_TOOLS
+    assert all(isinstance(tool.schema, dict) for tool in graph.tools)
+    assert "Be brief." in graph.system_prompt
+    assert MEMORY_RULES in graph.system_prompt
+    assert "remembered-fact" in graph.system_prompt
+
+
+def test_subagent_graph_never_has_memory_even_with_memory_on(opened_files, agents_file):
+    run = RunningAgentRunFactory()
+    UserConfigFactory(user=run.user)
+    agents_file(run.user_id, "USER.md").write_text("I am a botanist.")
+    agents_file(run.user_id, "MEMORY.md").write_text("remembered-fact")
+    graph = build_subagent_graph(context_for(run))
+    assert (graph.tools, graph.middleware) == ([], [])
+    assert "I am a botanist." in graph.system_prompt
+    assert "remembered-fact" not in graph.system_prompt
+    assert "USER MEMORY" not in graph.system_prompt and MEMORY_RULES not in graph.system_prompt
+    assert "MEMORY.md" not in opened_files
+
+
+def test_a_second_worker_cannot_write_through_the_graphs_tool(agents_file):
+    run = RunningAgentRunFactory()
+    UserConfigFactory(user=run.user)
+    remember = build_chatbot_graph(context_for(run, worker_id="intruder")).tools[0]
+    assert json.loads(remember.invoke({"content": "forged"}))["status"] == "denied"
+    assert not agents_file(run.user_id, "MEMORY.md").exists()
+
+
+# --- the Chat service ---------------------------------------------------------------------
+
+
+def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file):
+    user = memory_user()
+    turn = chat(user_id=user.pk, message="Please remember that I drink oolong tea", model=None)
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\n"
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    assert '"status": "added"' in turn.reply
+    thread = Conversation.objects.get(thread_id=turn.thread_id)
+    assert (thread.user_id, thread.source, thread.parent_id) == (user.pk, "chat", None)
+    rows = [(m.role, m.message_type) for m in thread.messages.all()]
+    assert rows == [
+        ("user", "text"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "text"),
+    ]
+    call = ToolCall.objects.get(message__conversation=thread)
+    assert (call.name, call.input, call.status) == (
+        "remember_memory",
+        {"content": "I drink oolong tea"},
+        "success",
+    )
+    assert json.loads(call.output)["status"] == "added"
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    assert (run.run_type, run.status, run.parent_run_id) == ("chat", "succeeded", None)
+    assert (run.worker_id, run.lease_expires_at) == (None, None)
+
+
+def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
+    user = memory_user(enable_memory=False)
+    model = RecordingModel()
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=model)
+    assert model.tool_names() == [SUBAGENT_TOOL_NAME]
+    assert MEMORY_RULES not in model.system_prompt()
+    assert turn.tool_calls == []
+    assert turn.reply == "You said: remember that I drink oolong tea"
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+    assert not ToolCall.objects.exists()
+
+
+def test_a_new_thread_sees_what_an_earlier_thread_remembered():
+    user = memory_user()
+    first = chat(user_id=user.pk, message="remember that my cat is called Miso")
+    model = RecordingModel()
+    second = chat(user_id=user.pk, message="What do you remember?", model=model)
+    assert second.thread_id != first.thread_id
+    assert "my cat is called Miso" in model.system_prompt()
+    assert second.reply == "From memory:\nmy cat is called Miso"
+
+
+def test_a_tool_kept_after_its_run_finished_is_denied(agents_file):
+    user = memory_user()
+    model = RecordingModel()
+    chat(user_id=user.pk, message="remember that I like tea", model=model)
+    remember = next(t for t in model.calls[0]["tools"] if t.name == "remember_memory")
+    assert json.loads(remember.invoke({"content": "written too late"}))["status"] == "denied"
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I like tea\n"
+
+
+def test_continuing_a_thread_shows_the_model_its_earlier_dialogue():
+    user = memory_user(enable_memory=False)
+    first = chat(user_id=user.pk, message="hello there")
+    model = RecordingModel()
+    chat(user_id=user.pk, message="again", thread_id=first.thread_id, model=model)
+    shown = [(m["role"], m["content"]) for m in model.calls[0]["messages"][1:]]
+    assert shown == [
+        ("user", "hello there"),
+        ("assistant", "You said: hello there"),
+        ("user", "again"),
+    ]
+
+
+@pytest.mark.parametrize("owner", ["other_user", "archived"])
+def test_a_thread_that_is_not_the_users_visible_thread_is_not_found(owner):
+    user = UserFactory()
+    if owner == "other_user":
+        thread = ConversationFactory()
+    else:
+        thread = ConversationFactory(user=user, status=Conversation.Status.ARCHIVED)
+    with pytest.raises(ChatThreadNotFound):
+        chat(user_id=user.pk, message="hi", thread_id=thread.thread_id)
+    assert not AgentRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "message", ["", "   ", None, "nul\x00byte", "x" * (CHAT_MESSAGE_MAX_BYTES + 1)]
+)
+def test_a_bad_message_is_refused_before_any_run(message):
+    with pytest.raises(ChatInputError):
+        chat(user_id=UserFactory().pk, message=message)
+    assert not AgentRun.objects.exists() and not Conversation.objects.exists()
+
+
+def test_a_model_failure_fails_the_run_and_keeps_the_user_message():
+    user = UserFactory()
+
+    def broken(step):
+        raise ModelError("down")
+
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=broken))
+    run = AgentRun.objects.get()
+    assert (run.status, run.worker_id) == ("failed", None)
+    assert list(run.conversation.messages.values_list("role", "content")) == [("user", "hi")]
+
+
+def test_a_model_that_never_answers_fails_the_run_after_the_step_cap():
+    user = UserFactory()
+    replies = [
+        ModelReply(text="", tool_calls=[ModelToolCall(f"c{i}", "no_such_tool", {})])
+        for i in range(MAX_AGENT_STEPS)
+    ]
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="loop", model=RecordingModel(replies=replies))
+    assert AgentRun.objects.get().status == "failed"
+    assert ToolCall.objects.filter(status="error").count() == MAX_AGENT_STEPS
+
+
+def test_unknown_tools_and_non_object_arguments_are_refused_and_recorded_as_errors(agents_file):
+    user = memory_user()
+    calls = [ModelToolCall("c1", "edit_file", {"path": "/etc/passwd"})]
+    calls.append(ModelToolCall("c2", "remember_memory", None))
+    model = RecordingModel(replies=[ModelReply(text="", tool_calls=calls)])
+    turn = chat(user_id=user.pk, message="do things", model=model)
+    assert turn.tool_calls == [
+        {"name": "edit_file", "status": "error"},
+        {"name": "remember_memory", "status": "error"},
+    ]
+    statuses = [json.loads(c.output)["status"] for c in ToolCall.objects.order_by("id")]
+    assert statuses == ["rejected", "rejected"]
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+def test_a_subagent_call_runs_in_a_child_thread_without_memory(agents_file):
+    user = memory_user()
+    agents_file(user.pk, "MEMORY.md").write_text("remembered-fact\n")
+    model = RecordingModel()
+    turn = chat(user_id=user.pk, message="ask the subagent: what do you remember?", model=model)
+    parent_run = AgentRun.objects.get(run_id=turn.run_id)
+    child_run = AgentRun.objects.get(run_type=AgentRun.RunType.SUBAGENT)
+    assert child_run.parent_run_id == parent_run.pk
+    assert (child_run.status, child_run.request_id) == ("succeeded", parent_run.request_id)
+    child = child_run.conversation
+    assert (child.parent_id, child.source, child.user_id) == (
+        parent_run.conversation_id,
+        Conversation.Source.AGENT_CALL,
+        user.pk,
+    )
+    sub_step = model.calls[1]
+    assert sub_step["tools"] == []
+    assert "remembered-fact" not in sub_step["messages"][0]["content"]
+    assert list(child.messages.values_list("role", "content")) == [
+        ("user", "what do you remember?"),
+        ("assistant", "I have no saved memory."),
+    ]
+    call = ToolCall.objects.get(name=SUBAGENT_TOOL_NAME)
+    assert json.loads(call.output) == {"status": "ok", "answer": "I have no saved memory."}
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "success"}]
+
+
+def test_a_subagent_is_never_offered_the_subagent_tool_or_memory_tools(agents_file):
+    user = memory_user()
+    model = RecordingModel()
+    chat(user_id=user.pk, message="ask the subagent: remember that I like tea", model=model)
+    assert model.tool_names(0) == [*MEMORY_TOOLS, SUBAGENT_TOOL_NAME]
+    assert model.tool_names(1) == []
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+# --- leases -------------------------------------------------------------------------------
+
+
+def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run(agents_file):
+    user = memory_user()
+
+    def worker_dies(step):
+        AgentRun.objects.filter(status="running").update(
+            lease_expires_at=ClockTimestamp() - timedelta(seconds=1)
+        )
+
+    model = RecordingModel(before_step=worker_dies)
+    with pytest.raises(ChatRunLost):
+        chat(user_id=user.pk, message="remember that I like tea", model=model)
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+    remember = next(t for t in model.calls[0]["tools"] if t.name == "remember_memory")
+    assert json.loads(remember.invoke({"content": "I like tea"}))["status"] == "denied"
+    assert runs.fail_expired_runs() == 1
+    assert AgentRun.objects.get().status == "failed"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, settings):
+    settings.AGENT_RUN_LEASE_SECONDS = 2
+    user = memory_user()
+    first_leases = []
+
+    def slow_step(step):
+        run = AgentRun.objects.get(run_type="chat")
+        if step > 1:
+            return
+        first_leases.append(run.lease_expires_at)
+        # Block until the database clock is well past the lease the run started with.
+        while runs.db_clock() < first_leases[0] + timedelta(seconds=1):
+            time.sleep(0.05)
+
+    model = RecordingModel(before_step=slow_step)
+    turn = chat(user_id=user.pk, message="remember that slow models are fine", model=model)
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "slow models are fine\n"
+    assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
+
+
+def test_the_runtime_module_re_exports_the_context_type():
+    assert runtime.ToolRuntimeContext is runs.ToolRuntimeContext
+
+
+def test_recent_messages_of_other_threads_never_reach_the_model():
+    user = memory_user(enable_memory=False)
+    MessageFactory(conversation=ConversationFactory(user=user), content="other-thread-text")
+    model = RecordingModel()
+    chat(user_id=user.pk, message="hi", model=model)
+    assert "other-thread-text" not in json.dumps(model.calls[0]["messages"])
+
+
+def test_the_chat_service_drives_the_http_model_through_a_tool_round_trip(agents_file):
+    user = memory_user()
+    call = {"id": "call_9", "type": "function"}
+    call["function"] = {"name": "remember_memory", "arguments": '{"content": "I like rain"}'}
+    answers = [
+        completion({"role": "assistant", "content": None, "tool_calls": [call]}),
+        completion({"role": "assistant", "content": "Saved."}),
+    ]
+    with WireServer(answers) as server:
+        model = OpenAIChatModel(base_url=server.url, api_key="k", model="m", timeout=10)
+        turn = chat(user_id=user.pk, message="remember that I like rain", model=model)
+    assert turn.reply == "Saved."
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I like rain\n"
+    first, second = (request["body"] for request in server.requests)
+    assert [tool["function"]["name"] for tool in first["tools"]] == [
+        *MEMORY_TOOLS,
+        SUBAGENT_TOOL_NAME,
+    ]
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_9"
+    tool_message = second["messages"][-1]
+    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", "call_9")
+    assert json.loads(tool_message["content"])["status"] == "added"
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    wire = json.dumps(server.requests)
+    assert turn.run_id not in wire and run.request_id not in wire
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_file):
+    user = memory_user()
+    facts = [f"fact number {i}" for i in range(4)]
+    barrier = threading.Barrier(len(facts))
+    turns, errors = [], []
+
+    def say(fact: str) -> None:
+        try:
+            barrier.wait()
+            turns.append(chat(user_id=user.pk, message=f"remember that {fact}"))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=say, args=(fact,)) for fact in facts]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    lines = agents_file(user.pk, "MEMORY.md").read_text().splitlines()
+    assert sorted(lines) == facts
+    assert {turn.tool_calls[0]["status"] for turn in turns} == {"success"}
+    assert set(AgentRun.objects.values_list("status", flat=True)) == {"succeeded"}

@@ -1,0 +1,173 @@
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from conversations.models import AgentRun, Conversation, ToolCall
+from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+
+URL = "/api/chat/"
+# Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
+CSRF_TOKEN = "a" * 32
+
+
+def memory_path(uid: int) -> Path:
+    return Path(settings.WORKSPACE_ROOT) / str(uid) / "agents" / "MEMORY.md"
+
+
+def post(client: Client, body: object, csrf: bool = True):
+    headers = {"HTTP_X_CSRFTOKEN": CSRF_TOKEN} if csrf else {}
+    data = body if isinstance(body, str) else json.dumps(body)
+    return client.post(URL, data=data, content_type="application/json", **headers)
+
+
+@pytest.fixture
+def logged_in():
+    """A session-authenticated client that enforces CSRF like a browser would face it."""
+    client = Client(enforce_csrf_checks=True)
+    user = UserConfigFactory().user
+    client.force_login(user)
+    client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
+    client.user = user
+    return client
+
+
+@pytest.mark.django_db
+class TestChatEndpoint:
+    def test_anonymous_caller_gets_401_json(self):
+        response = post(Client(enforce_csrf_checks=True), {"message": "hi"}, csrf=False)
+        assert response.status_code == 401
+        assert response.json() == {"error": "authentication required"}
+        assert not AgentRun.objects.exists()
+
+    def test_session_without_csrf_token_gets_403_json(self, logged_in):
+        response = post(logged_in, {"message": "hi"}, csrf=False)
+        assert response.status_code == 403
+        assert response.json() == {"error": "CSRF check failed"}
+        assert not AgentRun.objects.exists()
+
+    def test_get_is_not_allowed(self, logged_in):
+        response = logged_in.get(URL)
+        assert (response.status_code, response["Allow"]) == (405, "POST")
+
+    @pytest.mark.parametrize(
+        "body",
+        ["{not json", "[1, 2]", {"message": ""}, {"message": 5}, {"message": "hi", "thread_id": 3}],
+    )
+    def test_bad_bodies_get_400_json(self, logged_in, body):
+        response = post(logged_in, body)
+        assert response.status_code == 400
+        assert set(response.json()) == {"error"}
+
+    def test_another_users_thread_and_an_unknown_thread_get_the_same_404(self, logged_in):
+        foreign = ConversationFactory()
+        answers = [
+            post(logged_in, {"message": "hi", "thread_id": thread_id})
+            for thread_id in (foreign.thread_id, "thread-unknown")
+        ]
+        assert [a.status_code for a in answers] == [404, 404]
+        assert answers[0].json() == answers[1].json() == {"error": "no such thread"}
+
+    def test_the_user_comes_from_the_session_never_from_the_body(self, logged_in):
+        other = UserFactory()
+        response = post(logged_in, {"message": "hi", "user_id": other.pk, "uid": other.pk})
+        assert response.status_code == 200
+        thread = Conversation.objects.get(thread_id=response.json()["thread_id"])
+        assert thread.user_id == logged_in.user.pk
+
+    def test_a_turn_answers_with_thread_run_reply_and_tool_statuses(self, logged_in):
+        response = post(logged_in, {"message": "remember that I drink oolong tea"})
+        assert response.status_code == 200
+        body = response.json()
+        assert set(body) == {"thread_id", "run_id", "status", "reply", "tool_calls"}
+        assert body["status"] == "succeeded"
+        assert body["tool_calls"] == [{"name": "remember_memory", "status": "success"}]
+        follow_up = post(logged_in, {"message": "thanks", "thread_id": body["thread_id"]})
+        assert follow_up.json()["thread_id"] == body["thread_id"]
+        assert follow_up.json()["reply"] == "You said: thanks"
+
+
+class LiveSession:
+    """A client of the live server over real HTTP, carrying a session and a CSRF cookie."""
+
+    def __init__(self, live_server, user):
+        client = Client()
+        client.force_login(user)
+        self.url = live_server.url + URL
+        self.cookie = (
+            f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}; "
+            f"{settings.CSRF_COOKIE_NAME}={CSRF_TOKEN}"
+        )
+
+    def say(self, message: str, thread_id: str | None = None) -> dict:
+        body = {"message": message}
+        if thread_id:
+            body["thread_id"] = thread_id
+        request = urllib.request.Request(
+            self.url,
+            data=json.dumps(body).encode(),
+            headers={
+                "Content-Type": "application/json",
+                "Cookie": self.cookie,
+                "X-CSRFToken": CSRF_TOKEN,
+            },
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert response.status == 200
+            return json.loads(response.read())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_end_to_end_remembered_fact_reaches_a_new_thread_and_history_finds_it(live_server):
+    user = UserConfigFactory().user
+    session = LiveSession(live_server, user)
+
+    first = session.say("Please remember that I drink oolong tea")
+    assert first["tool_calls"] == [{"name": "remember_memory", "status": "success"}]
+    assert memory_path(user.pk).read_text() == "I drink oolong tea\n"
+    remember_run = AgentRun.objects.get(run_id=first["run_id"])
+    assert (remember_run.status, remember_run.worker_id) == ("succeeded", None)
+
+    recall = session.say("What do you remember?")
+    assert recall["thread_id"] != first["thread_id"]
+    assert recall["reply"] == "From memory:\nI drink oolong tea"
+
+    search = session.say("search my history for oolong")
+    assert search["tool_calls"] == [{"name": "search_thread_messages", "status": "success"}]
+    output = json.loads(ToolCall.objects.get(name="search_thread_messages").output)
+    found = {hit["thread_id"] for hit in output["results"]}
+    assert first["thread_id"] in found
+    assert any("oolong" in hit["snippet"] for hit in output["results"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_end_to_end_with_memory_off_offers_no_tool_and_writes_no_file(live_server):
+    user = UserConfigFactory(enable_memory=False).user
+    memory_path(user.pk).parent.mkdir(parents=True)
+    memory_path(user.pk).write_text("an old fact\n")
+    session = LiveSession(live_server, user)
+    turn = session.say("Please remember that I drink oolong tea")
+    assert turn["tool_calls"] == []
+    assert turn["reply"] == "You said: Please remember that I drink oolong tea"
+    assert memory_path(user.pk).read_text() == "an old fact\n"
+    assert session.say("What do you remember?")["reply"] == "I have no saved memory."
+    assert not ToolCall.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_end_to_end_anonymous_request_is_refused_with_401(live_server):
+    request = urllib.request.Request(
+        live_server.url + URL,
+        data=b'{"message": "hi"}',
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 401
+    assert json.loads(refused.value.read()) == {"error": "authentication required"}
