@@ -4,12 +4,10 @@ It serves chat, resume, agent state and sub-agents alike, so it must never carry
 user-level memory reaches only the top-level chat agent, through `YuxiMemoryMiddleware`.
 """
 
-import codecs
 import logging
 from dataclasses import dataclass
 
 from memory_app.workspace import AGENTS_RELPATH, USER_RELPATH, Workspace, WorkspaceError
-from yuxi_site.utils.string_utils import truncate_utf8
 
 logger = logging.getLogger(__name__)
 
@@ -68,10 +66,7 @@ def build_agent_input_context(uid: int | str) -> AgentInputContext:
 def _read_text(workspace: Workspace, relpath: str) -> tuple[str, bool]:
     """A file that cannot be read safely (symlink, not regular, I/O error) counts as empty."""
     try:
-        data, truncated = workspace.read_bounded(relpath, AGENT_FILE_MAX_BYTES)
+        return workspace.read_text_bounded(relpath, AGENT_FILE_MAX_BYTES)
     except WorkspaceError:
         logger.warning("skipped an unreadable agent input file", exc_info=True)
         return "", False
-    text = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data, final=not truncated)
-    text, cut = truncate_utf8(text, AGENT_FILE_MAX_BYTES)
-    return text, truncated or cut

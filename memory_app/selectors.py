@@ -1,13 +1,11 @@
 """Reads of memory settings and of MEMORY.md as the agent sees it."""
 
-import codecs
 from dataclasses import dataclass
 
 from conversations.models import AgentRun
 from conversations.runs import tool_run_refusal
 from memory_app.models import UserConfig
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.string_utils import truncate_utf8
 
 # How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).
 MEMORY_PROMPT_MAX_BYTES = 24576
@@ -47,12 +45,7 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
     Reads at most `MEMORY_PROMPT_MAX_BYTES + 1` bytes whatever the file's size, drops a code
     point split by the cut, and replaces invalid bytes. Renders no marker: callers do.
     """
-    data, truncated = Workspace.for_user(uid).read_bounded(MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES)
-    # Not final when cut: an incomplete sequence at the cut is the cut's, not the file's fault.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    text = decoder.decode(data, final=not truncated)
-    # Each replaced byte grows to three, so cut again to stay within the budget.
-    text, cut = truncate_utf8(text, MEMORY_PROMPT_MAX_BYTES)
-    return MemorySnapshot(
-        text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated or cut
+    text, truncated = Workspace.for_user(uid).read_text_bounded(
+        MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES
     )
+    return MemorySnapshot(text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated)

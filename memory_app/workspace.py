@@ -5,6 +5,7 @@ file descriptors opened with `O_NOFOLLOW`, so a symlink planted anywhere in the 
 neither redirect a read nor a write. `WORKSPACE_ROOT` itself is trusted.
 """
 
+import codecs
 import errno
 import os
 import secrets
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+from yuxi_site.utils.string_utils import truncate_utf8
 
 AGENTS_RELPATH = "agents/AGENTS.md"
 USER_RELPATH = "agents/USER.md"
@@ -150,6 +153,18 @@ class Workspace:
                 raise WorkspaceError(f"reading a workspace file failed: {exc.strerror}") from exc
             finally:
                 os.close(fd)
+
+    def read_text_bounded(self, relpath: str, max_bytes: int) -> tuple[str, bool]:
+        """`read_bounded` decoded for a prompt: at most `max_bytes` of UTF-8, and whether cut.
+
+        A code point split by the cut is dropped and invalid bytes are replaced (each grows to
+        three bytes, so the text is cut again to stay within `max_bytes`).
+        """
+        data, truncated = self.read_bounded(relpath, max_bytes)
+        # Not final when cut: an incomplete sequence at the cut is the cut's, not the file's.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        text, cut = truncate_utf8(decoder.decode(data, final=not truncated), max_bytes)
+        return text, truncated or cut
 
     def replace_authorized_file(self, relpath: str, data: bytes) -> None:
         """Atomically and durably replace a workspace file with `data` (SPEC §7).
