@@ -1,6 +1,12 @@
+import random
+import re
+
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from conversations.models import AgentRun, CjkBigrams, Conversation, Message, ToolCall
 from tests.factories import (
@@ -121,3 +127,28 @@ def test_cjk_bigrams_are_the_distinct_pairs_within_cjk_runs(text, bigrams):
     MessageFactory(content=text)
     value = Message.objects.annotate(b=CjkBigrams(F("content"))).values_list("b", flat=True).get()
     assert sorted(value) == sorted(bigrams)
+
+
+def _python_cjk_bigrams(text: str) -> set[str]:
+    runs = re.split("[\x01-\u2e7f]+", text)
+    return {run[i : i + 2] for run in runs for i in range(len(run) - 1)}
+
+
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(["中", "文", "字", "😀", "a", " ", "\n", "ん", "語"]), max_size=60
+    )
+)
+@hypothesis_settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_cjk_bigrams_match_a_plain_pair_scan_at_every_offset(text):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT yuxi_cjk_bigrams(%s)", [text])
+        assert set(cursor.fetchone()[0]) == _python_cjk_bigrams(text)
+
+
+def test_cjk_bigrams_of_a_long_message_are_all_found():
+    rng = random.Random(7)
+    text = "".join(chr(0x4E00 + rng.randrange(2500)) for _ in range(50_000)) + "龍鳳"
+    message = MessageFactory(content=text)
+    value = Message.objects.annotate(b=CjkBigrams(F("content"))).values_list("b", flat=True)
+    assert set(value.get(pk=message.pk)) == _python_cjk_bigrams(text)
