@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from django.conf import settings as django_settings
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, Message, ToolCall
@@ -186,6 +188,62 @@ def test_every_model_has_the_fields_spec_lists(model, fields):
     assert set(fields.split()) <= names
 
 
+TEXT, STRING, JSON, MOMENT = "TextField", "CharField", "JSONField", "DateTimeField"
+
+
+@pytest.mark.parametrize(
+    ("model", "types"),
+    [
+        (
+            Conversation,
+            {"thread_id": STRING, "title": TEXT, "metadata": JSON, "created_at": MOMENT},
+        ),
+        (
+            Message,
+            {
+                "content": TEXT,
+                "image_content": TEXT,
+                "attachments": JSON,
+                "feedback": JSON,
+                "metadata": JSON,
+            },
+        ),
+        (
+            ToolCall,
+            {"tool_call_id": STRING, "input": JSON, "output": TEXT, "error": TEXT},
+        ),
+        (
+            AgentRun,
+            {"request_id": STRING, "worker_id": STRING, "lease_expires_at": MOMENT},
+        ),
+        (UserConfig, {"enable_memory": "BooleanField"}),
+    ],
+)
+def test_fields_have_the_spec_kinds(model, types):
+    kinds = {name: model._meta.get_field(name).get_internal_type() for name in types}
+    assert kinds == types
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "target"),
+    [
+        (Conversation, "parent", Conversation),
+        (Message, "conversation", Conversation),
+        (ToolCall, "message", Message),
+        (AgentRun, "conversation", Conversation),
+        (AgentRun, "parent_run", AgentRun),
+    ],
+)
+def test_relations_point_where_spec_says(model, field, target):
+    assert model._meta.get_field(field).related_model is target
+
+
+def test_users_are_the_auth_user_model():
+    user_model = get_user_model()
+    for model in (Conversation, AgentRun, UserConfig):
+        assert model._meta.get_field("user").related_model is user_model
+
+
 @pytest.mark.parametrize(
     ("model", "field", "values"),
     [
@@ -266,7 +324,8 @@ def test_a_claim_leases_by_the_setting_and_finishing_clears_the_lease(settings):
     claimed = runs.claim_run(worker_id="worker-a", run_id=pending.run_id)
     assert (claimed.status, claimed.worker_id) == ("running", "worker-a")
     lease = claimed.lease_expires_at - claimed.started_at
-    assert timedelta(seconds=123) <= lease < timedelta(seconds=124)
+    # Both ends are read from clock_timestamp() in one UPDATE, microseconds apart.
+    assert abs(lease - timedelta(seconds=123)) < timedelta(seconds=1)
     finished = runs.finish_run(run_id=pending.run_id, worker_id="worker-a", status="succeeded")
     assert (finished.status, finished.worker_id, finished.lease_expires_at) == (
         "succeeded",
@@ -454,6 +513,29 @@ def test_normalization_is_nfc_lf_and_stripped_line_ends_and_edges(ctx, run):
     write_agents_file(run.user_id, "MEMORY.md", b"Old fact.")
     remember_memory(ctx, "\n  \r\n Cafe\u0301 line   \r second\t\r\n  \n")
     assert memory_path(run.user_id).read_text() == "Old fact.\nCafé line\n second\n"
+
+
+@pytest.mark.django_db
+@pytest.mark.xfail(
+    strict=True,
+    reason="SPEC §6 dedupe ignores only trailing whitespace of lines; services.py also "
+    "ignores the first line's leading whitespace (reported to the lead, not fixed here)",
+)
+def test_a_fact_indented_in_the_file_is_not_the_same_whole_line(ctx, run):
+    write_agents_file(run.user_id, "MEMORY.md", b"  Likes tea.\n")
+    assert remember_memory(ctx, "Likes tea.").status == "added"
+
+
+@pytest.mark.django_db
+@pytest.mark.xfail(
+    strict=True,
+    reason="SPEC §6 replaces is exact text that must occur once; services.py refuses a "
+    "whitespace-only replaces as MemoryInputError (reported to the lead, not fixed here)",
+)
+def test_a_whitespace_only_replaces_that_occurs_once_is_replaced(ctx, run):
+    write_agents_file(run.user_id, "MEMORY.md", b"Likes\ttea.\n")
+    assert remember_memory(ctx, "-", replaces="\t").status == "replaced"
+    assert memory_path(run.user_id).read_bytes() == b"Likes-tea.\n"
 
 
 @pytest.mark.django_db
@@ -815,6 +897,91 @@ def test_only_user_and_assistant_text_is_visible(run, thread):
     response = read_thread_messages(run.user_id, thread.thread_id, limit=20)
     assert "secret" not in json.dumps(response)
     assert {m["role"] for m in response["messages"]} == {"user", "assistant"}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("query", ["東京", "京", "東京タワー", "école", "ÉCOLE"])
+def test_search_matches_cjk_and_non_ascii_case_insensitively(run, query):
+    conversation = ConversationFactory(user=run.user)
+    hit = MessageFactory(conversation=conversation, content="Une école près de 東京タワー")
+    MessageFactory(conversation=conversation, content="nothing related")
+    assert [h["message_id"] for h in search_thread_messages(run.user_id, query)["results"]] == [
+        hit.pk
+    ]
+
+
+@pytest.mark.django_db
+def test_search_keeps_the_newest_hits_that_fit_16_kib_of_escaped_json(run):
+    conversation = ConversationFactory(user=run.user, title="\x01" * 300)
+    start = conversation.created_at
+    messages = [
+        MessageFactory(
+            conversation=conversation,
+            content="\x01" * 1000 + "needle" + "\x01" * 1000,
+            created_at=start + timedelta(seconds=i),
+        )
+        for i in range(10)
+    ]
+    response = search_thread_messages(run.user_id, "needle", limit=10)
+    assert serialized_bytes(response) <= 16 * KIB
+    assert response["truncated"] is True
+    ids = [hit["message_id"] for hit in response["results"]]
+    assert 0 < len(ids) < 10
+    assert ids == [m.pk for m in messages[::-1][: len(ids)]]
+    for hit in response["results"]:
+        assert "needle" in hit["snippet"]
+        assert len(hit["snippet"].encode()) <= 512 and len(hit["title"].encode()) <= 256
+        assert hit["truncated"] is True
+
+
+@pytest.mark.django_db
+def test_tool_calls_are_at_most_ten_of_4_kib_within_16_kib_and_cut_inputs_become_text(run):
+    conversation = ConversationFactory(user=run.user)
+    issuer = MessageFactory(conversation=conversation, role="assistant", content="calling")
+    calls = [
+        ToolCallFactory(
+            message=issuer,
+            tool_call_id=f"call-{i}",
+            input={"blob": "字" * 3000},
+            output="o" * 10_000,
+        )
+        for i in range(12)
+    ]
+    response = read_thread_messages(run.user_id, conversation.thread_id, include_tools=True)
+    items = response["tool_calls"]
+    assert 0 < len(items) <= 10
+    assert serialized_bytes(items) <= 16 * KIB
+    assert response["truncated"] is True
+    for item, expected in zip(items, calls, strict=False):
+        assert serialized_bytes(item) <= 4 * KIB
+        assert item["id"] == expected.tool_call_id
+        assert item["truncated"] is True
+        assert isinstance(item["input"], str) and item["input"].startswith('{"blob"')
+
+
+@pytest.mark.django_db
+def test_search_and_a_default_read_send_no_query_to_the_tool_call_table(run, thread):
+    table = ToolCall._meta.db_table
+    with CaptureQueriesContext(connection) as searched:
+        search_thread_messages(run.user_id, "trains")
+    with CaptureQueriesContext(connection) as read:
+        read_thread_messages(run.user_id, thread.thread_id)
+    with CaptureQueriesContext(connection) as read_with_tools:
+        read_thread_messages(run.user_id, thread.thread_id, include_tools=True)
+    assert not [q for q in searched.captured_queries + read.captured_queries if table in q["sql"]]
+    assert len([q for q in read_with_tools.captured_queries if table in q["sql"]]) == 1
+
+
+@pytest.mark.django_db
+def test_an_anchor_outside_the_thread_or_invisible_is_the_same_not_found(run, thread):
+    elsewhere = MessageFactory(conversation=ConversationFactory(user=run.user))
+    system = MessageFactory(conversation=thread, role="system", content="rules")
+    for message_id in (elsewhere.pk, system.pk, 2**62):
+        with pytest.raises(HistoryNotFound):
+            read_thread_messages(run.user_id, thread.thread_id, message_id=message_id)
+    tool = tools_by_name(context_for(run))["read_thread_messages"]
+    arguments = {"thread_id": thread.thread_id, "message_id": elsewhere.pk}
+    assert call(tool, arguments)["status"] == "not_found"
 
 
 def test_history_query_error_is_a_value_error():
