@@ -8,6 +8,7 @@ import dataclasses
 import inspect
 import json
 import math
+import os
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -642,6 +643,29 @@ def test_a_symlinked_memory_file_is_access_denied_and_its_target_untouched(ctx, 
     assert target.read_bytes() == b"outside\n"
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("planted", ["directory", "fifo", "agents_is_a_file", "agents_symlink"])
+def test_a_non_regular_file_or_symlinked_component_is_access_denied(ctx, run, tmp_path, planted):
+    agents = memory_path(run.user_id).parent
+    agents.parent.mkdir(parents=True)
+    if planted == "agents_is_a_file":
+        agents.write_bytes(b"not a directory")
+    elif planted == "agents_symlink":
+        (tmp_path / "real").mkdir()
+        agents.symlink_to(tmp_path / "real")
+    else:
+        agents.mkdir()
+        if planted == "directory":
+            memory_path(run.user_id).mkdir()
+        else:
+            os.mkfifo(memory_path(run.user_id))
+    with pytest.raises(MemoryAccessDenied):
+        remember_memory(ctx, "New.")
+    assert call(tools_by_name(ctx)["remember_memory"], {"content": "New."})["status"] == "denied"
+    if planted == "agents_symlink":
+        assert list((tmp_path / "real").iterdir()) == []
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_lock_held_from_outside_by_the_spec_key_makes_the_write_unavailable(settings, run):
     settings.MEMORY_LOCK_TIMEOUT_MS = 100
@@ -884,6 +908,8 @@ def test_every_invisible_or_unknown_thread_is_the_same_not_found(run, thread):
 
 @pytest.mark.django_db
 def test_only_user_and_assistant_text_is_visible(run, thread):
+    # Newer than the fixture's messages, so all of them fall within the latest 20.
+    later = thread.created_at + timedelta(minutes=1)
     for role, message_type in [
         ("system", "text"),
         ("tool", "text"),
@@ -891,11 +917,28 @@ def test_only_user_and_assistant_text_is_visible(run, thread):
         ("tool", "tool_result"),
     ]:
         MessageFactory(
-            conversation=thread, role=role, message_type=message_type, content="secret trains"
+            conversation=thread,
+            role=role,
+            message_type=message_type,
+            content="secret trains",
+            created_at=later,
         )
+    MessageFactory(
+        conversation=thread,
+        created_at=later,
+        content="visible trains",
+        image_content="secret-image",
+        attachments=[{"name": "secret-attachment"}],
+        feedback={"note": "secret-feedback"},
+        metadata={"note": "secret-metadata"},
+    )
+    thread.metadata = {"note": "secret-thread-metadata"}
+    thread.save()
     assert search_thread_messages(run.user_id, "secret")["results"] == []
+    searched = search_thread_messages(run.user_id, "visible trains", limit=10)
     response = read_thread_messages(run.user_id, thread.thread_id, limit=20)
-    assert "secret" not in json.dumps(response)
+    assert "visible trains" in json.dumps(response, ensure_ascii=False)
+    assert "secret" not in json.dumps(response) + json.dumps(searched)
     assert {m["role"] for m in response["messages"]} == {"user", "assistant"}
 
 
