@@ -60,6 +60,11 @@ CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
 TOOL_NAMES = {"remember_memory", "search_thread_messages", "read_thread_messages"}
 TOOL_STATUSES = {"added", "unchanged", "replaced", "conflict", "rejected", "denied", "unavailable"}
 KIB = 1024
+# The response shapes of SPEC §8, key for key.
+HIT_KEYS = {"thread_id", "title", "message_id", "role", "created_at", "snippet", "truncated"}
+READ_KEYS = {"thread_id", "title", "messages", "has_more_before", "has_more_after", "truncated"}
+MESSAGE_KEYS = {"message_id", "role", "created_at", "content", "truncated"}
+TOOL_CALL_KEYS = {"id", "name", "input", "output", "status", "error", "message_id", "truncated"}
 
 
 def memory_path(uid: int | str) -> Path:
@@ -804,15 +809,7 @@ def test_search_returns_exactly_the_spec_shape_newest_first(run, thread):
     assert set(response) == {"results", "truncated"}
     assert len(response["results"]) == 3
     for hit in response["results"]:
-        assert set(hit) == {
-            "thread_id",
-            "title",
-            "message_id",
-            "role",
-            "created_at",
-            "snippet",
-            "truncated",
-        }
+        assert set(hit) == HIT_KEYS
         assert hit["thread_id"] == thread.thread_id and hit["title"] == "Trip planning"
         assert len(hit["snippet"].encode()) <= 512
     ids = [hit["message_id"] for hit in response["results"]]
@@ -835,31 +832,15 @@ def test_search_wildcards_in_the_query_are_literal(run, thread, query):
 @pytest.mark.django_db
 def test_read_returns_exactly_the_spec_shape_and_tool_calls_only_on_request(run, thread):
     response = read_thread_messages(run.user_id, thread.thread_id)
-    assert set(response) == {
-        "thread_id",
-        "title",
-        "messages",
-        "has_more_before",
-        "has_more_after",
-        "truncated",
-    }
+    assert set(response) == READ_KEYS
     assert [m["message_id"] for m in response["messages"]] == [m.pk for m in thread.ordered[10:]]
     assert (response["has_more_before"], response["has_more_after"]) == (True, False)
     for item in response["messages"]:
-        assert set(item) == {"message_id", "role", "created_at", "content", "truncated"}
+        assert set(item) == MESSAGE_KEYS
     with_tools = read_thread_messages(run.user_id, thread.thread_id, include_tools=True)
     assert set(with_tools) == set(response) | {"tool_calls"}
     [tool_call] = with_tools["tool_calls"]
-    assert set(tool_call) == {
-        "id",
-        "name",
-        "input",
-        "output",
-        "status",
-        "error",
-        "message_id",
-        "truncated",
-    }
+    assert set(tool_call) == TOOL_CALL_KEYS
     assert tool_call["message_id"] == thread.ordered[10].pk
     assert (tool_call["name"], tool_call["input"], tool_call["output"]) == (
         "lookup",
