@@ -786,7 +786,7 @@ def test_a_symlinked_directory_on_the_path_is_refused_for_reads_and_writes(run, 
 
 @pytest.fixture
 def thread(run):
-    """A visible thread of `run`'s user: 30 messages, one tool call on message 10."""
+    """A visible thread of `run`'s user: 30 messages a second apart, a tool call on the 12th."""
     conversation = ConversationFactory(user=run.user, title="Trip planning")
     start = conversation.created_at
     messages = [
@@ -798,9 +798,13 @@ def thread(run):
         )
         for i in range(30)
     ]
-    ToolCallFactory(message=messages[10], name="lookup", input={"q": "x"}, output="ok")
-    conversation.ordered = messages
+    ToolCallFactory(message=messages[11], name="lookup", input={"q": "x"}, output="ok")
     return conversation
+
+
+def messages_of(conversation: Conversation) -> list[Message]:
+    """The thread's messages in their model order, (created_at, id)."""
+    return list(Message.objects.filter(conversation=conversation))
 
 
 @pytest.mark.django_db
@@ -813,7 +817,7 @@ def test_search_returns_exactly_the_spec_shape_newest_first(run, thread):
         assert hit["thread_id"] == thread.thread_id and hit["title"] == "Trip planning"
         assert len(hit["snippet"].encode()) <= 512
     ids = [hit["message_id"] for hit in response["results"]]
-    assert ids == [m.pk for m in thread.ordered[:-4:-1]]
+    assert ids == [m.pk for m in messages_of(thread)[:-4:-1]]
     assert search_thread_messages(run.user_id, "trains") == search_thread_messages(
         run.user_id, "trains", limit=5
     )
@@ -833,7 +837,8 @@ def test_search_wildcards_in_the_query_are_literal(run, thread, query):
 def test_read_returns_exactly_the_spec_shape_and_tool_calls_only_on_request(run, thread):
     response = read_thread_messages(run.user_id, thread.thread_id)
     assert set(response) == READ_KEYS
-    assert [m["message_id"] for m in response["messages"]] == [m.pk for m in thread.ordered[10:]]
+    latest = [m.pk for m in messages_of(thread)[10:]]
+    assert [m["message_id"] for m in response["messages"]] == latest
     assert (response["has_more_before"], response["has_more_after"]) == (True, False)
     for item in response["messages"]:
         assert set(item) == MESSAGE_KEYS
@@ -841,7 +846,7 @@ def test_read_returns_exactly_the_spec_shape_and_tool_calls_only_on_request(run,
     assert set(with_tools) == set(response) | {"tool_calls"}
     [tool_call] = with_tools["tool_calls"]
     assert set(tool_call) == TOOL_CALL_KEYS
-    assert tool_call["message_id"] == thread.ordered[10].pk
+    assert tool_call["message_id"] == messages_of(thread)[11].pk
     assert (tool_call["name"], tool_call["input"], tool_call["output"]) == (
         "lookup",
         {"q": "x"},
@@ -854,10 +859,10 @@ def test_read_returns_exactly_the_spec_shape_and_tool_calls_only_on_request(run,
 def test_read_around_an_anchor_takes_ceil_half_up_to_it_and_the_rest_after(run, thread, limit):
     anchor = 15
     response = read_thread_messages(
-        run.user_id, thread.thread_id, message_id=thread.ordered[anchor].pk, limit=limit
+        run.user_id, thread.thread_id, message_id=messages_of(thread)[anchor].pk, limit=limit
     )
     first = anchor - math.ceil(limit / 2) + 1
-    expected = [m.pk for m in thread.ordered[first : first + limit]]
+    expected = [m.pk for m in messages_of(thread)[first : first + limit]]
     assert [m["message_id"] for m in response["messages"]] == expected
     assert response["has_more_before"] is (first > 0)
     assert response["has_more_after"] is (first + limit < 30)
