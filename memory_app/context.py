@@ -51,8 +51,15 @@ class AgentInputContext:
 
 
 def build_agent_input_context(uid: int | str) -> AgentInputContext:
-    """Read AGENTS.md and USER.md of `uid`'s workspace (bounded, no-follow); never MEMORY.md."""
-    workspace = Workspace.for_user(uid)
+    """Read AGENTS.md and USER.md of `uid`'s workspace (bounded, no-follow); never MEMORY.md.
+
+    A uid that names no workspace reads as empty files, like an unreadable file does.
+    """
+    try:
+        workspace = Workspace.for_user(uid)
+    except WorkspaceError:
+        logger.warning("no agent input files: the uid names no workspace")
+        return AgentInputContext(agents_md="", user_md="")
     agents_md, agents_cut = _read_text(workspace, AGENTS_RELPATH)
     user_md, user_cut = _read_text(workspace, USER_RELPATH)
     return AgentInputContext(

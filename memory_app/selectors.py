@@ -21,8 +21,14 @@ class MemorySnapshot:
 
 
 def memory_enabled(uid: int | str) -> bool:
-    """Current value of the switch, read fresh from the database (no row means off)."""
-    return UserConfig.objects.filter(user_id=uid, enable_memory=True).exists()
+    """Current value of the switch, read fresh from the database (no row means off).
+
+    A uid that is no user's key has no row, so a malformed run context fails closed (SPEC §4).
+    """
+    try:
+        return UserConfig.objects.filter(user_id=uid, enable_memory=True).exists()
+    except (TypeError, ValueError):
+        return False
 
 
 def memory_write_refusal(run: AgentRun) -> str | None:

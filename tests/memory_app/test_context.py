@@ -33,6 +33,12 @@ def test_missing_workspace_gives_an_empty_context():
     assert (context.agents_md, context.user_md, context.render()) == ("", "", "")
 
 
+@pytest.mark.parametrize("uid", ["", "-1", "../1"])
+def test_a_uid_that_names_no_workspace_gives_an_empty_context(uid):
+    context = build_agent_input_context(uid)
+    assert (context.agents_md, context.user_md, context.render()) == ("", "", "")
+
+
 def test_a_large_file_is_cut_at_a_utf8_boundary_and_marked(agents_dir):
     agents_dir().joinpath("USER.md").write_text("界" * AGENT_FILE_MAX_BYTES)
     context = build_agent_input_context(UID)

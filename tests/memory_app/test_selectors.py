@@ -27,6 +27,13 @@ def test_memory_enabled_follows_the_switch_and_no_row_means_off():
     assert not memory_enabled(UserFactory().pk)
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize("uid", ["", "not-a-number", "1.5"])
+def test_a_uid_that_names_no_user_reads_as_off_instead_of_raising(uid):
+    UserConfigFactory(enable_memory=True)
+    assert memory_enabled(uid) is False
+
+
 def test_a_missing_memory_file_reads_as_empty():
     assert read_memory_for_prompt(3) == MemorySnapshot(text="", size_bytes=0, truncated=False)
 
