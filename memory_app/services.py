@@ -81,7 +81,7 @@ def normalize_memory_text(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.split("\n")).strip()
 
 
-def _checked_argument(value: object, name: str) -> str:
+def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
     if not isinstance(value, str):
         raise MemoryInputError(f"{name} must be text")
     if "\x00" in value:
@@ -92,7 +92,7 @@ def _checked_argument(value: object, name: str) -> str:
         raise MemoryInputError(f"{name} is not valid Unicode text") from exc
     if size > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"{name} is over {MEMORY_ARG_MAX_BYTES} bytes")
-    if not value.strip():
+    if require_text and not value.strip():
         raise MemoryInputError(f"{name} is empty")
     return value
 
@@ -136,9 +136,13 @@ def _decode_memory(data: bytes) -> str:
 
 
 def _appended(current: str, content: str) -> str | None:
-    """`current` with `content` appended as whole lines, or None if they already stand there."""
-    lines = normalize_memory_text(current).split("\n")
-    if f"\n{content}\n" in "\n" + "\n".join(lines) + "\n":
+    """`current` with `content` appended as whole lines, or None if they already stand there.
+
+    Lines are compared with only their trailing whitespace ignored (`\r` included), so an
+    indented or differently composed line of the file is not the same fact.
+    """
+    lines = "\n".join(line.rstrip() for line in current.split("\n"))
+    if f"\n{content}\n" in f"\n{lines}\n":
         return None
     separator = "" if not current or current.endswith("\n") else "\n"
     return f"{current}{separator}{content}\n"
@@ -194,9 +198,10 @@ def remember_memory(
     Serialized per user by a PostgreSQL advisory lock and fenced by the run's worker lease, so
     concurrent or stale workers cannot lose or resurrect each other's facts.
     """
-    content = normalize_memory_text(_checked_argument(content, "content"))
+    content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
     if replaces is not None:
-        replaces = _checked_argument(replaces, "replaces")
+        # Exact text, checked only for size and NUL: whether it occurs once is the file's say.
+        replaces = _checked_argument(replaces, "replaces", require_text=False)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
         raise MemoryAccessDenied("the run context has no user")

@@ -522,22 +522,12 @@ def test_normalization_is_nfc_lf_and_stripped_line_ends_and_edges(ctx, run):
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="SPEC §6 dedupe ignores only trailing whitespace of lines; services.py also "
-    "ignores the first line's leading whitespace (reported to the lead, not fixed here)",
-)
 def test_a_fact_indented_in_the_file_is_not_the_same_whole_line(ctx, run):
     write_agents_file(run.user_id, "MEMORY.md", b"  Likes tea.\n")
     assert remember_memory(ctx, "Likes tea.").status == "added"
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="SPEC §6 replaces is exact text that must occur once; services.py refuses a "
-    "whitespace-only replaces as MemoryInputError (reported to the lead, not fixed here)",
-)
 def test_a_whitespace_only_replaces_that_occurs_once_is_replaced(ctx, run):
     write_agents_file(run.user_id, "MEMORY.md", b"Likes\ttea.\n")
     assert remember_memory(ctx, "-", replaces="\t").status == "replaced"

@@ -191,7 +191,6 @@ def test_content_of_exactly_the_limit_is_accepted(settings, run):
         (42, None),
         ("lone \ud800 surrogate", None),
         ("fine", "x" * (MEMORY_ARG_MAX_BYTES + 1)),
-        ("fine", ""),
         ("fine", "Prefers\x00tea."),
         ("fine", 3),
     ],
@@ -711,3 +710,8 @@ def test_a_callers_transaction_keeps_a_durable_commit(settings, run):
         assert remember_memory(context_for(run), "fact").status == "added"
         assert _setting("synchronous_commit") == "on"
         assert _setting("lock_timeout") == str(settings.MEMORY_LOCK_TIMEOUT_MS)
+
+
+def test_an_empty_replaces_is_exact_text_found_several_times_in_a_file(settings, run):
+    error = _assert_refused(settings, run, MemoryConflict, content="fine", replaces="")
+    assert error.reason == MemoryConflict.AMBIGUOUS
