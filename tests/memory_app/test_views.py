@@ -56,7 +56,14 @@ class TestChatEndpoint:
 
     @pytest.mark.parametrize(
         "body",
-        ["{not json", "[1, 2]", {"message": ""}, {"message": 5}, {"message": "hi", "thread_id": 3}],
+        [
+            "{not json",
+            "[1, 2]",
+            {"message": ""},
+            {"message": 5},
+            {"message": "hi", "thread_id": 3},
+            {"message": "a lone surrogate \ud800"},
+        ],
     )
     def test_bad_bodies_get_400_json(self, logged_in, body):
         response = post(logged_in, body)
@@ -71,6 +78,14 @@ class TestChatEndpoint:
         ]
         assert [a.status_code for a in answers] == [404, 404]
         assert answers[0].json() == answers[1].json() == {"error": "no such thread"}
+
+    @pytest.mark.parametrize("thread_id", ["thread-\x00", "thread-\udc00"])
+    def test_a_thread_id_no_database_can_store_gets_the_unknown_thread_404(
+        self, logged_in, thread_id
+    ):
+        response = post(logged_in, {"message": "hi", "thread_id": thread_id})
+        assert (response.status_code, response.json()) == (404, {"error": "no such thread"})
+        assert not AgentRun.objects.exists()
 
     def test_the_user_comes_from_the_session_never_from_the_body(self, logged_in):
         other = UserFactory()
