@@ -4,9 +4,9 @@ user chats in and its recent dialogue, and bounded excerpts of the stored record
 from dataclasses import dataclass
 from datetime import datetime
 
-from conversations.models import Conversation, Message
+from conversations.models import VISIBLE_MESSAGE, Conversation, Message
 from yuxi_site.utils.db_functions import byte_length, text_prefix
-from yuxi_site.utils.string_utils import truncate_utf8
+from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # How many earlier user/assistant text messages of the thread the model is shown.
 DIALOGUE_MAX_MESSAGES = 20
@@ -14,18 +14,16 @@ DIALOGUE_MAX_MESSAGES = 20
 
 def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | None:
     """`user_id`'s own visible thread with that id; None for any other (no existence oracle)."""
+    if not is_storable_text(thread_id):
+        return None  # no thread can have this id
     return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
 
 
 def recent_dialogue(*, conversation: Conversation, before: Message) -> list[Message]:
-    """The latest user/assistant text messages of the thread before `before`, oldest first."""
+    """The latest visible messages (`VISIBLE_MESSAGE`, the lookback rule) of the thread before
+    `before`, oldest first."""
     messages = (
-        Message.objects.filter(
-            conversation=conversation,
-            role__in=(Message.Role.USER, Message.Role.ASSISTANT),
-            message_type=Message.Type.TEXT,
-            id__lt=before.id,
-        )
+        Message.objects.filter(VISIBLE_MESSAGE, conversation=conversation, id__lt=before.id)
         .only("role", "content", "created_at")
         .order_by("-created_at", "-id")[:DIALOGUE_MAX_MESSAGES]
     )

@@ -31,6 +31,7 @@ from memory_app.llm import (
 )
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.tools import Tool, tool_result
+from yuxi_site.utils.string_utils import is_storable_text
 
 __all__ = [
     "AgentGraph",
@@ -166,8 +167,8 @@ def chat(
 def _check_message(message: object) -> None:
     if not isinstance(message, str) or not message.strip():
         raise ChatInputError("message must be non-empty text")
-    if "\x00" in message:
-        raise ChatInputError("message must not contain NUL")
+    if not is_storable_text(message):
+        raise ChatInputError("message must be valid text without NUL")
     if len(message.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
         raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
 

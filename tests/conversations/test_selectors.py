@@ -3,7 +3,7 @@ from datetime import timedelta
 import pytest
 
 from conversations import selectors
-from conversations.models import Conversation, Message
+from conversations.models import VISIBLE_MESSAGE, Conversation, Message
 from conversations.selectors import (
     DIALOGUE_MAX_MESSAGES,
     RAW_CONTENT_BYTES,
@@ -37,6 +37,29 @@ def test_recent_dialogue_is_the_latest_user_and_assistant_text_before_the_anchor
     MessageFactory(conversation=thread)
     dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
     assert dialogue == texts[-DIALOGUE_MAX_MESSAGES:]
+
+
+def test_recent_dialogue_admits_exactly_what_the_lookback_message_rule_admits():
+    thread = ConversationFactory()
+    every_kind = [
+        MessageFactory(conversation=thread, role=role, message_type=message_type)
+        for role in Message.Role.values
+        for message_type in Message.Type.values
+    ]
+    anchor = MessageFactory(conversation=thread)
+    dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    visible = Message.objects.filter(VISIBLE_MESSAGE, pk__in=[m.pk for m in every_kind])
+    assert {m.pk for m in dialogue} == set(visible.values_list("pk", flat=True))
+    assert {(m.role, m.message_type) for m in dialogue} == {("user", "text"), ("assistant", "text")}
+
+
+def test_get_chat_thread_of_an_id_no_database_can_store_is_none_without_a_query(
+    django_assert_num_queries,
+):
+    thread = ConversationFactory()
+    with django_assert_num_queries(0):
+        for thread_id in (thread.thread_id + "\x00", "\ud800"):
+            assert selectors.get_chat_thread(user_id=thread.user_id, thread_id=thread_id) is None
 
 
 def test_raw_excerpt_keeps_the_latest_messages_in_thread_order():
