@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 CHAT_MESSAGE_MAX_BYTES = 16384
 # Model steps (each may call tools) per run before the run is failed.
 MAX_AGENT_STEPS = 8
+# Tool calls one model step may ask for; a larger batch is refused as a malformed reply.
+MAX_TOOL_CALLS_PER_STEP = 8
 # The Chat-service tool through which the chat agent reaches a sub-agent.
 SUBAGENT_TOOL_NAME = "delegate_to_subagent"
 # Tool result statuses that mean the call did not do what was asked.

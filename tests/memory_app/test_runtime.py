@@ -396,3 +396,50 @@ def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_fil
     assert sorted(lines) == facts
     assert {turn.tool_calls[0]["status"] for turn in turns} == {"success"}
     assert set(AgentRun.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+# --- untrusted model output -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ModelReply(text="a NUL \x00 in the answer"),
+        ModelReply(text="a lone surrogate \ud800"),
+        ModelReply(text="", tool_calls=[ModelToolCall("c\x00", "remember_memory", {})]),
+        ModelReply(text="", tool_calls=[ModelToolCall("c" * 1000, "remember_memory", {})]),
+        ModelReply(text="", tool_calls=[ModelToolCall("c1", "n" * 1000, {})]),
+        ModelReply(
+            text="",
+            tool_calls=[
+                ModelToolCall(f"c{i}", SUBAGENT_TOOL_NAME, {"task": "spin"})
+                for i in range(runtime.MAX_TOOL_CALLS_PER_STEP + 1)
+            ],
+        ),
+    ],
+    ids=["nul-text", "surrogate-text", "nul-call-id", "long-call-id", "long-name", "call-flood"],
+)
+def test_a_model_reply_the_runtime_cannot_store_or_bound_fails_the_run_as_model_error(reply):
+    user = memory_user()
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[reply]))
+    assert list(AgentRun.objects.values_list("run_type", "status")) == [("chat", "failed")]
+    assert not ToolCall.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"content": "a NUL \x00 fact"}, {"content": "a lone surrogate \udc00"}, {"content": ["\x00"]}],
+)
+def test_tool_arguments_no_database_can_store_are_rejected_and_the_run_goes_on(
+    agents_file, arguments
+):
+    user = memory_user()
+    call = ModelToolCall("c1", "remember_memory", arguments)
+    model = RecordingModel(replies=[ModelReply(text="", tool_calls=[call])])
+    turn = chat(user_id=user.pk, message="remember it", model=model)
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    recorded = ToolCall.objects.get()
+    assert (recorded.input, json.loads(recorded.output)["status"]) == ({}, "rejected")
+    assert AgentRun.objects.get().status == "succeeded"
+    assert not agents_file(user.pk, "MEMORY.md").exists()
