@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import connection
 
 from conversations import runs, selectors, services
-from conversations.models import AgentRun, Conversation, Message
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import RunError, ToolRuntimeContext
 from memory_app.context import build_agent_input_context
 from memory_app.llm import (
@@ -278,7 +278,7 @@ class _Agent:
         by_name = {tool.name: tool for tool in tools}
         for _ in range(MAX_AGENT_STEPS):
             self._renew()
-            reply = self.model.complete(messages=messages, tools=tools)
+            reply = _checked_reply(self.model.complete(messages=messages, tools=tools))
             if not reply.tool_calls:
                 self._renew()
                 self._persist(role=Message.Role.ASSISTANT, content=reply.text)
@@ -293,11 +293,14 @@ class _Agent:
         )
         results = []
         for call in reply.tool_calls:
+            # Arguments no database column can hold are as unusable as arguments that are not
+            # a JSON object: the call is recorded without them and refused.
+            arguments = call.arguments if _storable(call.arguments) else None
             row = services.record_tool_call(
-                message=issuer, tool_call_id=call.id, name=call.name, arguments=call.arguments
+                message=issuer, tool_call_id=call.id, name=call.name, arguments=arguments
             )
             self._renew()
-            output = _invoke(by_name.get(call.name), call.arguments)
+            output = _invoke(by_name.get(call.name), arguments)
             error = _refusal(output)
             services.complete_tool_call(tool_call=row, output=output, error=error)
             self._persist(
@@ -325,6 +328,35 @@ class _Agent:
             message_type=message_type,
             metadata={"run_id": self.ctx.run_id, **(metadata or {})},
         )
+
+
+_TOOL_CALL_LABEL_MAX_CHARS = min(
+    ToolCall._meta.get_field("tool_call_id").max_length, ToolCall._meta.get_field("name").max_length
+)
+
+
+def _storable(value: object) -> bool:
+    """Whether every string in a JSON value (keys included) is text PostgreSQL can store."""
+    if isinstance(value, str):
+        return is_storable_text(value)
+    if isinstance(value, dict):
+        return all(_storable(key) and _storable(item) for key, item in value.items())
+    if isinstance(value, list):
+        return all(_storable(item) for item in value)
+    return True
+
+
+def _checked_reply(reply: ModelReply) -> ModelReply:
+    """`reply` if the run can store and bound it; a model's output is untrusted input."""
+    if not _storable(reply.text):
+        raise ModelError("the model answered with text that cannot be stored")
+    if len(reply.tool_calls) > MAX_TOOL_CALLS_PER_STEP:
+        raise ModelError(f"the model asked for more than {MAX_TOOL_CALLS_PER_STEP} tool calls")
+    for call in reply.tool_calls:
+        for label in (call.id, call.name):
+            if not _storable(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
+                raise ModelError("the model named a tool call with an unusable id or name")
+    return reply
 
 
 def _invoke(tool: Tool | None, arguments: dict[str, Any] | None) -> str:
