@@ -443,3 +443,17 @@ def test_tool_arguments_no_database_can_store_are_rejected_and_the_run_goes_on(
     assert (recorded.input, json.loads(recorded.output)["status"]) == ({}, "rejected")
     assert AgentRun.objects.get().status == "succeeded"
     assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"task": "spin", "uid": "1"}, {"task": "spin", "thread_id": "thread-x"}, {"task": 5}, {}],
+)
+def test_the_subagent_tool_rejects_arguments_outside_its_schema(arguments):
+    user = memory_user()
+    call = ModelToolCall("c1", SUBAGENT_TOOL_NAME, arguments)
+    model = RecordingModel(replies=[ModelReply(text="", tool_calls=[call])])
+    turn = chat(user_id=user.pk, message="delegate", model=model)
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
+    assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
+    assert not AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).exists()

@@ -79,6 +79,12 @@ class TestChatEndpoint:
         assert [a.status_code for a in answers] == [404, 404]
         assert answers[0].json() == answers[1].json() == {"error": "no such thread"}
 
+    def test_a_body_over_the_upload_limit_gets_413_json(self, logged_in, settings):
+        settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+        response = post(logged_in, {"message": "x" * 2048})
+        assert (response.status_code, set(response.json())) == (413, {"error"})
+        assert not AgentRun.objects.exists()
+
     @pytest.mark.parametrize("thread_id", ["thread-\x00", "thread-\udc00"])
     def test_a_thread_id_no_database_can_store_gets_the_unknown_thread_404(
         self, logged_in, thread_id
