@@ -387,7 +387,9 @@ def _subagent_tool(parent: _Agent) -> Tool:
     """The Chat-service tool that runs one task in a persisted sub-agent child thread."""
 
     def invoke(arguments: dict[str, Any]) -> str:
-        task = arguments.get("task")
+        if set(arguments) != {"task"}:
+            return tool_result("rejected", "the only argument is task")
+        task = arguments["task"]
         try:
             _check_message(task)
         except ChatInputError as exc:

@@ -3,6 +3,7 @@
 import json
 from dataclasses import asdict
 
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -44,6 +45,8 @@ def chat_view(request: HttpRequest) -> HttpResponse:
         return _error(403, "CSRF check failed")
     try:
         body = json.loads(request.body)
+    except RequestDataTooBig:
+        return _error(413, "the body is too large")
     except ValueError:
         return _error(400, "the body must be JSON")
     if not isinstance(body, dict):
