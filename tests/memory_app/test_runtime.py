@@ -4,7 +4,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
@@ -328,6 +328,36 @@ def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, setting
     turn = chat(user_id=user.pk, message="remember that slow models are fine", model=model)
     assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
     assert agents_file(user.pk, "MEMORY.md").read_text() == "slow models are fine\n"
+    assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_lease_renewal_is_retried_rather_than_ending_the_renewals(
+    agents_file, settings, monkeypatch
+):
+    settings.AGENT_RUN_LEASE_SECONDS = 2
+    user = memory_user()
+    real_renew = runs.renew_lease
+    keeper_failures = []
+
+    def renew_failing_once_in_the_keeper(**kwargs):
+        if threading.current_thread().name.startswith("lease-") and not keeper_failures:
+            keeper_failures.append(kwargs["run_id"])
+            raise OperationalError("connection lost")  # a database blip at the OS boundary
+        return real_renew(**kwargs)
+
+    monkeypatch.setattr(runtime.runs, "renew_lease", renew_failing_once_in_the_keeper)
+    first_leases = []
+
+    def slow_step(step):
+        if step > 1:
+            return
+        first_leases.append(AgentRun.objects.get(run_type="chat").lease_expires_at)
+        while runs.db_clock() < first_leases[0] + timedelta(seconds=1):
+            time.sleep(0.05)
+
+    turn = chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=slow_step))
+    assert keeper_failures == [turn.run_id]
     assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
 
 
