@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from conversations import runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message, ToolCall
@@ -200,7 +200,13 @@ class _LeaseKeeper:
     def _beat(self) -> None:
         try:
             while not self.stop.wait(self.interval):
-                runs.renew_lease(run_id=self.run_id, worker_id=self.worker_id)
+                try:
+                    runs.renew_lease(run_id=self.run_id, worker_id=self.worker_id)
+                except DatabaseError:
+                    # A blip must not end the renewals: retry on a fresh connection next beat
+                    # (the lease outlives two missed beats).
+                    logger.warning("could not renew the lease of run %s", self.run_id)
+                    connection.close()
         except RunError:
             logger.warning("lost the lease of run %s", self.run_id)
         finally:
