@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import OperationalError, connection
 from django.test import Client
 
 from conversations.models import AgentRun, Conversation, ToolCall
@@ -84,6 +85,19 @@ class TestChatEndpoint:
         response = post(logged_in, {"message": "x" * 2048})
         assert (response.status_code, set(response.json())) == (413, {"error"})
         assert not AgentRun.objects.exists()
+
+    def test_a_database_failure_gets_503_json_without_internals(self, logged_in):
+        def refuse_writes(execute, sql, params, many, context):
+            if sql.lstrip().upper().startswith("INSERT"):
+                raise OperationalError('relation "conversations_conversation": server closed')
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(refuse_writes):
+            response = post(logged_in, {"message": "hi"})
+        assert (response.status_code, response.json()) == (
+            503,
+            {"error": "the service is unavailable, try again"},
+        )
 
     @pytest.mark.parametrize("thread_id", ["thread-\x00", "thread-\udc00"])
     def test_a_thread_id_no_database_can_store_gets_the_unknown_thread_404(
