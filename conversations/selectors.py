@@ -10,6 +10,8 @@ from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # How many earlier user/assistant text messages of the thread the model is shown.
 DIALOGUE_MAX_MESSAGES = 20
+# Most of one earlier message's content that the model is shown.
+DIALOGUE_CONTENT_MAX_BYTES = 16384
 
 
 def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | None:
