@@ -21,15 +21,29 @@ def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | Non
     return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
 
 
-def recent_dialogue(*, conversation: Conversation, before: Message) -> list[Message]:
+@dataclass(frozen=True)
+class DialogueTurn:
+    """One earlier message of the thread as the model is shown it."""
+
+    role: str
+    content: str
+    truncated: bool
+
+
+def recent_dialogue(*, conversation: Conversation, before: Message) -> list[DialogueTurn]:
     """The latest visible messages (`VISIBLE_MESSAGE`, the lookback rule) of the thread before
-    `before`, oldest first."""
-    messages = (
+    `before`, oldest first, each content cut to `DIALOGUE_CONTENT_MAX_BYTES` by the database."""
+    rows = (
         Message.objects.filter(VISIBLE_MESSAGE, conversation=conversation, id__lt=before.id)
-        .only("role", "content", "created_at")
-        .order_by("-created_at", "-id")[:DIALOGUE_MAX_MESSAGES]
+        .order_by("-created_at", "-id")
+        .values("role")
+        .annotate(head=text_prefix("content", DIALOGUE_CONTENT_MAX_BYTES))[:DIALOGUE_MAX_MESSAGES]
     )
-    return list(reversed(messages))
+    turns = []
+    for row in reversed(rows):
+        content, cut = truncate_utf8(row["head"], DIALOGUE_CONTENT_MAX_BYTES)
+        turns.append(DialogueTurn(role=row["role"], content=content, truncated=cut))
+    return turns
 
 
 # How many of a thread's latest messages a raw preview lists.

@@ -57,6 +57,8 @@ MAX_AGENT_STEPS = 8
 MAX_TOOL_CALLS_PER_STEP = 8
 # The Chat-service tool through which the chat agent reaches a sub-agent.
 SUBAGENT_TOOL_NAME = "delegate_to_subagent"
+# Ends an earlier message of the thread that was cut for the prompt.
+DIALOGUE_CUT_MARKER = "[cut: the rest of this earlier message is not shown]"
 # Tool result statuses that mean the call did not do what was asked.
 TOOL_REFUSAL_STATUSES = frozenset({"conflict", "rejected", "denied", "unavailable", "not_found"})
 
@@ -175,6 +177,12 @@ def _check_message(message: object) -> None:
         raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
 
 
+def _dialogue_text(turn: selectors.DialogueTurn) -> str:
+    if turn.truncated:
+        return f"{turn.content}\n{DIALOGUE_CUT_MARKER}"
+    return turn.content
+
+
 def _new_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
@@ -278,7 +286,7 @@ class _Agent:
         earlier = selectors.recent_dialogue(conversation=self.conversation, before=user)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt},
-            *({"role": m.role, "content": m.content} for m in earlier),
+            *({"role": turn.role, "content": _dialogue_text(turn)} for turn in earlier),
             {"role": "user", "content": user_message},
         ]
         by_name = {tool.name: tool for tool in tools}

@@ -68,7 +68,7 @@ def test_recent_dialogue_cuts_each_content_in_the_database(django_assert_max_num
     assert len(cut.encode("utf-8")) == DIALOGUE_CONTENT_MAX_BYTES and dialogue[0].truncated
     assert huge.content.startswith(cut)
     assert (dialogue[1].content, dialogue[1].truncated) == ("short", False)
-    assert 'LEFT(' in captured[0]["sql"]
+    assert "LEFT(" in captured[0]["sql"]
     assert '"conversations_message"."content",' not in captured[0]["sql"]
 
 
@@ -107,3 +107,9 @@ def test_raw_excerpt_keeps_short_content_whole():
     message = MessageFactory(content="short 内容")
     (raw,) = raw_messages_excerpt(conversation_id=message.conversation_id).messages
     assert (raw.content, raw.truncated, raw.content_bytes) == ("short 内容", False, 12)
+
+
+def test_raw_excerpt_flags_an_ascii_content_one_byte_over_the_cap_as_cut():
+    message = MessageFactory(content="a" * (RAW_CONTENT_BYTES + 1))
+    (raw,) = raw_messages_excerpt(conversation_id=message.conversation_id).messages
+    assert (raw.content, raw.truncated) == ("a" * RAW_CONTENT_BYTES, True)

@@ -9,11 +9,13 @@ from django.db import OperationalError, connection
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.runs import ClockTimestamp
+from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from memory_app import runtime
 from memory_app.llm import ModelError, ModelReply, ModelToolCall, OpenAIChatModel, ScriptedModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
     CHAT_MESSAGE_MAX_BYTES,
+    DIALOGUE_CUT_MARKER,
     MAX_AGENT_STEPS,
     SUBAGENT_TOOL_NAME,
     ChatInputError,
@@ -363,6 +365,17 @@ def test_a_failed_lease_renewal_is_retried_rather_than_ending_the_renewals(
 
 def test_the_runtime_module_re_exports_the_context_type():
     assert runtime.ToolRuntimeContext is runs.ToolRuntimeContext
+
+
+def test_a_huge_earlier_reply_reaches_the_model_cut_and_marked():
+    user = memory_user(enable_memory=False)
+    thread = ConversationFactory(user=user)
+    MessageFactory(conversation=thread, role="assistant", content="x" * 10**6)
+    model = RecordingModel()
+    chat(user_id=user.pk, message="and now?", thread_id=thread.thread_id, model=model)
+    earlier = model.calls[0]["messages"][1]
+    assert earlier["role"] == "assistant"
+    assert earlier["content"] == "x" * DIALOGUE_CONTENT_MAX_BYTES + "\n" + DIALOGUE_CUT_MARKER
 
 
 def test_recent_messages_of_other_threads_never_reach_the_model():
