@@ -1,3 +1,4 @@
+import functools
 import json
 import threading
 import time
@@ -472,7 +473,13 @@ def test_a_model_reply_the_runtime_cannot_store_or_bound_fails_the_run_as_model_
 
 @pytest.mark.parametrize(
     "arguments",
-    [{"content": "a NUL \x00 fact"}, {"content": "a lone surrogate \udc00"}, {"content": ["\x00"]}],
+    [
+        {"content": "a NUL \x00 fact"},
+        {"content": "a lone surrogate \udc00"},
+        {"content": ["\x00"]},
+        functools.reduce(lambda inner, _: {"content": inner}, range(10_000), "deep"),
+    ],
+    ids=["nul", "surrogate", "nested-nul", "too-deep"],
 )
 def test_tool_arguments_no_database_can_store_are_rejected_and_the_run_goes_on(
     agents_file, arguments
