@@ -5,6 +5,7 @@ keeps its lease alive, hands the context to the tools, persists what happens and
 the run. The model never sees or supplies any of the context's fields.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -57,6 +58,8 @@ MAX_AGENT_STEPS = 8
 MAX_TOOL_CALLS_PER_STEP = 8
 # The Chat-service tool through which the chat agent reaches a sub-agent.
 SUBAGENT_TOOL_NAME = "delegate_to_subagent"
+# Deepest nesting of a tool call's JSON arguments that the runtime stores and passes on.
+TOOL_ARGUMENTS_MAX_DEPTH = 32
 # Ends an earlier message of the thread that was cut for the prompt.
 DIALOGUE_CUT_MARKER = "[cut: the rest of this earlier message is not shown]"
 # Tool result statuses that mean the call did not do what was asked.
@@ -307,14 +310,11 @@ class _Agent:
         )
         results = []
         for call in reply.tool_calls:
-            # Arguments no database column can hold are as unusable as arguments that are not
-            # a JSON object: the call is recorded without them and refused.
-            arguments = call.arguments if _storable(call.arguments) else None
             row = services.record_tool_call(
-                message=issuer, tool_call_id=call.id, name=call.name, arguments=arguments
+                message=issuer, tool_call_id=call.id, name=call.name, arguments=call.arguments
             )
             self._renew()
-            output = _invoke(by_name.get(call.name), arguments)
+            output = _invoke(by_name.get(call.name), call.arguments)
             error = _refusal(output)
             services.complete_tool_call(tool_call=row, output=output, error=error)
             self._persist(
@@ -350,18 +350,24 @@ _TOOL_CALL_LABEL_MAX_CHARS = min(
 
 
 def _storable(value: object) -> bool:
-    """Whether every string in a JSON value (keys included) is text PostgreSQL can store."""
-    if isinstance(value, str):
-        return is_storable_text(value)
-    if isinstance(value, dict):
-        return all(_storable(key) and _storable(item) for key, item in value.items())
-    if isinstance(value, list):
-        return all(_storable(item) for item in value)
+    """Whether a JSON value can be stored: every string (keys included) is text PostgreSQL
+    takes, and it nests at most `TOOL_ARGUMENTS_MAX_DEPTH` deep (serializers recurse)."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if not is_storable_text(item):
+                return False
+        elif isinstance(item, dict | list):
+            if depth >= TOOL_ARGUMENTS_MAX_DEPTH:
+                return False
+            children = [*item, *item.values()] if isinstance(item, dict) else item
+            pending += [(child, depth + 1) for child in children]
     return True
 
 
 def _checked_reply(reply: ModelReply) -> ModelReply:
-    """`reply` if the run can store and bound it; a model's output is untrusted input."""
+    """`reply` as the run can store and bound it; a model's output is untrusted input."""
     if not _storable(reply.text):
         raise ModelError("the model answered with text that cannot be stored")
     if len(reply.tool_calls) > MAX_TOOL_CALLS_PER_STEP:
@@ -370,7 +376,13 @@ def _checked_reply(reply: ModelReply) -> ModelReply:
         for label in (call.id, call.name):
             if not _storable(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
                 raise ModelError("the model named a tool call with an unusable id or name")
-    return reply
+    # Arguments that cannot be stored are as unusable as arguments that are not a JSON object:
+    # the call is recorded without them and refused.
+    calls = [
+        call if _storable(call.arguments) else dataclasses.replace(call, arguments=None)
+        for call in reply.tool_calls
+    ]
+    return dataclasses.replace(reply, tool_calls=calls)
 
 
 def _invoke(tool: Tool | None, arguments: dict[str, Any] | None) -> str:
