@@ -5,7 +5,6 @@ keeps its lease alive, hands the context to the tools, persists what happens and
 the run. The model never sees or supplies any of the context's fields.
 """
 
-import dataclasses
 import json
 import logging
 import os
@@ -13,7 +12,7 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
@@ -379,10 +378,10 @@ def _checked_reply(reply: ModelReply) -> ModelReply:
     # Arguments that cannot be stored are as unusable as arguments that are not a JSON object:
     # the call is recorded without them and refused.
     calls = [
-        call if _storable(call.arguments) else dataclasses.replace(call, arguments=None)
+        call if _storable(call.arguments) else replace(call, arguments=None)
         for call in reply.tool_calls
     ]
-    return dataclasses.replace(reply, tool_calls=calls)
+    return replace(reply, tool_calls=calls)
 
 
 def _invoke(tool: Tool | None, arguments: dict[str, Any] | None) -> str:
