@@ -367,7 +367,7 @@ def _storable(value: object) -> bool:
 
 def _checked_reply(reply: ModelReply) -> ModelReply:
     """`reply` as the run can store and bound it; a model's output is untrusted input."""
-    if not _storable(reply.text):
+    if not is_storable_text(reply.text):
         raise ModelError("the model answered with text that cannot be stored")
     if len(reply.tool_calls) > MAX_TOOL_CALLS_PER_STEP:
         raise ModelError(f"the model asked for more than {MAX_TOOL_CALLS_PER_STEP} tool calls")
