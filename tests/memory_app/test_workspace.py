@@ -137,9 +137,7 @@ def test_a_fifo_or_directory_at_the_file_is_refused_without_blocking(ws, setting
     assert _listing(agents) == ["MEMORY.md", "USER.md"]
 
 
-def test_a_unix_socket_at_the_file_is_refused_like_any_non_regular_file(
-    ws, settings, monkeypatch
-):
+def test_a_unix_socket_at_the_file_is_refused_like_any_non_regular_file(ws, settings, monkeypatch):
     agents = _agents_dir(settings)
     agents.mkdir(parents=True)
     monkeypatch.chdir(agents)  # a socket path must be short: bind it relative to its directory
