@@ -24,7 +24,7 @@ from conversations.models import (
     Message,
     ToolCall,
 )
-from yuxi_site.utils.string_utils import truncate_utf8
+from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 QUERY_MAX_CHARS = 256
 SEARCH_LIMIT_MAX = 10
@@ -228,8 +228,8 @@ def _limit(value: object, maximum: int) -> int:
 def _text(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise HistoryQueryError(f"{name} must be a non-empty string")
-    if "\x00" in value:
-        raise HistoryQueryError(f"{name} must not contain NUL characters")
+    if not is_storable_text(value):
+        raise HistoryQueryError(f"{name} must be valid text without NUL characters")
     return value
 
 

@@ -4,32 +4,46 @@ user chats in and its recent dialogue, and bounded excerpts of the stored record
 from dataclasses import dataclass
 from datetime import datetime
 
-from conversations.models import Conversation, Message
+from conversations.models import VISIBLE_MESSAGE, Conversation, Message
 from yuxi_site.utils.db_functions import byte_length, text_prefix
-from yuxi_site.utils.string_utils import truncate_utf8
+from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # How many earlier user/assistant text messages of the thread the model is shown.
 DIALOGUE_MAX_MESSAGES = 20
+# Most of one earlier message's content that the model is shown.
+DIALOGUE_CONTENT_MAX_BYTES = 16384
 
 
 def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | None:
     """`user_id`'s own visible thread with that id; None for any other (no existence oracle)."""
+    if not is_storable_text(thread_id):
+        return None  # no thread can have this id
     return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
 
 
-def recent_dialogue(*, conversation: Conversation, before: Message) -> list[Message]:
-    """The latest user/assistant text messages of the thread before `before`, oldest first."""
-    messages = (
-        Message.objects.filter(
-            conversation=conversation,
-            role__in=(Message.Role.USER, Message.Role.ASSISTANT),
-            message_type=Message.Type.TEXT,
-            id__lt=before.id,
-        )
-        .only("role", "content", "created_at")
-        .order_by("-created_at", "-id")[:DIALOGUE_MAX_MESSAGES]
+@dataclass(frozen=True)
+class DialogueTurn:
+    """One earlier message of the thread as the model is shown it."""
+
+    role: str
+    content: str
+    truncated: bool
+
+
+def recent_dialogue(*, conversation: Conversation, before: Message) -> list[DialogueTurn]:
+    """The latest visible messages (`VISIBLE_MESSAGE`, the lookback rule) of the thread before
+    `before`, oldest first, each content cut to `DIALOGUE_CONTENT_MAX_BYTES` by the database."""
+    rows = (
+        Message.objects.filter(VISIBLE_MESSAGE, conversation=conversation, id__lt=before.id)
+        .order_by("-created_at", "-id")
+        .values("role")
+        .annotate(head=text_prefix("content", DIALOGUE_CONTENT_MAX_BYTES))[:DIALOGUE_MAX_MESSAGES]
     )
-    return list(reversed(messages))
+    turns = []
+    for row in reversed(rows):
+        content, cut = truncate_utf8(row["head"], DIALOGUE_CONTENT_MAX_BYTES)
+        turns.append(DialogueTurn(role=row["role"], content=content, truncated=cut))
+    return turns
 
 
 # How many of a thread's latest messages a raw preview lists.

@@ -137,7 +137,7 @@ def _parse_completion(raw: bytes) -> ModelReply:
             )
             for call in message.get("tool_calls") or []
         ]
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
         raise ModelError("model response is not a chat completion") from exc
     if not isinstance(text, str):
         raise ModelError("model response content is not text")
@@ -149,7 +149,7 @@ def _json_object(arguments: object) -> dict[str, Any] | None:
         return arguments
     try:
         parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return parsed if isinstance(parsed, dict) else None
 

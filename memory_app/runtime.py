@@ -12,14 +12,14 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from conversations import runs, selectors, services
-from conversations.models import AgentRun, Conversation, Message
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import RunError, ToolRuntimeContext
 from memory_app.context import build_agent_input_context
 from memory_app.llm import (
@@ -31,6 +31,7 @@ from memory_app.llm import (
 )
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.tools import Tool, tool_result
+from yuxi_site.utils.string_utils import is_storable_text
 
 __all__ = [
     "AgentGraph",
@@ -52,8 +53,14 @@ logger = logging.getLogger(__name__)
 CHAT_MESSAGE_MAX_BYTES = 16384
 # Model steps (each may call tools) per run before the run is failed.
 MAX_AGENT_STEPS = 8
+# Tool calls one model step may ask for; a larger batch is refused as a malformed reply.
+MAX_TOOL_CALLS_PER_STEP = 8
 # The Chat-service tool through which the chat agent reaches a sub-agent.
 SUBAGENT_TOOL_NAME = "delegate_to_subagent"
+# Deepest nesting of a tool call's JSON arguments that the runtime stores and passes on.
+TOOL_ARGUMENTS_MAX_DEPTH = 32
+# Ends an earlier message of the thread that was cut for the prompt.
+DIALOGUE_CUT_MARKER = "[cut: the rest of this earlier message is not shown]"
 # Tool result statuses that mean the call did not do what was asked.
 TOOL_REFUSAL_STATUSES = frozenset({"conflict", "rejected", "denied", "unavailable", "not_found"})
 
@@ -166,10 +173,16 @@ def chat(
 def _check_message(message: object) -> None:
     if not isinstance(message, str) or not message.strip():
         raise ChatInputError("message must be non-empty text")
-    if "\x00" in message:
-        raise ChatInputError("message must not contain NUL")
+    if not is_storable_text(message):
+        raise ChatInputError("message must be valid text without NUL")
     if len(message.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
         raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
+
+
+def _dialogue_text(turn: selectors.DialogueTurn) -> str:
+    if turn.truncated:
+        return f"{turn.content}\n{DIALOGUE_CUT_MARKER}"
+    return turn.content
 
 
 def _new_worker_id() -> str:
@@ -197,7 +210,13 @@ class _LeaseKeeper:
     def _beat(self) -> None:
         try:
             while not self.stop.wait(self.interval):
-                runs.renew_lease(run_id=self.run_id, worker_id=self.worker_id)
+                try:
+                    runs.renew_lease(run_id=self.run_id, worker_id=self.worker_id)
+                except DatabaseError:
+                    # A blip must not end the renewals: retry on a fresh connection next beat
+                    # (the lease outlives two missed beats).
+                    logger.warning("could not renew the lease of run %s", self.run_id)
+                    connection.close()
         except RunError:
             logger.warning("lost the lease of run %s", self.run_id)
         finally:
@@ -269,13 +288,13 @@ class _Agent:
         earlier = selectors.recent_dialogue(conversation=self.conversation, before=user)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt},
-            *({"role": m.role, "content": m.content} for m in earlier),
+            *({"role": turn.role, "content": _dialogue_text(turn)} for turn in earlier),
             {"role": "user", "content": user_message},
         ]
         by_name = {tool.name: tool for tool in tools}
         for _ in range(MAX_AGENT_STEPS):
             self._renew()
-            reply = self.model.complete(messages=messages, tools=tools)
+            reply = _checked_reply(self.model.complete(messages=messages, tools=tools))
             if not reply.tool_calls:
                 self._renew()
                 self._persist(role=Message.Role.ASSISTANT, content=reply.text)
@@ -324,6 +343,47 @@ class _Agent:
         )
 
 
+_TOOL_CALL_LABEL_MAX_CHARS = min(
+    ToolCall._meta.get_field("tool_call_id").max_length, ToolCall._meta.get_field("name").max_length
+)
+
+
+def _storable(value: object) -> bool:
+    """Whether a JSON value can be stored: every string (keys included) is text PostgreSQL
+    takes, and it nests at most `TOOL_ARGUMENTS_MAX_DEPTH` deep (serializers recurse)."""
+    pending = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if not is_storable_text(item):
+                return False
+        elif isinstance(item, dict | list):
+            if depth >= TOOL_ARGUMENTS_MAX_DEPTH:
+                return False
+            children = [*item, *item.values()] if isinstance(item, dict) else item
+            pending += [(child, depth + 1) for child in children]
+    return True
+
+
+def _checked_reply(reply: ModelReply) -> ModelReply:
+    """`reply` as the run can store and bound it; a model's output is untrusted input."""
+    if not is_storable_text(reply.text):
+        raise ModelError("the model answered with text that cannot be stored")
+    if len(reply.tool_calls) > MAX_TOOL_CALLS_PER_STEP:
+        raise ModelError(f"the model asked for more than {MAX_TOOL_CALLS_PER_STEP} tool calls")
+    for call in reply.tool_calls:
+        for label in (call.id, call.name):
+            if not _storable(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
+                raise ModelError("the model named a tool call with an unusable id or name")
+    # Arguments that cannot be stored are as unusable as arguments that are not a JSON object:
+    # the call is recorded without them and refused.
+    calls = [
+        call if _storable(call.arguments) else replace(call, arguments=None)
+        for call in reply.tool_calls
+    ]
+    return replace(reply, tool_calls=calls)
+
+
 def _invoke(tool: Tool | None, arguments: dict[str, Any] | None) -> str:
     """A tool's JSON result; unknown tools, bad arguments and crashes become refusals."""
     if tool is None:
@@ -352,7 +412,9 @@ def _subagent_tool(parent: _Agent) -> Tool:
     """The Chat-service tool that runs one task in a persisted sub-agent child thread."""
 
     def invoke(arguments: dict[str, Any]) -> str:
-        task = arguments.get("task")
+        if set(arguments) != {"task"}:
+            return tool_result("rejected", "the only argument is task")
+        task = arguments["task"]
         try:
             _check_message(task)
         except ChatInputError as exc:

@@ -1,8 +1,11 @@
 """The chat JSON endpoint: a thin adapter from an authenticated HTTP request to `chat()`."""
 
 import json
+import logging
 from dataclasses import asdict
 
+from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -14,6 +17,8 @@ from memory_app.runtime import (
     ChatThreadNotFound,
     chat,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class _CsrfCheck(CsrfViewMiddleware):
@@ -44,6 +49,8 @@ def chat_view(request: HttpRequest) -> HttpResponse:
         return _error(403, "CSRF check failed")
     try:
         body = json.loads(request.body)
+    except RequestDataTooBig:
+        return _error(413, "the body is too large")
     except ValueError:
         return _error(400, "the body must be JSON")
     if not isinstance(body, dict):
@@ -61,4 +68,7 @@ def chat_view(request: HttpRequest) -> HttpResponse:
         return _error(502, "the model is unavailable, try again")
     except ChatRunLost:
         return _error(503, "the run was interrupted, try again")
+    except DatabaseError:
+        logger.exception("a chat turn failed on the database")
+        return _error(503, "the service is unavailable, try again")
     return JsonResponse(asdict(turn))

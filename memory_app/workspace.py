@@ -142,6 +142,9 @@ class Workspace:
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise WorkspacePathRefused("workspace file is a symlink") from exc
+                # ENXIO: a socket (or a device with no driver) cannot be opened at all.
+                if exc.errno == errno.ENXIO:
+                    raise WorkspacePathRefused("workspace file is not a regular file") from exc
                 raise WorkspaceError(f"opening a workspace file failed: {exc.strerror}") from exc
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):

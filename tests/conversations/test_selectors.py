@@ -3,8 +3,9 @@ from datetime import timedelta
 import pytest
 
 from conversations import selectors
-from conversations.models import Conversation, Message
+from conversations.models import VISIBLE_MESSAGE, Conversation, Message
 from conversations.selectors import (
+    DIALOGUE_CONTENT_MAX_BYTES,
     DIALOGUE_MAX_MESSAGES,
     RAW_CONTENT_BYTES,
     RAW_MESSAGES_SHOWN,
@@ -36,7 +37,48 @@ def test_recent_dialogue_is_the_latest_user_and_assistant_text_before_the_anchor
     anchor = MessageFactory(conversation=thread)
     MessageFactory(conversation=thread)
     dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
-    assert dialogue == texts[-DIALOGUE_MAX_MESSAGES:]
+    assert [(turn.role, turn.content) for turn in dialogue] == [
+        (m.role, m.content) for m in texts[-DIALOGUE_MAX_MESSAGES:]
+    ]
+
+
+def test_recent_dialogue_admits_exactly_what_the_lookback_message_rule_admits():
+    thread = ConversationFactory()
+    every_kind = [
+        MessageFactory(conversation=thread, role=role, message_type=message_type)
+        for role in Message.Role.values
+        for message_type in Message.Type.values
+    ]
+    anchor = MessageFactory(conversation=thread)
+    dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    visible = Message.objects.filter(VISIBLE_MESSAGE, pk__in=[m.pk for m in every_kind])
+    assert [turn.content for turn in dialogue] == [m.content for m in visible.order_by("id")]
+    assert {(m.role, m.message_type) for m in visible} == {("user", "text"), ("assistant", "text")}
+
+
+def test_recent_dialogue_cuts_each_content_in_the_database(django_assert_max_num_queries):
+    thread = ConversationFactory()
+    huge = MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="é" * 10**6)
+    short = MessageFactory(conversation=thread, content="short")
+    anchor = MessageFactory(conversation=thread)
+    with django_assert_max_num_queries(1) as captured:
+        dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    assert [turn.role for turn in dialogue] == [huge.role, short.role]
+    cut = dialogue[0].content
+    assert len(cut.encode("utf-8")) == DIALOGUE_CONTENT_MAX_BYTES and dialogue[0].truncated
+    assert huge.content.startswith(cut)
+    assert (dialogue[1].content, dialogue[1].truncated) == ("short", False)
+    assert "LEFT(" in captured[0]["sql"]
+    assert '"conversations_message"."content",' not in captured[0]["sql"]
+
+
+def test_get_chat_thread_of_an_id_no_database_can_store_is_none_without_a_query(
+    django_assert_num_queries,
+):
+    thread = ConversationFactory()
+    with django_assert_num_queries(0):
+        for thread_id in (thread.thread_id + "\x00", "\ud800"):
+            assert selectors.get_chat_thread(user_id=thread.user_id, thread_id=thread_id) is None
 
 
 def test_raw_excerpt_keeps_the_latest_messages_in_thread_order():
@@ -65,3 +107,9 @@ def test_raw_excerpt_keeps_short_content_whole():
     message = MessageFactory(content="short 内容")
     (raw,) = raw_messages_excerpt(conversation_id=message.conversation_id).messages
     assert (raw.content, raw.truncated, raw.content_bytes) == ("short 内容", False, 12)
+
+
+def test_raw_excerpt_flags_an_ascii_content_one_byte_over_the_cap_as_cut():
+    message = MessageFactory(content="a" * (RAW_CONTENT_BYTES + 1))
+    (raw,) = raw_messages_excerpt(conversation_id=message.conversation_id).messages
+    assert (raw.content, raw.truncated) == ("a" * RAW_CONTENT_BYTES, True)

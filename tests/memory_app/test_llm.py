@@ -91,6 +91,15 @@ def test_client_parses_tool_calls_and_flags_arguments_that_are_not_an_object():
     )
 
 
+def test_client_flags_tool_arguments_nested_too_deep_to_parse_as_not_an_object():
+    deep = "[" * 100_000 + "]" * 100_000
+    call = {"id": "c1", "type": "function", "function": {"name": "n", "arguments": deep}}
+    message = {"role": "assistant", "content": "", "tool_calls": [call]}
+    with WireServer([completion(message)]) as server:
+        reply = client(server).complete(messages=[{"role": "user", "content": "x"}], tools=[])
+    assert reply.tool_calls == [ModelToolCall("c1", "n", None)]
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -98,6 +107,7 @@ def test_client_parses_tool_calls_and_flags_arguments_that_are_not_an_object():
         (200, b"not json"),
         (200, b'{"choices": []}'),
         (200, b'{"choices": [{"message": {"content": 42}}]}'),
+        (200, b"[" * 100_000 + b"]" * 100_000),
     ],
 )
 def test_client_turns_http_errors_and_malformed_answers_into_model_error(answer):

@@ -1,19 +1,22 @@
+import functools
 import json
 import threading
 import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import OperationalError, connection
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.runs import ClockTimestamp
+from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from memory_app import runtime
 from memory_app.llm import ModelError, ModelReply, ModelToolCall, OpenAIChatModel, ScriptedModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
     CHAT_MESSAGE_MAX_BYTES,
+    DIALOGUE_CUT_MARKER,
     MAX_AGENT_STEPS,
     SUBAGENT_TOOL_NAME,
     ChatInputError,
@@ -331,8 +334,49 @@ def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, setting
     assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_lease_renewal_is_retried_rather_than_ending_the_renewals(
+    agents_file, settings, monkeypatch
+):
+    settings.AGENT_RUN_LEASE_SECONDS = 2
+    user = memory_user()
+    real_renew = runs.renew_lease
+    keeper_failures = []
+
+    def renew_failing_once_in_the_keeper(**kwargs):
+        if threading.current_thread().name.startswith("lease-") and not keeper_failures:
+            keeper_failures.append(kwargs["run_id"])
+            raise OperationalError("connection lost")  # a database blip at the OS boundary
+        return real_renew(**kwargs)
+
+    monkeypatch.setattr(runtime.runs, "renew_lease", renew_failing_once_in_the_keeper)
+    first_leases = []
+
+    def slow_step(step):
+        if step > 1:
+            return
+        first_leases.append(AgentRun.objects.get(run_type="chat").lease_expires_at)
+        while runs.db_clock() < first_leases[0] + timedelta(seconds=1):
+            time.sleep(0.05)
+
+    turn = chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=slow_step))
+    assert keeper_failures == [turn.run_id]
+    assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
+
+
 def test_the_runtime_module_re_exports_the_context_type():
     assert runtime.ToolRuntimeContext is runs.ToolRuntimeContext
+
+
+def test_a_huge_earlier_reply_reaches_the_model_cut_and_marked():
+    user = memory_user(enable_memory=False)
+    thread = ConversationFactory(user=user)
+    MessageFactory(conversation=thread, role="assistant", content="x" * 10**6)
+    model = RecordingModel()
+    chat(user_id=user.pk, message="and now?", thread_id=thread.thread_id, model=model)
+    earlier = model.calls[0]["messages"][1]
+    assert earlier["role"] == "assistant"
+    assert earlier["content"] == "x" * DIALOGUE_CONTENT_MAX_BYTES + "\n" + DIALOGUE_CUT_MARKER
 
 
 def test_recent_messages_of_other_threads_never_reach_the_model():
@@ -396,3 +440,70 @@ def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_fil
     assert sorted(lines) == facts
     assert {turn.tool_calls[0]["status"] for turn in turns} == {"success"}
     assert set(AgentRun.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+# --- untrusted model output -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ModelReply(text="a NUL \x00 in the answer"),
+        ModelReply(text="a lone surrogate \ud800"),
+        ModelReply(text="", tool_calls=[ModelToolCall("c\x00", "remember_memory", {})]),
+        ModelReply(text="", tool_calls=[ModelToolCall("c" * 1000, "remember_memory", {})]),
+        ModelReply(text="", tool_calls=[ModelToolCall("c1", "n" * 1000, {})]),
+        ModelReply(
+            text="",
+            tool_calls=[
+                ModelToolCall(f"c{i}", SUBAGENT_TOOL_NAME, {"task": "spin"})
+                for i in range(runtime.MAX_TOOL_CALLS_PER_STEP + 1)
+            ],
+        ),
+    ],
+    ids=["nul-text", "surrogate-text", "nul-call-id", "long-call-id", "long-name", "call-flood"],
+)
+def test_a_model_reply_the_runtime_cannot_store_or_bound_fails_the_run_as_model_error(reply):
+    user = memory_user()
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[reply]))
+    assert list(AgentRun.objects.values_list("run_type", "status")) == [("chat", "failed")]
+    assert not ToolCall.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"content": "a NUL \x00 fact"},
+        {"content": "a lone surrogate \udc00"},
+        {"content": ["\x00"]},
+        functools.reduce(lambda inner, _: {"content": inner}, range(10_000), "deep"),
+    ],
+    ids=["nul", "surrogate", "nested-nul", "too-deep"],
+)
+def test_tool_arguments_no_database_can_store_are_rejected_and_the_run_goes_on(
+    agents_file, arguments
+):
+    user = memory_user()
+    call = ModelToolCall("c1", "remember_memory", arguments)
+    model = RecordingModel(replies=[ModelReply(text="", tool_calls=[call])])
+    turn = chat(user_id=user.pk, message="remember it", model=model)
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    recorded = ToolCall.objects.get()
+    assert (recorded.input, json.loads(recorded.output)["status"]) == ({}, "rejected")
+    assert AgentRun.objects.get().status == "succeeded"
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"task": "spin", "uid": "1"}, {"task": "spin", "thread_id": "thread-x"}, {"task": 5}, {}],
+)
+def test_the_subagent_tool_rejects_arguments_outside_its_schema(arguments):
+    user = memory_user()
+    call = ModelToolCall("c1", SUBAGENT_TOOL_NAME, arguments)
+    model = RecordingModel(replies=[ModelReply(text="", tool_calls=[call])])
+    turn = chat(user_id=user.pk, message="delegate", model=model)
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
+    assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
+    assert not AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).exists()

@@ -68,6 +68,14 @@ def test_added_unchanged_and_replaced_come_back_as_statuses(settings, run):
         {"content": "fact", "uid": "1"},
         {"content": "fact", "path": "/etc/passwd"},
         ["content"],
+        {"content": None},
+        {"content": True},
+        {"content": ["fact"]},
+        {"content": {"text": "fact"}},
+        {"content": "a lone surrogate \ud800"},
+        {"content": "fact", "replaces": ""},
+        {"content": "fact", "replaces": 10**100},
+        {"content": "fact", "replaces": "\udc00"},
     ],
 )
 def test_bad_arguments_are_rejected(settings, run, arguments):

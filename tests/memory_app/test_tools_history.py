@@ -177,6 +177,20 @@ def test_tools_recheck_the_run_and_the_switch_at_call_time(maker, spoil, setup):
         (make_read_thread_messages_tool, {"thread_id": "t", "limit": 0}),
         (make_read_thread_messages_tool, {"thread_id": "t", "path": "/etc"}),
         (make_read_thread_messages_tool, {"message_id": 1}),
+        # Wrong JSON types, bools for ints, null, floats and text no database can store.
+        (make_search_thread_messages_tool, {"query": None}),
+        (make_search_thread_messages_tool, {"query": ["kyoto"]}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": True}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": 5.0}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": 10**100}),
+        (make_search_thread_messages_tool, {"query": "kyoto\x00"}),
+        (make_search_thread_messages_tool, {"query": "\ud800"}),
+        (make_read_thread_messages_tool, {"thread_id": None}),
+        (make_read_thread_messages_tool, {"thread_id": 7}),
+        (make_read_thread_messages_tool, {"thread_id": "t", "message_id": True}),
+        (make_read_thread_messages_tool, {"thread_id": "t", "message_id": "1"}),
+        (make_read_thread_messages_tool, {"thread_id": "t", "include_tools": "yes"}),
+        (make_read_thread_messages_tool, {"thread_id": "\udc00"}),
     ],
 )
 def test_bad_arguments_are_rejected(maker, arguments, setup):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import OperationalError, connection
 from django.test import Client
 
 from conversations.models import AgentRun, Conversation, ToolCall
@@ -56,7 +57,14 @@ class TestChatEndpoint:
 
     @pytest.mark.parametrize(
         "body",
-        ["{not json", "[1, 2]", {"message": ""}, {"message": 5}, {"message": "hi", "thread_id": 3}],
+        [
+            "{not json",
+            "[1, 2]",
+            {"message": ""},
+            {"message": 5},
+            {"message": "hi", "thread_id": 3},
+            {"message": "a lone surrogate \ud800"},
+        ],
     )
     def test_bad_bodies_get_400_json(self, logged_in, body):
         response = post(logged_in, body)
@@ -71,6 +79,33 @@ class TestChatEndpoint:
         ]
         assert [a.status_code for a in answers] == [404, 404]
         assert answers[0].json() == answers[1].json() == {"error": "no such thread"}
+
+    def test_a_body_over_the_upload_limit_gets_413_json(self, logged_in, settings):
+        settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+        response = post(logged_in, {"message": "x" * 2048})
+        assert (response.status_code, set(response.json())) == (413, {"error"})
+        assert not AgentRun.objects.exists()
+
+    def test_a_database_failure_gets_503_json_without_internals(self, logged_in):
+        def refuse_writes(execute, sql, params, many, context):
+            if sql.lstrip().upper().startswith("INSERT"):
+                raise OperationalError('relation "conversations_conversation": server closed')
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(refuse_writes):
+            response = post(logged_in, {"message": "hi"})
+        assert (response.status_code, response.json()) == (
+            503,
+            {"error": "the service is unavailable, try again"},
+        )
+
+    @pytest.mark.parametrize("thread_id", ["thread-\x00", "thread-\udc00"])
+    def test_a_thread_id_no_database_can_store_gets_the_unknown_thread_404(
+        self, logged_in, thread_id
+    ):
+        response = post(logged_in, {"message": "hi", "thread_id": thread_id})
+        assert (response.status_code, response.json()) == (404, {"error": "no such thread"})
+        assert not AgentRun.objects.exists()
 
     def test_the_user_comes_from_the_session_never_from_the_body(self, logged_in):
         other = UserFactory()

@@ -1,6 +1,7 @@
 import os
 import random
 import signal
+import socket
 import stat
 import time
 
@@ -134,6 +135,19 @@ def test_a_fifo_or_directory_at_the_file_is_refused_without_blocking(ws, setting
         with pytest.raises(WorkspacePathRefused):
             ws.replace_authorized_file(relpath, b"x")
     assert _listing(agents) == ["MEMORY.md", "USER.md"]
+
+
+def test_a_unix_socket_at_the_file_is_refused_like_any_non_regular_file(ws, settings, monkeypatch):
+    agents = _agents_dir(settings)
+    agents.mkdir(parents=True)
+    monkeypatch.chdir(agents)  # a socket path must be short: bind it relative to its directory
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("MEMORY.md")
+        with pytest.raises(WorkspacePathRefused):
+            ws.read_bounded(MEMORY_RELPATH, 100)
+        with pytest.raises(WorkspacePathRefused):
+            ws.replace_authorized_file(MEMORY_RELPATH, b"x")
+    assert stat.S_ISSOCK(os.lstat(agents / "MEMORY.md").st_mode)
 
 
 def test_a_file_where_a_directory_must_be_is_refused(ws, settings):

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from yuxi_site.utils.string_utils import truncate_utf8
+from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # Text mixing 1- to 4-byte code points, combining marks and ZWJ emoji sequences.
 SAMPLES = ["a", "é", "e\u0301", "中", "€", "😀", "👩\u200d👩\u200d👧", "🏳️\u200d🌈", "\n", '"', "\\"]
@@ -53,3 +53,11 @@ def test_truncate_utf8_handles_huge_text_by_its_prefix():
     text = "字" * 5_000_000
     cut, truncated = truncate_utf8(text, 10)
     assert (cut, truncated) == ("字" * 3, True)
+
+
+@pytest.mark.parametrize(
+    ("text", "storable"),
+    [("plain", True), ("中文 😀", True), ("", True), ("a\x00b", False), ("\ud800", False)],
+)
+def test_is_storable_text_refuses_nul_and_lone_surrogates(text, storable):
+    assert is_storable_text(text) is storable

@@ -12,12 +12,13 @@ class OctetLength(Length):
 
 
 def text_prefix(field: str, max_bytes: int) -> Left:
-    """At most `max_bytes` characters of a text or JSON column, as text.
+    """At most `max_bytes + 1` characters of a text or JSON column, as text.
 
     A character is at least one byte, so this prefix always covers a `max_bytes`-byte cut made
-    afterwards with `truncate_utf8`, while the rest of the value stays in the database.
+    afterwards with `truncate_utf8`, and the extra character lets that cut see that more was
+    there (an ASCII value one byte over the cap), while the rest stays in the database.
     """
-    return Left(Cast(field, TextField()), max_bytes)
+    return Left(Cast(field, TextField()), max_bytes + 1)
 
 
 def byte_length(field: str) -> OctetLength:

@@ -1,4 +1,4 @@
-"""Byte-budget helpers shared by every module that caps text."""
+"""Text helpers shared by every module that caps or stores text."""
 
 
 def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
@@ -13,3 +13,15 @@ def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     if len(head) <= max_bytes:
         return text, False
     return head[:max_bytes].decode("utf-8", errors="ignore"), True
+
+
+def is_storable_text(text: str) -> bool:
+    """Whether PostgreSQL can take `text` as a parameter: no NUL and valid UTF-8 (no lone
+    surrogate, which JSON can carry as `\\ud800`); anything else fails inside the driver."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
