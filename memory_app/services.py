@@ -199,6 +199,9 @@ def remember_memory(
     concurrent or stale workers cannot lose or resurrect each other's facts.
     """
     content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
+    # NFC can grow a text (some characters recompose into longer forms): cap what is written.
+    if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
+        raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
     if replaces is not None:
         # Exact text, checked only for size and NUL: whether it occurs once is the file's say.
         replaces = _checked_argument(replaces, "replaces", require_text=False)

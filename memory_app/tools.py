@@ -71,8 +71,8 @@ _REMEMBER_MESSAGES = {
     "added": "Saved to long-term memory.",
     "unchanged": "This fact is already in long-term memory; nothing changed.",
     "replaced": "The old text was replaced in long-term memory.",
-    "rejected_input": "The arguments were refused: content (and replaces, if given) must be "
-    "non-empty text of at most 4096 bytes without NUL characters.",
+    "rejected_input": "The arguments were refused: content must be non-empty text and "
+    "replaces, if given, text; each at most 4096 bytes without NUL characters.",
     "rejected_size": "Long-term memory is full or too large to edit; ask the user to tidy it.",
     "not_found": "The text to replace is not in long-term memory; re-read it and retry.",
     "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",
