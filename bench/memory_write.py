@@ -5,10 +5,10 @@ It creates its own users and runs under a temporary
 workspace root, prints its figures, and removes everything it created.
 """
 
+import multiprocessing
 import os
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from datetime import timedelta
@@ -20,7 +20,7 @@ setup_django()
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
+from django.db import connection, connections, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from conversations.models import AgentRun, Conversation  # noqa: E402
@@ -134,37 +134,45 @@ def latency() -> None:
     print(f"  bare publish / plain write          {med['publish'] / med['write_text']:>8.2f}x")
 
 
+def _append_facts(k: int, ctx: ToolRuntimeContext, count: int, barrier) -> None:
+    """One writer process: its own connection, `count` appends after the common start."""
+    barrier.wait()
+    for i in range(count):
+        remember_memory(ctx, f"writer {k} fact {i}")
+    connection.close()
+
+
 def _throughput(contexts: list[ToolRuntimeContext]) -> float:
-    """Appends per second of len(contexts) threads, each on its own connection."""
+    """Appends per second of len(contexts) writer processes, each with its own connection.
+
+    Processes, as a deployment runs workers: threads of one interpreter would measure the GIL
+    (Django's per-query Python work), not the per-user lock.
+    """
     per_writer = THROUGHPUT_APPENDS // len(contexts)
-    barrier = threading.Barrier(len(contexts) + 1)
-    errors: list[BaseException] = []
-
-    def writer(k: int, ctx: ToolRuntimeContext) -> None:
-        try:
-            barrier.wait()
-            for i in range(per_writer):
-                remember_memory(ctx, f"writer {k} fact {i}")
-        except BaseException as exc:  # reported below; the bench must not print bad figures
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=writer, args=(k, c)) for k, c in enumerate(contexts)]
-    for thread in threads:
-        thread.start()
+    fork = multiprocessing.get_context("fork")
+    barrier = fork.Barrier(len(contexts) + 1)
+    connections.close_all()  # children must not share the parent's socket
+    writers = [
+        fork.Process(target=_append_facts, args=(k, ctx, per_writer, barrier))
+        for k, ctx in enumerate(contexts)
+    ]
+    for writer in writers:
+        writer.start()
     barrier.wait()
     start = time.perf_counter()
-    for thread in threads:
-        thread.join()
+    for writer in writers:
+        writer.join()
     elapsed = time.perf_counter() - start
-    if errors:
-        raise RuntimeError(f"a writer failed: {errors[0]!r}")
+    if any(writer.exitcode for writer in writers):
+        raise RuntimeError("a writer process failed; the figures would be wrong")
     return per_writer * len(contexts) / elapsed
 
 
 def throughput() -> None:
-    print(f"appends per second ({THROUGHPUT_APPENDS} appends per row, {os.cpu_count()} cores)")
+    print(
+        f"appends per second ({THROUGHPUT_APPENDS} appends per row, writer processes, "
+        f"{os.cpu_count()} cores)"
+    )
     print("  writers   one uid   distinct uids   distinct / one")
     for count in WRITER_COUNTS:
         shared = _user(f"shared-{count}")

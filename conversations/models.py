@@ -244,6 +244,8 @@ class Message(models.Model):
                 fields=["conversation", "created_at", "id"],
                 name="message_thread_order_idx",
             ),
+            # The model's own ordering, so a staff changelist pages without sorting the table.
+            models.Index(fields=["created_at", "id"], name="message_order_idx"),
             # History search: a user's visible messages newest first (frequent terms stop
             # early), a trigram index (3+ characters) and a CJK bigram index (2 characters).
             models.Index(
@@ -289,7 +291,11 @@ class ToolCall(models.Model):
                 name="toolcall_status_valid",
             ),
         ]
-        indexes = [models.Index(fields=["message", "created_at", "id"], name="toolcall_msg_idx")]
+        indexes = [
+            models.Index(fields=["message", "created_at", "id"], name="toolcall_msg_idx"),
+            # The model's own ordering, so a staff changelist pages without sorting the table.
+            models.Index(fields=["created_at", "id"], name="toolcall_order_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.tool_call_id})"
