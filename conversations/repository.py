@@ -24,6 +24,7 @@ from conversations.models import (
     Message,
     ToolCall,
 )
+from conversations.runs import parse_uid
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 QUERY_MAX_CHARS = 256
@@ -211,12 +212,10 @@ def _take_within(items: list[dict[str, Any]], max_bytes: int) -> tuple[list[dict
 
 
 def _uid(value: object) -> int:
-    """A user's primary key, given as an int or its canonical decimal string."""
-    if isinstance(value, str) and value.isascii() and value.isdigit() and value == str(int(value)):
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    raise HistoryQueryError("the user id is malformed")
+    uid = parse_uid(value)
+    if uid is None:
+        raise HistoryQueryError("the user id is malformed")
+    return uid
 
 
 def _limit(value: object, maximum: int) -> int:

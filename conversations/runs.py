@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, Func
+from django.db.models import DateTimeField, Func, QuerySet
 
 from conversations.models import AgentRun, Conversation
 
@@ -190,37 +190,32 @@ def fail_expired_runs() -> int:
     )
 
 
-def _parse_uid(value: object) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.isascii() and value.isdigit() and value == str(int(value)):
-        return int(value)
-    raise RunContextInvalid("uid is missing or malformed")
+def parse_uid(value: object) -> int | None:
+    """A user's primary key given as an int or its canonical decimal digits; None otherwise.
 
-
-def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
-    """Lock and return the run behind a memory tool call, or refuse it.
-
-    Must run inside the caller's transaction (after any advisory lock): the row stays locked
-    `FOR UPDATE` until that transaction ends, so the lease cannot change under the caller.
+    The one rule every layer applies, so " 1", "01", "+1" or "\u0661" never alias user 1.
     """
-    if not connection.in_atomic_block:
-        raise RuntimeError("lock_run_for_tool must be called inside transaction.atomic()")
+    if isinstance(value, str) and value.isascii() and value.isdigit() and value == str(int(value)):
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
+    """The run of `ctx` among `candidates`, refused unless every field of `ctx` matches it."""
     for field in ("uid", "thread_id", "run_id", "request_id", "worker_id"):
         value = getattr(ctx, field, None)
         if not isinstance(value, str) or not value:
             raise RunContextInvalid(f"{field} is missing")
-    uid = _parse_uid(ctx.uid)
+    uid = parse_uid(ctx.uid)
+    if uid is None:
+        raise RunContextInvalid("uid is malformed")
     try:
         run_uuid = uuid.UUID(ctx.run_id)
     except ValueError as exc:
         raise RunContextInvalid("run_id is malformed") from exc
-    run = (
-        AgentRun.objects.select_for_update(of=("self",))
-        .select_related("conversation")
-        .filter(run_id=run_uuid)
-        .first()
-    )
+    run = candidates.select_related("conversation").filter(run_id=run_uuid).first()
     if run is None or run.user_id != uid:
         raise RunContextInvalid("no such run for this user")
     if run.conversation.thread_id != ctx.thread_id or run.request_id != ctx.request_id:
@@ -229,6 +224,26 @@ def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
     if refusal:
         raise RunContextInvalid(refusal)
     return run
+
+
+def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
+    """Lock and return the run behind a memory write, or refuse it.
+
+    Must run inside the caller's transaction (after any advisory lock): the row stays locked
+    `FOR UPDATE` until that transaction ends, so the lease cannot change under the caller.
+    """
+    if not connection.in_atomic_block:
+        raise RuntimeError("lock_run_for_tool must be called inside transaction.atomic()")
+    return _run_for_tool(ctx, AgentRun.objects.select_for_update(of=("self",)))
+
+
+def check_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
+    """The run behind a read-only tool call, checked as `lock_run_for_tool` does, not locked.
+
+    A read needs no fence against a lease change after the check, so it neither waits on nor
+    blocks a memory write or a lease renewal holding the row.
+    """
+    return _run_for_tool(ctx, AgentRun.objects.all())
 
 
 def tool_run_refusal(run: AgentRun, worker_id: str | None) -> str | None:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from conversations.models import AgentRun
-from conversations.runs import tool_run_refusal
+from conversations.runs import parse_uid, tool_run_refusal
 from memory_app.models import UserConfig
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 
@@ -23,12 +23,12 @@ class MemorySnapshot:
 def memory_enabled(uid: int | str) -> bool:
     """Current value of the switch, read fresh from the database (no row means off).
 
-    A uid that is no user's key has no row, so a malformed run context fails closed (SPEC §4).
+    A uid that is no user's key reads as off, so a malformed run context fails closed (SPEC §4).
     """
-    try:
-        return UserConfig.objects.filter(user_id=uid, enable_memory=True).exists()
-    except (TypeError, ValueError):
-        return False
+    user_id = parse_uid(uid)
+    return user_id is not None and (
+        UserConfig.objects.filter(user_id=user_id, enable_memory=True).exists()
+    )
 
 
 def memory_write_refusal(run: AgentRun) -> str | None:

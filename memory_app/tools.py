@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError
 
 from conversations import repository as history
 from conversations import runs as conversation_runs
@@ -172,9 +172,8 @@ def _history_tool(
 
     def invoke(arguments: dict[str, Any]) -> str:
         try:
-            with transaction.atomic():
-                conversation_runs.lock_run_for_tool(ctx)
-                enabled = memory_enabled(ctx.uid)
+            run = conversation_runs.check_run_for_tool(ctx)
+            enabled = memory_enabled(run.user_id)
         except conversation_runs.RunError:
             return tool_result("denied", "this run may not read history")
         except DatabaseError:
@@ -188,7 +187,7 @@ def _history_tool(
         ):
             return tool_result("rejected", "missing or unexpected arguments")
         try:
-            return history.to_json(read(ctx.uid, **arguments))
+            return history.to_json(read(run.user_id, **arguments))
         except history.HistoryQueryError as exc:
             return tool_result("rejected", str(exc))
         except history.HistoryNotFound:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from conversations.runs import parse_uid
 from yuxi_site.utils.string_utils import truncate_utf8
 
 AGENTS_RELPATH = "agents/AGENTS.md"
@@ -63,11 +64,10 @@ def _refusal_or_error(exc: OSError, what: str) -> WorkspaceError:
 
 
 def _parse_uid(uid: int | str) -> int:
-    if isinstance(uid, int) and not isinstance(uid, bool) and uid >= 0:
-        return uid
-    if isinstance(uid, str) and uid.isascii() and uid.isdigit() and uid == str(int(uid)):
-        return int(uid)
-    raise WorkspacePathRefused("uid must be a non-negative integer or its canonical digits")
+    parsed = parse_uid(uid)
+    if parsed is None:
+        raise WorkspacePathRefused("uid must be a user's key or its canonical digits")
+    return parsed
 
 
 @dataclass(frozen=True)

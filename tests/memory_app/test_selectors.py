@@ -138,3 +138,11 @@ def test_finished_run_may_not_write():
     UserConfigFactory(user=run.user, enable_memory=True)
     run = finish_run(run_id=run.run_id, worker_id="w1", status=AgentRun.Status.SUCCEEDED)
     assert memory_write_refusal(run) == "run is succeeded, not running"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("alias", ["0{uid}", " {uid}", "+{uid}", "{uid}_0"])
+def test_memory_enabled_never_reads_a_users_switch_through_an_alias_of_its_key(alias):
+    config = UserConfigFactory(enable_memory=True)
+    assert memory_enabled(config.user_id) is True
+    assert memory_enabled(alias.format(uid=config.user_id)) is False

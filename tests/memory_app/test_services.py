@@ -14,7 +14,6 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from conversations.models import AgentRun
-from conversations.runs import ClockTimestamp
 from memory_app import workspace as workspace_module
 from memory_app.models import UserConfig
 from memory_app.services import (
@@ -556,17 +555,18 @@ def test_a_run_row_held_past_the_lock_timeout_is_unavailable(settings, run):
 @pytest.mark.django_db(transaction=True)
 def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run):
     _seed(run.user_id)
-    AgentRun.objects.filter(pk=run.pk).update(
-        lease_expires_at=ClockTimestamp() + timedelta(seconds=1)
-    )
-    expires = AgentRun.objects.get(pk=run.pk).lease_expires_at
     with _writer_waiting_on_the_memory_lock(run) as (writer, _, probe):
-        # The writer's transaction began before expiry: `now()` in it would still pass.
+        # The lease ends now, after the writer's transaction began: `now()` in that
+        # transaction is still before expiry, so only a check by the current clock refuses.
+        expires = probe.execute(
+            "UPDATE conversations_agentrun SET lease_expires_at = clock_timestamp() "
+            "WHERE id = %s RETURNING lease_expires_at",
+            [run.pk],
+        ).fetchone()[0]
         started = probe.execute(
             "SELECT xact_start FROM pg_stat_activity WHERE pid = %s", [writer.pid]
         ).fetchone()[0]
         assert started < expires
-        _wait_until(probe, "SELECT clock_timestamp() > %s", [expires])
     assert isinstance(writer.outcome, MemoryAccessDenied)
     assert _memory(settings, run.user_id) == ORIGINAL
 

@@ -4,7 +4,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import OperationalError, connection, connections, transaction
 
 from conversations import runs
 from conversations.models import AgentRun, Message
@@ -215,7 +215,7 @@ def test_an_unknown_or_invisible_thread_or_anchor_is_not_found(setup):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_database_failure_while_checking_the_run_is_unavailable_not_a_traceback(setup):
+def test_a_history_read_neither_waits_on_nor_blocks_a_locked_run_row(setup):
     user, past, _, run, ctx = setup
     locked, release = threading.Event(), threading.Event()
 
@@ -232,6 +232,7 @@ def test_a_database_failure_while_checking_the_run_is_unavailable_not_a_tracebac
     holder.start()
     try:
         assert locked.wait(timeout=30)
+        # Any wait on a lock would fail fast as `unavailable`.
         with connection.cursor() as cursor:
             cursor.execute("SET lock_timeout = '50ms'")
         text = make_search_thread_messages_tool(ctx).invoke({"query": "kyoto"})
@@ -240,5 +241,18 @@ def test_a_database_failure_while_checking_the_run_is_unavailable_not_a_tracebac
         holder.join()
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
+    assert [hit["thread_id"] for hit in json.loads(text)["results"]] == [past.thread_id]
+
+
+def test_a_database_failure_while_checking_the_run_is_unavailable_not_a_traceback(setup):
+    user, past, _, run, ctx = setup
+
+    def failing_run_query(execute, sql, params, many, context):
+        if "conversations_agentrun" in sql:
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(failing_run_query):
+        text = make_search_thread_messages_tool(ctx).invoke({"query": "kyoto"})
     assert json.loads(text)["status"] == "unavailable"
-    assert "Kyoto" not in text and "lock" not in text.lower()
+    assert "Kyoto" not in text and "server closed" not in text
