@@ -40,10 +40,10 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 '<p class="errornote yuxi-memory-refused">{}</p>',
                 "Unavailable: the workspace could not be read.",
             )
-        if not snapshot.text:
+        if snapshot.is_empty:
             return format_html(
                 '<p class="yuxi-memory-summary">{}</p>',
-                "MEMORY.md is missing or empty: the agent gets no memory block.",
+                "MEMORY.md is missing, empty or blank: the agent gets no memory block.",
             )
         return format_html(
             '<p class="yuxi-memory-summary">{} bytes shown (the agent reads at most {}); '

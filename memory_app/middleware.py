@@ -71,7 +71,7 @@ def render_memory_prompt(snapshot: MemorySnapshot | None) -> str:
     The block's nonce is drawn until its end line cannot occur in the memory text, so memory
     content can never close the block early.
     """
-    if snapshot is None or not snapshot.text.strip():
+    if snapshot is None or snapshot.is_empty:
         return MEMORY_RULES + "\n\nThere is no saved memory yet."
     nonce = secrets.token_hex(8)
     while f"USER MEMORY {nonce}" in snapshot.text:

@@ -19,6 +19,11 @@ class MemorySnapshot:
     size_bytes: int
     truncated: bool
 
+    @property
+    def is_empty(self) -> bool:
+        """Nothing but whitespace: the agent gets no memory block (and the preview says so)."""
+        return not self.text.strip()
+
 
 def memory_enabled(uid: int | str) -> bool:
     """Current value of the switch, read fresh from the database (no row means off).

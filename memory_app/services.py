@@ -22,6 +22,7 @@ from memory_app.workspace import (
     WorkspaceError,
     WorkspacePathRefused,
 )
+from yuxi_site.utils.string_utils import is_storable_text
 
 # Largest `content` or `replaces` argument, in UTF-8 bytes.
 MEMORY_ARG_MAX_BYTES = 4096
@@ -84,13 +85,9 @@ def normalize_memory_text(text: str) -> str:
 def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
     if not isinstance(value, str):
         raise MemoryInputError(f"{name} must be text")
-    if "\x00" in value:
-        raise MemoryInputError(f"{name} must not contain NUL")
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError as exc:
-        raise MemoryInputError(f"{name} is not valid Unicode text") from exc
-    if size > MEMORY_ARG_MAX_BYTES:
+    if not is_storable_text(value):
+        raise MemoryInputError(f"{name} has a NUL or is not valid Unicode text")
+    if len(value.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"{name} is over {MEMORY_ARG_MAX_BYTES} bytes")
     if require_text and not value.strip():
         raise MemoryInputError(f"{name} is empty")
@@ -110,14 +107,17 @@ def memory_lock_key(uid: str) -> int:
         return cursor.fetchone()[0]
 
 
-def _take_memory_lock(uid: str, *, owns_transaction: bool) -> None:
-    """Wait (bounded by `MEMORY_LOCK_TIMEOUT_MS`) for `uid`'s transaction advisory lock."""
+def _take_memory_lock(uid: str, *, owns_transaction: bool) -> str:
+    """Wait (bounded by `MEMORY_LOCK_TIMEOUT_MS`) for `uid`'s transaction advisory lock.
+
+    Returns the `lock_timeout` in force before, for a caller's transaction to get it back.
+    """
     timeout_ms = int(settings.MEMORY_LOCK_TIMEOUT_MS)
     if timeout_ms <= 0:
         raise MemoryUnavailable("MEMORY_LOCK_TIMEOUT_MS must be positive")
     expression, params = _lock_key_sql(uid)
     # Transaction-local, so the timeout also bounds the run row lock that follows.
-    local_settings = "SELECT set_config('lock_timeout', %s, true)"
+    local_settings = "SELECT current_setting('lock_timeout'), set_config('lock_timeout', %s, true)"
     if owns_transaction:
         # The transaction changes no data (FOR UPDATE only marks the row), so waiting for its
         # commit record to reach disk buys nothing: a crash releases the locks anyway. Never
@@ -125,7 +125,16 @@ def _take_memory_lock(uid: str, *, owns_transaction: bool) -> None:
         local_settings += ", set_config('synchronous_commit', 'off', true)"
     with connection.cursor() as cursor:
         cursor.execute(local_settings, [f"{timeout_ms}ms"])
+        previous_timeout = cursor.fetchone()[0]
         cursor.execute(f"SELECT pg_advisory_xact_lock({expression})", params)
+    return previous_timeout
+
+
+def _restore_lock_timeout(previous_timeout: str) -> None:
+    """Give a caller's transaction back its own `lock_timeout` (a failed write's savepoint
+    rollback does so by itself)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('lock_timeout', %s, true)", [previous_timeout])
 
 
 def _decode_memory(data: bytes) -> str:
@@ -162,7 +171,15 @@ def _write_locked(
     ctx: ToolRuntimeContext, content: str, replaces: str | None, *, owns_transaction: bool
 ) -> MemoryWriteResult:
     """The body of the write; the caller holds the transaction."""
-    _take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
+    previous_timeout = _take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
+    result = _write_body(ctx, content, replaces)
+    if not owns_transaction:
+        _restore_lock_timeout(previous_timeout)
+    return result
+
+
+def _write_body(ctx: ToolRuntimeContext, content: str, replaces: str | None) -> MemoryWriteResult:
+    """Authorize, read, dedupe or replace, publish: all under the memory lock."""
     try:
         run = lock_run_for_tool(ctx)
     except RunContextInvalid as exc:

@@ -18,6 +18,7 @@ from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
 from memory_app.selectors import memory_enabled
 from memory_app.services import (
+    MEMORY_ARG_MAX_BYTES,
     MemoryAccessDenied,
     MemoryConflict,
     MemoryFileTooLarge,
@@ -55,7 +56,8 @@ REMEMBER_MEMORY_SCHEMA: dict[str, Any] = {
     "properties": {
         "content": {
             "type": "string",
-            "description": "The fact to remember, as one or a few short lines (at most 4 KiB).",
+            "description": "The fact to remember, as one or a few short lines "
+            f"(at most {MEMORY_ARG_MAX_BYTES} bytes of UTF-8).",
         },
         "replaces": {
             "type": ["string", "null"],
@@ -72,7 +74,8 @@ _REMEMBER_MESSAGES = {
     "unchanged": "This fact is already in long-term memory; nothing changed.",
     "replaced": "The old text was replaced in long-term memory.",
     "rejected_input": "The arguments were refused: content must be non-empty text and "
-    "replaces, if given, text; each at most 4096 bytes without NUL characters.",
+    f"replaces, if given, text; each at most {MEMORY_ARG_MAX_BYTES} bytes without NUL "
+    "characters.",
     "rejected_size": "Long-term memory is full or too large to edit; ask the user to tidy it.",
     "not_found": "The text to replace is not in long-term memory; re-read it and retry.",
     "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",

@@ -51,7 +51,7 @@ def chat_view(request: HttpRequest) -> HttpResponse:
         body = json.loads(request.body)
     except RequestDataTooBig:
         return _error(413, "the body is too large")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting too deep to parse
         return _error(400, "the body must be JSON")
     if not isinstance(body, dict):
         return _error(400, "the body must be a JSON object")

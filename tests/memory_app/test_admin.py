@@ -101,8 +101,15 @@ def test_fifo_in_place_of_memory_is_refused_without_hanging(staff_client):
 def test_missing_memory_is_reported_and_nothing_is_created(staff_client):
     config = UserConfigFactory()
     html = _page(staff_client, config)
-    assert "MEMORY.md is missing or empty: the agent gets no memory block." in html
+    assert "MEMORY.md is missing, empty or blank: the agent gets no memory block." in html
     assert not (Path(settings.WORKSPACE_ROOT) / str(config.user_id)).exists()
+
+
+def test_a_blank_memory_file_previews_as_the_agent_sees_it_no_block(staff_client):
+    config = UserConfigFactory()
+    _write_memory(config.user_id, b" \n\t\n")
+    html = _page(staff_client, config)
+    assert "MEMORY.md is missing, empty or blank: the agent gets no memory block." in html
 
 
 def test_preview_never_writes_the_file(staff_client):

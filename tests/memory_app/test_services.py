@@ -712,11 +712,17 @@ def test_the_lock_wait_and_commit_settings_never_leak_past_the_write(settings, r
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_callers_transaction_keeps_a_durable_commit(settings, run):
+def test_a_callers_transaction_keeps_a_durable_commit_and_its_own_lock_timeout(settings, run):
+    settings.MEMORY_LOCK_TIMEOUT_MS = 1234
     with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL lock_timeout = '7s'")
         assert remember_memory(context_for(run), "fact").status == "added"
         assert _setting("synchronous_commit") == "on"
-        assert _setting("lock_timeout") == str(settings.MEMORY_LOCK_TIMEOUT_MS)
+        assert _setting("lock_timeout") == "7000"
+        with pytest.raises(MemoryConflict):
+            remember_memory(context_for(run), "x", replaces="absent")
+        assert _setting("lock_timeout") == "7000"
 
 
 def test_an_empty_replaces_is_exact_text_found_several_times_in_a_file(settings, run):

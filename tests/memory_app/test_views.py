@@ -60,6 +60,7 @@ class TestChatEndpoint:
         [
             "{not json",
             "[1, 2]",
+            "[" * 100_000,
             {"message": ""},
             {"message": 5},
             {"message": "hi", "thread_id": 3},

@@ -8,7 +8,6 @@ class OctetLength(Length):
     """PostgreSQL's `octet_length`: a text's size in bytes (UTF-8 here)."""
 
     function = "OCTET_LENGTH"
-    lookup_name = "octet_length"
 
 
 def text_prefix(field: str, max_bytes: int) -> Left:
