@@ -9,6 +9,7 @@ from django.db import OperationalError, connection
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.repository import read_thread_messages
 from conversations.runs import ClockTimestamp
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from memory_app import runtime
@@ -134,11 +135,12 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     rows = [(m.role, m.message_type) for m in thread.messages.all()]
     assert rows == [
         ("user", "text"),
-        ("assistant", "tool_call"),
+        ("assistant", "text"),
         ("tool", "tool_result"),
         ("assistant", "text"),
     ]
     call = ToolCall.objects.get(message__conversation=thread)
+    assert call.message == thread.messages.all()[1]
     assert (call.name, call.input, call.status) == (
         "remember_memory",
         {"content": "I drink oolong tea"},
@@ -148,6 +150,20 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     run = AgentRun.objects.get(run_id=turn.run_id)
     assert (run.run_type, run.status, run.parent_run_id) == ("chat", "succeeded", None)
     assert (run.worker_id, run.lease_expires_at) == (None, None)
+
+
+def test_a_chat_turns_tool_call_is_read_back_through_lookback_with_include_tools():
+    user = memory_user()
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=None)
+    response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)
+    [call] = response["tool_calls"]
+    assert (call["name"], call["input"], call["status"]) == (
+        "remember_memory",
+        {"content": "I drink oolong tea"},
+        "success",
+    )
+    issuer = next(m for m in response["messages"] if m["message_id"] == call["message_id"])
+    assert issuer["role"] == "assistant"
 
 
 def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
