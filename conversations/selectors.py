@@ -4,6 +4,8 @@ user chats in and its recent dialogue, and bounded excerpts of the stored record
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Q
+
 from conversations.models import VISIBLE_MESSAGE, Conversation, Message
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
@@ -33,8 +35,12 @@ class DialogueTurn:
 def recent_dialogue(*, conversation: Conversation, before: Message) -> list[DialogueTurn]:
     """The latest visible messages (`VISIBLE_MESSAGE`, the lookback rule) of the thread before
     `before`, oldest first, each content cut to `DIALOGUE_CONTENT_MAX_BYTES` by the database."""
+    # Strictly before `before` in the order itself, `(created_at, id)`: ids need not follow time.
+    earlier = Q(created_at__lt=before.created_at) | Q(
+        created_at=before.created_at, id__lt=before.id
+    )
     rows = (
-        Message.objects.filter(VISIBLE_MESSAGE, conversation=conversation, id__lt=before.id)
+        Message.objects.filter(VISIBLE_MESSAGE, earlier, conversation=conversation)
         .order_by("-created_at", "-id")
         .values("role")
         .annotate(head=text_prefix("content", DIALOGUE_CONTENT_MAX_BYTES))[:DIALOGUE_MAX_MESSAGES]

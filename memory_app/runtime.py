@@ -304,9 +304,9 @@ class _Agent:
         raise ModelError(f"the model did not answer within {MAX_AGENT_STEPS} steps")
 
     def _call_tools(self, reply: ModelReply, by_name: dict[str, Tool]) -> list[dict[str, Any]]:
-        issuer = self._persist(
-            role=Message.Role.ASSISTANT, content=reply.text, message_type=Message.Type.TOOL_CALL
-        )
+        # The issuer is an assistant text message (SPEC §3, §8): lookback returns it, and so
+        # the calls hanging on it, with include_tools.
+        issuer = self._persist(role=Message.Role.ASSISTANT, content=reply.text)
         results = []
         for call in reply.tool_calls:
             row = services.record_tool_call(

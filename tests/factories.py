@@ -52,9 +52,7 @@ class ToolCallFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = ToolCall
 
-    message = factory.SubFactory(
-        MessageFactory, role=Message.Role.ASSISTANT, message_type=Message.Type.TOOL_CALL
-    )
+    message = factory.SubFactory(MessageFactory, role=Message.Role.ASSISTANT)
     tool_call_id = factory.LazyFunction(lambda: f"call_{uuid.uuid4().hex[:12]}")
     name = "remember_memory"
     input = factory.LazyFunction(lambda: {"content": "a fact"})

@@ -56,6 +56,23 @@ def test_recent_dialogue_admits_exactly_what_the_lookback_message_rule_admits():
     assert {(m.role, m.message_type) for m in visible} == {("user", "text"), ("assistant", "text")}
 
 
+def test_recent_dialogue_cuts_off_at_the_anchor_in_created_at_then_id_order():
+    thread = ConversationFactory()
+    at = thread.created_at
+    tied_before = MessageFactory(conversation=thread, content="tied, lower id", created_at=at)
+    later_but_lower_id = MessageFactory(
+        conversation=thread, content="later, lower id", created_at=at + timedelta(seconds=1)
+    )
+    anchor = MessageFactory(conversation=thread, created_at=at)
+    earlier_but_higher_id = MessageFactory(
+        conversation=thread, content="earlier, higher id", created_at=at - timedelta(seconds=1)
+    )
+    MessageFactory(conversation=thread, content="tied, higher id", created_at=at)
+    assert tied_before.pk < later_but_lower_id.pk < anchor.pk < earlier_but_higher_id.pk
+    dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    assert [turn.content for turn in dialogue] == ["earlier, higher id", "tied, lower id"]
+
+
 def test_recent_dialogue_cuts_each_content_in_the_database(django_assert_max_num_queries):
     thread = ConversationFactory()
     huge = MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="é" * 10**6)

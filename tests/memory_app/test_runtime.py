@@ -1,7 +1,7 @@
 import functools
 import json
+import queue
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -9,6 +9,7 @@ from django.db import OperationalError, connection
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.repository import read_thread_messages
 from conversations.runs import ClockTimestamp
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from memory_app import runtime
@@ -134,11 +135,12 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     rows = [(m.role, m.message_type) for m in thread.messages.all()]
     assert rows == [
         ("user", "text"),
-        ("assistant", "tool_call"),
+        ("assistant", "text"),
         ("tool", "tool_result"),
         ("assistant", "text"),
     ]
     call = ToolCall.objects.get(message__conversation=thread)
+    assert call.message == thread.messages.all()[1]
     assert (call.name, call.input, call.status) == (
         "remember_memory",
         {"content": "I drink oolong tea"},
@@ -148,6 +150,20 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     run = AgentRun.objects.get(run_id=turn.run_id)
     assert (run.run_type, run.status, run.parent_run_id) == ("chat", "succeeded", None)
     assert (run.worker_id, run.lease_expires_at) == (None, None)
+
+
+def test_a_chat_turns_tool_call_is_read_back_through_lookback_with_include_tools():
+    user = memory_user()
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=None)
+    response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)
+    [call] = response["tool_calls"]
+    assert (call["name"], call["input"], call["status"]) == (
+        "remember_memory",
+        {"content": "I drink oolong tea"},
+        "success",
+    )
+    issuer = next(m for m in response["messages"] if m["message_id"] == call["message_id"])
+    assert issuer["role"] == "assistant"
 
 
 def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
@@ -312,23 +328,64 @@ def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run(a
     assert AgentRun.objects.get().status == "failed"
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, settings):
-    settings.AGENT_RUN_LEASE_SECONDS = 2
-    user = memory_user()
-    first_leases = []
+# Long enough that no scheduling delay lets a lease lapse between two keeper beats (a third
+# of it apart); the tests wait on the keeper's renewals, never on the clock.
+LONG_LEASE_SECONDS = 30
+# Only a guard against a keeper that never renews: the wait fails instead of hanging.
+KEEPER_WAIT_SECONDS = 5 * LONG_LEASE_SECONDS
 
-    def slow_step(step):
-        run = AgentRun.objects.get(run_type="chat")
+
+def watch_keeper_renewals(monkeypatch, *, fail_first: bool = False) -> queue.Queue:
+    """Every lease renewal by the keeper thread, as `("renewed", lease_expires_at)` or
+    `("failed", run_id)`, in order; the agent loop's own renewals pass through unrecorded."""
+    real_renew = runs.renew_lease
+    events: queue.Queue = queue.Queue()
+    failed = []
+
+    def renew(**kwargs):
+        if not threading.current_thread().name.startswith("lease-"):
+            return real_renew(**kwargs)
+        if fail_first and not failed:
+            failed.append(kwargs["run_id"])
+            events.put(("failed", kwargs["run_id"]))
+            raise OperationalError("connection lost")  # a database blip at the OS boundary
+        run = real_renew(**kwargs)
+        events.put(("renewed", run.lease_expires_at))
+        return run
+
+    monkeypatch.setattr(runtime.runs, "renew_lease", renew)
+    return events
+
+
+def keeper_events_until_renewed_past(events: queue.Queue, lease) -> list[tuple]:
+    """The keeper's renewals up to the first that moves the lease past `lease`."""
+    seen = [events.get(timeout=KEEPER_WAIT_SECONDS)]
+    while not (seen[-1][0] == "renewed" and seen[-1][1] > lease):
+        seen.append(events.get(timeout=KEEPER_WAIT_SECONDS))
+    return seen
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_call_in_progress_has_its_lease_extended_and_the_turn_completes(
+    agents_file, settings, monkeypatch
+):
+    settings.AGENT_RUN_LEASE_SECONDS = LONG_LEASE_SECONDS
+    user = memory_user()
+    events = watch_keeper_renewals(monkeypatch)
+    observed = {}
+
+    def long_step(step):
         if step > 1:
             return
-        first_leases.append(run.lease_expires_at)
-        # Block until the database clock is well past the lease the run started with.
-        while runs.db_clock() < first_leases[0] + timedelta(seconds=1):
-            time.sleep(0.05)
+        started_with = AgentRun.objects.get(run_type="chat").lease_expires_at
+        # The model call does not return until the keeper has extended the lease it began with.
+        keeper_events_until_renewed_past(events, started_with)
+        observed["started_with"] = started_with
+        observed["stored"] = AgentRun.objects.get(run_type="chat").lease_expires_at
 
-    model = RecordingModel(before_step=slow_step)
+    model = RecordingModel(before_step=long_step)
     turn = chat(user_id=user.pk, message="remember that slow models are fine", model=model)
+    assert observed["stored"] > observed["started_with"]
     assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
     assert agents_file(user.pk, "MEMORY.md").read_text() == "slow models are fine\n"
     assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
@@ -338,29 +395,23 @@ def test_a_model_call_longer_than_the_lease_keeps_the_lease(agents_file, setting
 def test_a_failed_lease_renewal_is_retried_rather_than_ending_the_renewals(
     agents_file, settings, monkeypatch
 ):
-    settings.AGENT_RUN_LEASE_SECONDS = 2
+    settings.AGENT_RUN_LEASE_SECONDS = LONG_LEASE_SECONDS
     user = memory_user()
-    real_renew = runs.renew_lease
-    keeper_failures = []
+    events = watch_keeper_renewals(monkeypatch, fail_first=True)
+    observed = {}
 
-    def renew_failing_once_in_the_keeper(**kwargs):
-        if threading.current_thread().name.startswith("lease-") and not keeper_failures:
-            keeper_failures.append(kwargs["run_id"])
-            raise OperationalError("connection lost")  # a database blip at the OS boundary
-        return real_renew(**kwargs)
-
-    monkeypatch.setattr(runtime.runs, "renew_lease", renew_failing_once_in_the_keeper)
-    first_leases = []
-
-    def slow_step(step):
+    def long_step(step):
         if step > 1:
             return
-        first_leases.append(AgentRun.objects.get(run_type="chat").lease_expires_at)
-        while runs.db_clock() < first_leases[0] + timedelta(seconds=1):
-            time.sleep(0.05)
+        started_with = AgentRun.objects.get(run_type="chat").lease_expires_at
+        observed["events"] = keeper_events_until_renewed_past(events, started_with)
+        observed["started_with"] = started_with
+        observed["stored"] = AgentRun.objects.get(run_type="chat").lease_expires_at
 
-    turn = chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=slow_step))
-    assert keeper_failures == [turn.run_id]
+    turn = chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=long_step))
+    [failure, *_, (outcome, _)] = observed["events"]
+    assert (failure, outcome) == (("failed", turn.run_id), "renewed")
+    assert observed["stored"] > observed["started_with"]
     assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
 
 

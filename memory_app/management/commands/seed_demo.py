@@ -79,10 +79,12 @@ class Command(BaseCommand):
         )
         steps = [
             ("user", "text", "请记住：我对花生过敏 🥜。"),
+            # The assistant text that issues the tool call carries it, as the Chat service
+            # records it; the call's result follows as a tool message.
             ("assistant", "text", "好的，我会记住你对花生过敏。"),
-            ("assistant", "tool_call", ""),
             ("tool", "tool_result", '{"status": "added"}'),
             ("system", "text", "System note: internal routing hint (never shown to lookback)."),
+            ("assistant", "tool_call", "A tool_call-type record (never shown to lookback)."),
             ("user", "text", "Next week I fly to 東京 — suggest 3 restaurants 🍣"),
             ("assistant", "text", "Sure! Here are three nut-free places near Shinjuku."),
         ]
@@ -103,7 +105,7 @@ class Command(BaseCommand):
         messages[1].feedback = {"rating": "up"}
         messages[1].save(update_fields=["feedback"])
         ToolCall.objects.create(
-            message=messages[2],
+            message=messages[1],
             tool_call_id="call_demo_1",
             name="remember_memory",
             input={"content": "对花生过敏"},
