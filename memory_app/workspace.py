@@ -10,6 +10,7 @@ import errno
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ DIRECTORY_MODE = 0o700
 # Published files (the temp file before its rename) are readable by the service only.
 FILE_MODE = 0o600
 READ_CHUNK_BYTES = 65536
+# A publish takes milliseconds: a temp or backup file of a target last changed this long ago
+# was left by a publisher that died (SIGKILL, power loss), and may hold memory the user has
+# since deleted, so the next successful publish removes it.
+STALE_LEFTOVER_SECONDS = 3600
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted at the target must not hang the reader.
@@ -254,6 +259,25 @@ def _publish(dir_fd: int, name: str, data: bytes) -> None:
         raise WorkspaceError(f"syncing a workspace directory failed: {exc.strerror}") from exc
     if had_target:
         _unlink_quietly(backup_name, dir_fd)
+    _sweep_stale_leftovers(dir_fd, name)
+
+
+def _sweep_stale_leftovers(dir_fd: int, name: str) -> None:
+    """Best effort: remove `name`'s temp and backup files that dead publishers left behind.
+
+    Judged by ctime, which a backup's hard link and every write move forward, so a publish
+    still in progress is never touched.
+    """
+    prefix = f".{name}."
+    cutoff = time.time() - STALE_LEFTOVER_SECONDS
+    with suppress(OSError), os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if not (entry.name.startswith(prefix) and entry.name.endswith((".tmp", ".old"))):
+                continue
+            with suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and info.st_ctime < cutoff:
+                    os.unlink(entry.name, dir_fd=dir_fd)
 
 
 def _restore(dir_fd: int, name: str, backup_name: str | None) -> None:

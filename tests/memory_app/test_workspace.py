@@ -60,6 +60,29 @@ def test_publish_replaces_the_whole_file_and_leaves_no_temp_or_backup_file(ws, s
     assert _listing(_agents_dir(settings)) == ["MEMORY.md"]
 
 
+def _leave_crash_leftovers(directory) -> list[str]:
+    """What a publisher killed mid-publish leaves: a temp file and a backup hard link."""
+    (directory / ".MEMORY.md.0123456789abcdef.tmp").write_bytes(b"half-written new memor")
+    os.link(directory / "MEMORY.md", directory / ".MEMORY.md.0123456789abcdef.old")
+    return [".MEMORY.md.0123456789abcdef.old", ".MEMORY.md.0123456789abcdef.tmp"]
+
+
+def test_a_publish_removes_leftovers_of_publishers_that_died_long_ago(ws, settings, monkeypatch):
+    ws.replace_authorized_file(MEMORY_RELPATH, b"secret I later delete\n")
+    _leave_crash_leftovers(_agents_dir(settings))
+    # A negative threshold puts "long ago" in the future: every leftover counts as stale.
+    monkeypatch.setattr(workspace_module, "STALE_LEFTOVER_SECONDS", -60)
+    ws.replace_authorized_file(MEMORY_RELPATH, b"new\n")
+    assert _listing(_agents_dir(settings)) == ["MEMORY.md"]
+
+
+def test_a_publish_keeps_recent_leftovers_that_may_belong_to_a_live_publish(ws, settings):
+    ws.replace_authorized_file(MEMORY_RELPATH, b"old\n")
+    leftovers = _leave_crash_leftovers(_agents_dir(settings))
+    ws.replace_authorized_file(MEMORY_RELPATH, b"new\n")
+    assert _listing(_agents_dir(settings)) == sorted([*leftovers, "MEMORY.md"])
+
+
 def test_read_of_a_missing_file_or_directory_is_empty(ws, settings):
     assert ws.read_bounded(MEMORY_RELPATH, 10) == (b"", False)
     ws.replace_authorized_file("agents/USER.md", b"x")
