@@ -2,7 +2,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations import runs
@@ -13,6 +13,7 @@ from conversations.runs import (
     RunContextInvalid,
     RunNotFound,
 )
+from tests.concurrency import race
 from tests.factories import AgentRunFactory, ConversationFactory, context_for
 
 pytestmark = pytest.mark.django_db
@@ -106,24 +107,13 @@ def test_claim_skips_a_run_another_connection_is_claiming():
 @pytest.mark.django_db(transaction=True)
 def test_racing_workers_claim_one_pending_run_exactly_once():
     run = AgentRunFactory()
-    workers = 8
-    barrier = threading.Barrier(workers)
-    results: dict[str, AgentRun | None] = {}
-
-    def claim(worker_id: str):
-        try:
-            barrier.wait(10)
-            results[worker_id] = runs.claim_run(worker_id=worker_id, run_id=run.run_id)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    winners = [worker for worker, claimed in results.items() if claimed is not None]
-    assert len(results) == workers
+    workers = [f"w{i}" for i in range(8)]
+    claimed = race(
+        lambda w: runs.claim_run(worker_id=w, run_id=run.run_id), [(w,) for w in workers]
+    )
+    winners = [
+        worker for worker, result in zip(workers, claimed, strict=True) if result is not None
+    ]
     assert len(winners) == 1
     run.refresh_from_db()
     assert run.worker_id == winners[0]

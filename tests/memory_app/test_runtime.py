@@ -5,7 +5,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
@@ -28,6 +28,7 @@ from memory_app.runtime import (
     build_subagent_graph,
     chat,
 )
+from tests.concurrency import race
 from tests.factories import (
     ConversationFactory,
     MessageFactory,
@@ -469,24 +470,10 @@ def test_the_chat_service_drives_the_http_model_through_a_tool_round_trip(agents
 def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_file):
     user = memory_user()
     facts = [f"fact number {i}" for i in range(4)]
-    barrier = threading.Barrier(len(facts))
-    turns, errors = [], []
-
-    def say(fact: str) -> None:
-        try:
-            barrier.wait()
-            turns.append(chat(user_id=user.pk, message=f"remember that {fact}"))
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=say, args=(fact,)) for fact in facts]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    turns = race(
+        lambda fact: chat(user_id=user.pk, message=f"remember that {fact}"),
+        [(fact,) for fact in facts],
+    )
     lines = agents_file(user.pk, "MEMORY.md").read_text().splitlines()
     assert sorted(lines) == facts
     assert {turn.tool_calls[0]["status"] for turn in turns} == {"success"}

@@ -31,6 +31,7 @@ from memory_app.services import (
     remember_memory,
 )
 from memory_app.workspace import MEMORY_RELPATH, Workspace
+from tests.concurrency import race
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -620,27 +621,13 @@ def _runs_for_one_user(count: int) -> list[AgentRun]:
 def test_eight_connections_appending_distinct_facts_lose_and_double_nothing(settings):
     runs_ = _runs_for_one_user(8)
     per_writer = 6
-    barrier = threading.Barrier(len(runs_))
-    statuses: list[str] = []
-    errors: list[Exception] = []
 
-    def append(k: int, agent_run: AgentRun) -> None:
-        try:
-            barrier.wait()
-            for i in range(per_writer):
-                statuses.append(remember_memory(context_for(agent_run), f"fact {k}-{i} 记").status)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
+    def append(k: int, agent_run: AgentRun) -> list[str]:
+        ctx = context_for(agent_run)
+        return [remember_memory(ctx, f"fact {k}-{i} 记").status for i in range(per_writer)]
 
-    threads = [threading.Thread(target=append, args=(k, r)) for k, r in enumerate(runs_)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
-    assert statuses == ["added"] * (len(runs_) * per_writer)
+    statuses = race(append, enumerate(runs_))
+    assert statuses == [["added"] * per_writer] * len(runs_)
     lines = _memory(settings, runs_[0].user_id).decode().splitlines()
     expected = {f"fact {k}-{i} 记" for k in range(len(runs_)) for i in range(per_writer)}
     assert sorted(lines) == sorted(expected)
@@ -649,21 +636,10 @@ def test_eight_connections_appending_distinct_facts_lose_and_double_nothing(sett
 @pytest.mark.django_db(transaction=True)
 def test_eight_connections_racing_the_same_fact_add_it_exactly_once(settings):
     runs_ = _runs_for_one_user(8)
-    barrier = threading.Barrier(len(runs_))
-    statuses: list[str] = []
-
-    def append(agent_run: AgentRun) -> None:
-        try:
-            barrier.wait()
-            statuses.append(remember_memory(context_for(agent_run), "the same fact").status)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=append, args=(r,)) for r in runs_]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    statuses = race(
+        lambda agent_run: remember_memory(context_for(agent_run), "the same fact").status,
+        [(r,) for r in runs_],
+    )
     assert sorted(statuses) == ["added"] + ["unchanged"] * 7
     assert _memory(settings, runs_[0].user_id) == b"the same fact\n"
 
