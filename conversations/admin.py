@@ -274,6 +274,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "created_at",
         "started_at",
         "finished_at",
+        "error",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:

@@ -11,8 +11,8 @@ from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
 from django.db.models import BooleanField, ExpressionWrapper, F, Q
 from django.db.models.functions import Upper
-from django.utils import timezone
 
+from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import truncate_utf8
 
 # Most of a title that a conversation's name (`str()`) carries.
@@ -155,8 +155,9 @@ class Conversation(models.Model):
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
     metadata = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+    # Set by the database clock on insert; writers bump it with `ClockTimestamp()` too.
+    updated_at = models.DateTimeField(db_default=ClockTimestamp())
 
     objects = ConversationQuerySet.as_manager()
 
@@ -213,7 +214,7 @@ class Message(models.Model):
     attachments = models.JSONField(default=list, blank=True)
     feedback = models.JSONField(default=dict, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
     # Denormalized conversation owner, so search indexes can be per user. A database trigger
     # (migration 0002) fills it on every insert and update; Python never sets it, and no
     # visibility rule relies on it (searches still join the visible conversation).
@@ -281,7 +282,7 @@ class ToolCall(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     error = models.TextField(blank=True, default="")
     metadata = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -323,9 +324,11 @@ class AgentRun(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     worker_id = models.CharField(max_length=128, null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Why the run failed or was cancelled, for staff; never a secret. Empty otherwise.
+    error = models.TextField(blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

@@ -11,9 +11,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import DateTimeField, Func, QuerySet
+from django.db.models import QuerySet
 
 from conversations.models import AgentRun, Conversation
+from yuxi_site.utils.db_functions import ClockTimestamp
 
 TOOL_RUN_TYPES = (AgentRun.RunType.CHAT, AgentRun.RunType.RESUME)
 
@@ -46,13 +47,6 @@ class ToolRuntimeContext:
     run_id: str
     request_id: str
     worker_id: str
-
-
-class ClockTimestamp(Func):
-    """PostgreSQL's wall clock at evaluation time (unlike `now()`)."""
-
-    template = "clock_timestamp()"
-    output_field = DateTimeField()
 
 
 def db_clock() -> datetime:

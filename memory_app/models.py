@@ -1,7 +1,10 @@
-"""Per-user memory settings."""
+"""Per-user memory settings and the content-free audit ledger of memory changes."""
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+
+from yuxi_site.utils.db_functions import ClockTimestamp
 
 
 class UserConfig(models.Model):
@@ -17,3 +20,64 @@ class UserConfig(models.Model):
 
     def __str__(self) -> str:
         return f"config of user {self.user_id} (memory {'on' if self.enable_memory else 'off'})"
+
+
+class MemoryEventKind(models.TextChoices):
+    AGENT_ADDED = "agent_added"
+    AGENT_REPLACED = "agent_replaced"
+    USER_EDITED = "user_edited"
+    USER_CLEARED = "user_cleared"
+    SWITCH_ON = "switch_on"
+    SWITCH_OFF = "switch_off"
+
+
+class MemoryEvent(models.Model):
+    """One change of a user's memory or switch: who, which run, the file's hashes; never text.
+
+    MEMORY.md stays the single source of truth. Each row is written in the same transaction as
+    the change it records, as the last statement before the file is renamed into place, so a
+    writer whose database session died can never publish (the row is its liveness check).
+    """
+
+    Kind = MemoryEventKind
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_events"
+    )
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Who made the change: the user or a staff member; empty when the agent wrote.",
+    )
+    run = models.ForeignKey(
+        "conversations.AgentRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="memory_events",
+        help_text="The agent run that wrote, for agent changes.",
+    )
+    before_sha256 = models.CharField(
+        max_length=64, help_text="SHA-256 (hex) of MEMORY.md's bytes before the change."
+    )
+    after_sha256 = models.CharField(
+        max_length=64, help_text="SHA-256 (hex) of MEMORY.md's bytes after the change."
+    )
+    size_bytes = models.PositiveIntegerField(help_text="Size of MEMORY.md after the change.")
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=MemoryEventKind.values), name="memoryevent_kind_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["user", "-id"], name="memoryevent_user_recent_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for user {self.user_id} #{self.pk}"

@@ -8,13 +8,13 @@ from django.utils import timezone
 from conversations import runs
 from conversations.models import AgentRun
 from conversations.runs import (
-    ClockTimestamp,
     LeaseNotHeld,
     RunContextInvalid,
     RunNotFound,
 )
 from tests.concurrency import race
 from tests.factories import AgentRunFactory, ConversationFactory, context_for
+from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,6 @@ from django.db import OperationalError
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.repository import read_thread_messages
-from conversations.runs import ClockTimestamp
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from memory_app import runtime
 from memory_app.llm import ModelError, ModelReply, ModelToolCall, OpenAIChatModel, ScriptedModel
@@ -38,6 +37,7 @@ from tests.factories import (
     context_for,
 )
 from tests.memory_app.wire_server import WireServer, completion
+from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.db import OperationalError, connection, connections, transaction
 from conversations import runs
 from conversations.models import AgentRun, Message
 from conversations.repository import read_thread_messages, search_thread_messages, to_json
-from conversations.runs import ClockTimestamp, ToolRuntimeContext
+from conversations.runs import ToolRuntimeContext
 from memory_app.models import UserConfig
 from memory_app.tools import make_read_thread_messages_tool, make_search_thread_messages_tool
 from tests.factories import (
@@ -19,6 +19,7 @@ from tests.factories import (
     UserConfigFactory,
     UserFactory,
 )
+from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 

@@ -1,7 +1,19 @@
-"""SQL that measures or cuts a large column in the database, so it is never sent whole."""
+"""SQL evaluated in the database: its clock, and measures or cuts of a large column (so it is
+never sent whole)."""
 
-from django.db.models import TextField
+from django.db.models import DateTimeField, Func, TextField
 from django.db.models.functions import Cast, Left, Length
+
+
+class ClockTimestamp(Func):
+    """PostgreSQL's wall clock at evaluation time (unlike `now()`, frozen at transaction start).
+
+    The one clock for every timestamp the app stores or judges a lease by, so several app
+    hosts with skewed clocks still order one thread consistently.
+    """
+
+    template = "clock_timestamp()"
+    output_field = DateTimeField()
 
 
 class OctetLength(Length):
