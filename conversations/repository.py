@@ -24,7 +24,7 @@ from conversations.models import (
     Message,
     ToolCall,
 )
-from conversations.runs import parse_uid
+from yuxi_site.utils.ids import parse_uid
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 QUERY_MAX_CHARS = 256

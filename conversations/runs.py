@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 
 from conversations.models import AgentRun, Conversation
 from yuxi_site.utils.db_functions import ClockTimestamp
+from yuxi_site.utils.ids import parse_uid
 
 TOOL_RUN_TYPES = (AgentRun.RunType.CHAT, AgentRun.RunType.RESUME)
 
@@ -182,18 +183,6 @@ def fail_expired_runs() -> int:
         worker_id=None,
         lease_expires_at=None,
     )
-
-
-def parse_uid(value: object) -> int | None:
-    """A user's primary key given as an int or its canonical decimal digits; None otherwise.
-
-    The one rule every layer applies, so " 1", "01", "+1" or "\u0661" never alias user 1.
-    """
-    if isinstance(value, str) and value.isascii() and value.isdigit() and value == str(int(value)):
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-        return value
-    return None
 
 
 def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:

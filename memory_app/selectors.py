@@ -3,9 +3,10 @@
 from dataclasses import dataclass
 
 from conversations.models import AgentRun
-from conversations.runs import parse_uid, tool_run_refusal
+from conversations.runs import tool_run_refusal
 from memory_app.models import UserConfig
 from memory_app.workspace import MEMORY_RELPATH, Workspace
+from yuxi_site.utils.ids import parse_uid
 
 # How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).
 MEMORY_PROMPT_MAX_BYTES = 24576

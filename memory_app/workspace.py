@@ -18,7 +18,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from conversations.runs import parse_uid
+from yuxi_site.utils.ids import parse_uid
 from yuxi_site.utils.string_utils import truncate_utf8
 
 AGENTS_RELPATH = "agents/AGENTS.md"

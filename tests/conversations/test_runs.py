@@ -259,24 +259,3 @@ def test_tool_run_refusal_explains_why_without_locking():
     assert runs.tool_run_refusal(run, "w2") == "run is leased to another worker"
     pending = AgentRunFactory()
     assert runs.tool_run_refusal(pending, None) == "run is pending, not running"
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        (7, 7),
-        ("7", 7),
-        ("07", None),
-        (" 7", None),
-        ("+7", None),
-        ("\u0667", None),
-        ("7_0", None),
-        ("-7", None),
-        (0, None),
-        (True, None),
-        (None, None),
-        (7.0, None),
-    ],
-)
-def test_parse_uid_accepts_only_a_key_or_its_canonical_digits(value, expected):
-    assert runs.parse_uid(value) == expected
