@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from conversations.models import AgentRun
-from conversations.runs import tool_run_refusal
+from memory_app.access import memory_run_refusal, read_memory_state
 from memory_app.models import UserConfig
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
@@ -40,15 +40,10 @@ def memory_enabled(uid: int | str) -> bool:
 def memory_write_refusal(run: AgentRun) -> str | None:
     """Why a memory write by `run`'s own worker would be refused right now; None if allowed.
 
-    For previews: it composes the run repository's rule and the switch without locking, so
-    the answer can change the moment after it is given.
+    For previews: the same rule as `authorize_memory_run`, read without locking, so the
+    answer can change the moment after it is given.
     """
-    refusal = tool_run_refusal(run, run.worker_id)
-    if refusal:
-        return refusal
-    if not memory_enabled(run.user_id):
-        return "memory is switched off for this user"
-    return None
+    return memory_run_refusal(run, run.worker_id, read_memory_state(run.user_id))
 
 
 def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:

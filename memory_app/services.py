@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import connection, transaction
 
-from conversations.runs import RunContextInvalid, ToolRuntimeContext, lock_run_for_tool
-from memory_app.selectors import memory_enabled
+from conversations.runs import ToolRuntimeContext
+from memory_app.access import MemoryRunRefused, authorize_memory_run
 from memory_app.workspace import (
     MEMORY_RELPATH,
     Workspace,
@@ -181,11 +181,9 @@ def _write_locked(
 def _write_body(ctx: ToolRuntimeContext, content: str, replaces: str | None) -> MemoryWriteResult:
     """Authorize, read, dedupe or replace, publish: all under the memory lock."""
     try:
-        run = lock_run_for_tool(ctx)
-    except RunContextInvalid as exc:
-        raise MemoryAccessDenied("this run may not write memory") from exc
-    if not memory_enabled(run.user_id):
-        raise MemoryAccessDenied("memory is turned off for this user")
+        run = authorize_memory_run(ctx, lock=True)
+    except MemoryRunRefused as exc:
+        raise MemoryAccessDenied(exc.reason) from exc
     workspace = Workspace.for_user(run.user_id)
     data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
     if too_large:
