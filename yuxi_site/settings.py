@@ -87,6 +87,9 @@ WORKSPACE_ROOT = env.path("WORKSPACE_ROOT", default=str(BASE_DIR / "var" / "work
 # How long a worker's claim on an AgentRun lasts before it must renew it.
 AGENT_RUN_LEASE_SECONDS = env.int("AGENT_RUN_LEASE_SECONDS", default=60)
 
+# A run still pending after this long is never claimed, and `fail_expired_runs` fails it.
+AGENT_RUN_PENDING_TIMEOUT_SECONDS = env.int("AGENT_RUN_PENDING_TIMEOUT_SECONDS", default=300)
+
 # Upper bound on waiting for the per-user memory advisory lock.
 MEMORY_LOCK_TIMEOUT_MS = env.int("MEMORY_LOCK_TIMEOUT_MS", default=5000)
 
