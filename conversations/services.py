@@ -4,6 +4,7 @@ import uuid
 from typing import Any
 
 from conversations.models import Conversation, Message, ToolCall
+from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
@@ -36,7 +37,8 @@ def add_message(
     message_type: str = Message.Type.TEXT,
     metadata: dict[str, Any] | None = None,
 ) -> Message:
-    """Append one message to a thread (and mark the thread as updated)."""
+    """Append one message to a thread and mark the thread updated, both by the database clock
+    (several app hosts with skewed clocks still order one thread consistently)."""
     message = Message.objects.create(
         conversation=conversation,
         role=role,
@@ -44,7 +46,7 @@ def add_message(
         content=content,
         metadata=metadata or {},
     )
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=ClockTimestamp())
     return message
 
 
