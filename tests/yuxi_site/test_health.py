@@ -1,0 +1,42 @@
+import socket
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.django_db
+def test_healthz_answers_ok_after_a_database_round_trip():
+    response = Client().get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"database": "ok"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_healthz_answers_503_while_the_database_is_unreachable_and_recovers():
+    client = Client()
+    saved = dict(connection.settings_dict)
+    connection.close()
+    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))
+    try:
+        response = client.get("/healthz")
+        assert response.status_code == 503
+        assert response["Content-Type"] == "application/json"
+        assert response.json() == {"database": "unavailable"}
+    finally:
+        connection.close()
+        connection.settings_dict.update(saved)
+    # Recovered without a restart: the next request connects afresh.
+    response = client.get("/healthz")
+    assert (response.status_code, response.json()) == (200, {"database": "ok"})
+
+
+def test_healthz_refuses_a_post():
+    assert Client().post("/healthz").status_code == 405
