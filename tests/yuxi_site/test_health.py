@@ -1,6 +1,7 @@
 import socket
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 
@@ -40,3 +41,12 @@ def test_healthz_answers_503_while_the_database_is_unreachable_and_recovers():
 
 def test_healthz_refuses_a_post():
     assert Client().post("/healthz").status_code == 405
+
+
+def test_whitenoise_serves_the_admin_static_files_that_collectstatic_gathered(settings, tmp_path):
+    settings.STATIC_ROOT = tmp_path
+    call_command("collectstatic", interactive=False, verbosity=0)
+    response = Client().get("/static/admin/css/base.css")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/css")
+    assert b"".join(response.streaming_content).strip()

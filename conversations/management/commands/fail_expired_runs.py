@@ -1,4 +1,5 @@
-"""Mark running runs whose worker lease lapsed as failed; run it periodically (cron, timer)."""
+"""Mark runs whose worker lease lapsed, or that stayed pending too long, as failed; run it
+periodically (cron, a systemd timer)."""
 
 from django.core.management.base import BaseCommand
 
@@ -6,7 +7,10 @@ from conversations.runs import fail_expired_runs
 
 
 class Command(BaseCommand):
-    help = "Mark running agent runs whose lease has expired (their worker died) as failed."
+    help = (
+        "Mark running agent runs whose lease has expired (their worker died) and runs pending "
+        "longer than AGENT_RUN_PENDING_TIMEOUT_SECONDS as failed."
+    )
 
     def handle(self, *args: object, **options: object) -> None:
         count = fail_expired_runs()
