@@ -655,8 +655,8 @@ def main() -> None:
         print(f"{name}: {value}")
     if report.violations:
         print(f"VIOLATIONS ({len(report.violations)}):")
-        for violation in report.violations[:50]:
-            print(f"  - {violation}")
+        for violation, count in list(Counter(report.violations).items())[:50]:
+            print(f"  - {violation}" + (f" (x{count})" if count > 1 else ""))
         sys.exit(1)
     print("verdict: ok")
 
