@@ -4,7 +4,6 @@ import uuid
 from typing import Any
 
 from conversations.models import Conversation, Message, ToolCall
-from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
@@ -37,8 +36,11 @@ def add_message(
     message_type: str = Message.Type.TEXT,
     metadata: dict[str, Any] | None = None,
 ) -> Message:
-    """Append one message to a thread and mark the thread updated, both by the database clock
-    (several app hosts with skewed clocks still order one thread consistently)."""
+    """Append one message to a thread and mark the thread updated at the message's time.
+
+    Both are the database clock's (`created_at` is its `clock_timestamp()`, returned by the
+    insert), so several app hosts with skewed clocks still order one thread consistently.
+    """
     message = Message.objects.create(
         conversation=conversation,
         role=role,
@@ -46,7 +48,7 @@ def add_message(
         content=content,
         metadata=metadata or {},
     )
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=ClockTimestamp())
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
     return message
 
 

@@ -149,6 +149,7 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "keyvalue"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
-        "yuxi": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        # Propagates to the root's handler; only the level differs.
+        "yuxi": {"level": "INFO"},
     },
 }

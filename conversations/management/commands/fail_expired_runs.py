@@ -1,9 +1,13 @@
 """Mark runs whose worker lease lapsed, or that stayed pending too long, as failed; run it
 periodically (cron, a systemd timer)."""
 
+import logging
+
 from django.core.management.base import BaseCommand
 
 from conversations.runs import fail_expired_runs
+
+logger = logging.getLogger("yuxi.runs")
 
 
 class Command(BaseCommand):
@@ -14,4 +18,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, **options: object) -> None:
         count = fail_expired_runs()
+        if count:
+            logger.warning("event=runs_reaped failed=%d", count)
         self.stdout.write(f"{count} expired run(s) marked failed")
