@@ -13,6 +13,10 @@ from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, W
 
 STAFF_USERNAME = "admin"
 STAFF_PASSWORD = "yuxi-admin"
+# Passwords of the non-staff demo users (documented in the README).
+DEMO_PASSWORDS = {"alice": "alice-demo", "bob": "bob-demo"}
+# Whether each demo user has memory on.
+DEMO_MEMORY = {"alice": True, "bob": False}
 
 AGENTS_MD = """# Agent rules 🤖
 - 用中文或用户使用的语言回答。
@@ -36,10 +40,6 @@ DEMO_FILES = {
 }
 
 
-# Demo users: username -> (password, whether memory is on).
-DEMO_USERS = {"alice": ("alice-demo", True), "bob": ("bob-demo", False)}
-
-
 class Command(BaseCommand):
     help = (
         "Create the demo users, conversations, runs and tool calls that are missing; an "
@@ -54,11 +54,11 @@ class Command(BaseCommand):
             User.objects.create_superuser(STAFF_USERNAME, password=STAFF_PASSWORD)
             created.append(STAFF_USERNAME)
         seeders = {"alice": self._seed_alice, "bob": self._seed_bob}
-        for username, (password, memory_on) in DEMO_USERS.items():
+        for username, password in DEMO_PASSWORDS.items():
             if User.objects.filter(username=username).exists():
                 continue
             user = User.objects.create_user(username, password=password)
-            UserConfig.objects.create(user=user, enable_memory=memory_on)
+            UserConfig.objects.create(user=user, enable_memory=DEMO_MEMORY[username])
             seeders[username](user)
             # Files are not transactional: publish them only once the rows are committed.
             transaction.on_commit(lambda user=user: self._write_workspace(user))
