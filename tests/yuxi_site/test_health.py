@@ -50,3 +50,12 @@ def test_whitenoise_serves_the_admin_static_files_that_collectstatic_gathered(se
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/css")
     assert b"".join(response.streaming_content).strip()
+
+
+@pytest.mark.django_db
+def test_healthz_is_exempt_from_the_https_redirect(settings):
+    settings.SECURE_SSL_REDIRECT = True
+    client = Client()
+    assert client.get("/healthz").status_code == 200
+    redirect = client.get("/admin/")
+    assert (redirect.status_code, redirect["Location"]) == (301, "https://testserver/admin/")
