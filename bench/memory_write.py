@@ -26,7 +26,6 @@ setup_django()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, connections, transaction  # noqa: E402
-from django.utils import timezone  # noqa: E402
 
 from conversations.models import AgentRun, Conversation  # noqa: E402
 from memory_app import access, services  # noqa: E402
@@ -34,6 +33,7 @@ from memory_app.models import MemoryEventKind, UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.services import remember_memory  # noqa: E402
 from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
+from yuxi_site.utils.db_functions import ClockTimestamp  # noqa: E402
 
 LATENCY_SAMPLES = 200
 THROUGHPUT_APPENDS = 160
@@ -56,8 +56,8 @@ def _context(user, name: str) -> ToolRuntimeContext:
         request_id=f"{PREFIX}-{name}",
         status=AgentRun.Status.RUNNING,
         worker_id=f"worker-{name}",
-        started_at=timezone.now(),
-        lease_expires_at=timezone.now() + timedelta(hours=1),
+        started_at=ClockTimestamp(),
+        lease_expires_at=ClockTimestamp() + timedelta(hours=1),
     )
     return ToolRuntimeContext(
         uid=str(user.pk),

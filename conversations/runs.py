@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import QuerySet
+from django.db.models.expressions import CombinedExpression
 
 from conversations.models import AgentRun, Conversation
 from yuxi_site.utils.db_functions import ClockTimestamp
@@ -99,14 +100,15 @@ def claim_run(
 ) -> AgentRun | None:
     """Claim the given (or the oldest) pending run for `worker_id`; None if there is none.
 
-    `SKIP LOCKED` lets racing workers pass over a row another worker is claiming, so exactly
-    one of them gets it.
+    A run pending longer than `AGENT_RUN_PENDING_TIMEOUT_SECONDS` is stale (its request was
+    abandoned long ago) and is never handed out; `fail_expired_runs` fails it. `SKIP LOCKED`
+    lets racing workers pass over a row another worker is claiming, so exactly one gets it.
     """
     _require_worker_id(worker_id)
     lease = _lease_length(lease_seconds)
     with transaction.atomic():
         pending = AgentRun.objects.select_for_update(skip_locked=True).filter(
-            status=AgentRun.Status.PENDING
+            status=AgentRun.Status.PENDING, created_at__gt=_pending_cutoff()
         )
         if run_id is not None:
             pending = pending.filter(run_id=run_id)
@@ -174,16 +176,41 @@ def finish_run(*, run_id: uuid.UUID | str, worker_id: str, status: str) -> Agent
     return run
 
 
+def _pending_cutoff() -> CombinedExpression:
+    """Runs created at or before this database time have been pending too long."""
+    seconds = settings.AGENT_RUN_PENDING_TIMEOUT_SECONDS
+    if seconds <= 0:
+        raise ValueError("AGENT_RUN_PENDING_TIMEOUT_SECONDS must be positive")
+    return ClockTimestamp() - timedelta(seconds=seconds)
+
+
+# `AgentRun.error` of a run failed by `fail_expired_runs`.
+EXPIRED_LEASE_ERROR = "worker lease expired: the worker stopped renewing it"
+STALE_PENDING_ERROR = "pending too long: no worker claimed the run"
+
+
 def fail_expired_runs() -> int:
-    """Mark running runs whose lease has lapsed (their worker died) as failed."""
-    return AgentRun.objects.filter(
-        status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp()
-    ).update(
-        status=AgentRun.Status.FAILED,
-        finished_at=ClockTimestamp(),
-        worker_id=None,
-        lease_expires_at=None,
-    )
+    """Fail running runs whose lease lapsed (their worker died) and runs left pending longer
+    than `AGENT_RUN_PENDING_TIMEOUT_SECONDS` (a database blip or a worker death between create
+    and claim); how many. Run it periodically."""
+    with transaction.atomic():
+        expired = AgentRun.objects.filter(
+            status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp()
+        ).update(
+            status=AgentRun.Status.FAILED,
+            finished_at=ClockTimestamp(),
+            worker_id=None,
+            lease_expires_at=None,
+            error=EXPIRED_LEASE_ERROR,
+        )
+        stale = AgentRun.objects.filter(
+            status=AgentRun.Status.PENDING, created_at__lte=_pending_cutoff()
+        ).update(
+            status=AgentRun.Status.FAILED,
+            finished_at=ClockTimestamp(),
+            error=STALE_PENDING_ERROR,
+        )
+    return expired + stale
 
 
 def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:

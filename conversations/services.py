@@ -36,7 +36,11 @@ def add_message(
     message_type: str = Message.Type.TEXT,
     metadata: dict[str, Any] | None = None,
 ) -> Message:
-    """Append one message to a thread (and mark the thread as updated)."""
+    """Append one message to a thread and mark the thread updated at the message's time.
+
+    Both are the database clock's (`created_at` is its `clock_timestamp()`, returned by the
+    insert), so several app hosts with skewed clocks still order one thread consistently.
+    """
     message = Message.objects.create(
         conversation=conversation,
         role=role,

@@ -5,10 +5,9 @@ from datetime import timedelta
 
 import factory
 from django.contrib.auth import get_user_model
-from django.utils import timezone
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from conversations.runs import ToolRuntimeContext
+from conversations.runs import ToolRuntimeContext, db_clock
 from memory_app.models import UserConfig
 
 
@@ -82,8 +81,9 @@ class RunningAgentRunFactory(AgentRunFactory):
 
     status = AgentRun.Status.RUNNING
     worker_id = factory.Sequence(lambda n: f"worker-{n}")
-    started_at = factory.LazyFunction(timezone.now)
-    lease_expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=10))
+    # Leases are judged by the database clock, so they are set from it too.
+    started_at = factory.LazyFunction(db_clock)
+    lease_expires_at = factory.LazyFunction(lambda: db_clock() + timedelta(minutes=10))
 
 
 def memory_user(**kwargs: object) -> object:

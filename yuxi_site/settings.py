@@ -9,9 +9,41 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")
 
-SECRET_KEY = env.str("SECRET_KEY", default="insecure-dev-key-change-me")
 DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="")
+
+
+def _insecure_secret_key(key: str) -> bool:
+    """Django's own deploy-check rule for a weak key, plus the development keys' prefixes."""
+    return len(key) < 50 or len(set(key)) < 5 or key.startswith(("django-insecure-", "insecure-"))
+
+
+if _insecure_secret_key(SECRET_KEY):
+    if not DEBUG:
+        raise environ.ImproperlyConfigured(
+            "SECRET_KEY is missing or insecure and DEBUG is off: set SECRET_KEY to at least 50 "
+            "random characters (python -c 'import secrets; print(secrets.token_urlsafe(50))'). "
+            "./scripts/serve and ./scripts/test make a development key in var/ themselves."
+        )
+    SECRET_KEY = SECRET_KEY or "insecure-dev-key-change-me"
+
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+# HTTPS in production (all off by default so the development server and tests work over
+# plain HTTP); `manage.py check --deploy` is clean once they are set.
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+# A load balancer probes the health check over plain HTTP on the private network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+# Behind a TLS-terminating proxy that sets `X-Forwarded-Proto: https` (and strips it from
+# clients): the request counts as HTTPS.
+if env.bool("SECURE_PROXY_SSL", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -27,6 +59,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's static files from STATIC_ROOT (filled by `collectstatic`).
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -79,13 +113,21 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "var" / "static"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies made by `collectstatic`; no manifest, so nothing breaks before it ran.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 
 # Per-user workspaces live at <WORKSPACE_ROOT>/<uid>/; the root itself is trusted.
 WORKSPACE_ROOT = env.path("WORKSPACE_ROOT", default=str(BASE_DIR / "var" / "workspaces"))
 
 # How long a worker's claim on an AgentRun lasts before it must renew it.
 AGENT_RUN_LEASE_SECONDS = env.int("AGENT_RUN_LEASE_SECONDS", default=60)
+
+# A run still pending after this long is never claimed, and `fail_expired_runs` fails it.
+AGENT_RUN_PENDING_TIMEOUT_SECONDS = env.int("AGENT_RUN_PENDING_TIMEOUT_SECONDS", default=300)
 
 # Upper bound on waiting for the per-user memory advisory lock.
 MEMORY_LOCK_TIMEOUT_MS = env.int("MEMORY_LOCK_TIMEOUT_MS", default=5000)
@@ -97,9 +139,17 @@ LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
 
+# One `key=value` line per event (yuxi_site.log_format). `yuxi.runs` logs run failures and
+# `yuxi.memory` every memory change (never memory text), at INFO.
+LOG_LEVEL = env.str("LOG_LEVEL", default="WARNING")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="WARNING")},
+    "formatters": {"keyvalue": {"()": "yuxi_site.log_format.KeyValueFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "keyvalue"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        # Propagates to the root's handler; only the level differs.
+        "yuxi": {"level": "INFO"},
+    },
 }

@@ -11,7 +11,7 @@ from yuxi_site.utils.db_functions import ClockTimestamp
 pytestmark = pytest.mark.django_db
 
 
-def test_the_command_fails_runs_whose_lease_lapsed_and_leaves_live_ones_running():
+def test_the_command_fails_runs_whose_lease_lapsed_and_leaves_live_ones_running(caplog):
     dead = RunningAgentRunFactory()
     AgentRun.objects.filter(pk=dead.pk).update(
         lease_expires_at=ClockTimestamp() - timedelta(seconds=1)
@@ -25,3 +25,6 @@ def test_the_command_fails_runs_whose_lease_lapsed_and_leaves_live_ones_running(
     assert dead.finished_at is not None
     assert (live.status, live.worker_id) == ("running", live.worker_id)
     assert out.getvalue() == "1 expired run(s) marked failed\n"
+    assert [r.getMessage() for r in caplog.records if r.name == "yuxi.runs"] == [
+        "event=runs_reaped failed=1"
+    ]

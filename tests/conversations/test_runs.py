@@ -61,7 +61,8 @@ def test_claim_sets_owner_start_and_lease_from_the_database_clock(settings):
 
 
 def test_claim_without_run_id_takes_the_oldest_pending_run():
-    older = AgentRunFactory(created_at=timezone.now() - timedelta(minutes=5))
+    older = AgentRunFactory()
+    _age(older, 120)
     AgentRunFactory()
     assert runs.claim_run(worker_id="w1").pk == older.pk
 
@@ -259,3 +260,53 @@ def test_tool_run_refusal_explains_why_without_locking():
     assert runs.tool_run_refusal(run, "w2") == "run is leased to another worker"
     pending = AgentRunFactory()
     assert runs.tool_run_refusal(pending, None) == "run is pending, not running"
+
+
+def _age(run: AgentRun, seconds: int) -> None:
+    """Make `run` look created `seconds` ago by the database clock."""
+    AgentRun.objects.filter(pk=run.pk).update(
+        created_at=ClockTimestamp() - timedelta(seconds=seconds)
+    )
+
+
+def test_a_stale_pending_run_is_never_claimed(settings):
+    settings.AGENT_RUN_PENDING_TIMEOUT_SECONDS = 300
+    stale = AgentRunFactory()
+    _age(stale, 301)
+    assert runs.claim_run(worker_id="w1", run_id=stale.run_id) is None
+    assert runs.claim_run(worker_id="w1") is None
+    stale.refresh_from_db()
+    assert (stale.status, stale.worker_id) == ("pending", None)
+
+
+def test_a_fresh_pending_run_is_still_claimed_beside_a_stale_one(settings):
+    settings.AGENT_RUN_PENDING_TIMEOUT_SECONDS = 300
+    stale = AgentRunFactory()
+    _age(stale, 600)
+    fresh = AgentRunFactory()
+    _age(fresh, 299)
+    assert runs.claim_run(worker_id="w1").pk == fresh.pk
+
+
+def test_fail_expired_runs_fails_a_stale_pending_run_and_leaves_a_fresh_one(settings):
+    settings.AGENT_RUN_PENDING_TIMEOUT_SECONDS = 300
+    stale = AgentRunFactory()
+    _age(stale, 301)
+    fresh = AgentRunFactory()
+    assert runs.fail_expired_runs() == 1
+    stale.refresh_from_db()
+    fresh.refresh_from_db()
+    assert stale.status == AgentRun.Status.FAILED
+    assert stale.error == runs.STALE_PENDING_ERROR
+    assert stale.finished_at is not None
+    assert (fresh.status, fresh.error, fresh.finished_at) == ("pending", "", None)
+    assert runs.claim_run(worker_id="w1", run_id=stale.run_id) is None
+    assert runs.claim_run(worker_id="w1", run_id=fresh.run_id).worker_id == "w1"
+
+
+def test_fail_expired_runs_says_why_a_lapsed_lease_failed():
+    run = _claimed()
+    _expire(run)
+    assert runs.fail_expired_runs() == 1
+    run.refresh_from_db()
+    assert (run.status, run.error) == ("failed", runs.EXPIRED_LEASE_ERROR)

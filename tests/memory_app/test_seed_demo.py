@@ -41,3 +41,42 @@ def test_seed_demo_gives_each_demo_user_the_three_workspace_files():
     alice_memory = read_memory_for_prompt(User.objects.get(username="alice").pk)
     assert "对花生过敏 🥜" in alice_memory.text
     assert "花生" not in read_memory_for_prompt(User.objects.get(username="bob").pk).text
+
+
+def test_seed_demo_twice_keeps_a_changed_admin_password_and_flags():
+    call_command("seed_demo")
+    User = get_user_model()
+    admin = User.objects.get(username="admin")
+    admin.set_password("a-new-admin-password")
+    admin.is_superuser = False
+    admin.save()
+    alice = User.objects.get(username="alice")
+    alice.set_password("alices-own-password")
+    alice.is_active = False
+    alice.save()
+    UserConfig.objects.filter(user=alice).update(enable_memory=False)
+
+    call_command("seed_demo")
+    call_command("seed_demo")
+
+    admin.refresh_from_db()
+    alice.refresh_from_db()
+    assert admin.check_password("a-new-admin-password")
+    assert not admin.check_password("yuxi-admin")
+    assert (admin.is_staff, admin.is_superuser) == (True, False)
+    assert alice.check_password("alices-own-password")
+    assert not alice.is_active
+    assert UserConfig.objects.get(user=alice).enable_memory is False
+    assert User.objects.filter(username__in=["admin", "alice", "bob"]).count() == 3
+
+
+def test_seed_demo_creates_only_the_missing_demo_user():
+    User = get_user_model()
+    User.objects.create_user("bob", password="bobs-own-password")
+    call_command("seed_demo")
+    bob = User.objects.get(username="bob")
+    assert bob.check_password("bobs-own-password")
+    assert not UserConfig.objects.filter(user=bob).exists()
+    assert not Conversation.objects.filter(user=bob).exists()
+    assert Conversation.objects.filter(thread_id="demo-alice-chat").exists()
+    assert User.objects.get(username="admin").check_password("yuxi-admin")

@@ -5,14 +5,18 @@ from datetime import timedelta
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from django.utils import timezone
 
 from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
+from conversations.runs import db_clock
 from memory_app.models import UserConfig
 from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
 
 STAFF_USERNAME = "admin"
 STAFF_PASSWORD = "yuxi-admin"
+# Passwords of the non-staff demo users (documented in the README).
+DEMO_PASSWORDS = {"alice": "alice-demo", "bob": "bob-demo"}
+# Whether each demo user has memory on.
+DEMO_MEMORY = {"alice": True, "bob": False}
 
 AGENTS_MD = """# Agent rules 🤖
 - 用中文或用户使用的语言回答。
@@ -37,30 +41,32 @@ DEMO_FILES = {
 
 
 class Command(BaseCommand):
-    help = "Create demo users, conversations, runs and tool calls (idempotent)."
+    help = (
+        "Create the demo users, conversations, runs and tool calls that are missing; an "
+        "existing user's password, flags and files are never changed."
+    )
 
     @transaction.atomic
     def handle(self, *args: object, **options: object) -> None:
         User = get_user_model()
-        staff, _ = User.objects.get_or_create(
-            username=STAFF_USERNAME, defaults={"is_staff": True, "is_superuser": True}
-        )
-        staff.is_staff = staff.is_superuser = True
-        staff.set_password(STAFF_PASSWORD)
-        staff.save()
-        if Conversation.objects.filter(thread_id="demo-alice-chat").exists():
-            self.stdout.write("Demo data already present.")
-            return
-        alice = User.objects.create_user("alice", password="alice-demo")
-        bob = User.objects.create_user("bob", password="bob-demo")
-        UserConfig.objects.create(user=alice, enable_memory=True)
-        UserConfig.objects.create(user=bob, enable_memory=False)
-        self._seed_alice(alice)
-        self._seed_bob(bob)
-        for user in (alice, bob):
+        created = []
+        if not User.objects.filter(username=STAFF_USERNAME).exists():
+            User.objects.create_superuser(STAFF_USERNAME, password=STAFF_PASSWORD)
+            created.append(STAFF_USERNAME)
+        seeders = {"alice": self._seed_alice, "bob": self._seed_bob}
+        for username, password in DEMO_PASSWORDS.items():
+            if User.objects.filter(username=username).exists():
+                continue
+            user = User.objects.create_user(username, password=password)
+            UserConfig.objects.create(user=user, enable_memory=DEMO_MEMORY[username])
+            seeders[username](user)
             # Files are not transactional: publish them only once the rows are committed.
             transaction.on_commit(lambda user=user: self._write_workspace(user))
-        self.stdout.write(self.style.SUCCESS("Demo data created."))
+            created.append(username)
+        if created:
+            self.stdout.write(self.style.SUCCESS(f"Demo data created for {', '.join(created)}."))
+        else:
+            self.stdout.write("Demo data already present.")
 
     @staticmethod
     def _write_workspace(user: object) -> None:
@@ -69,7 +75,7 @@ class Command(BaseCommand):
             workspace.replace_authorized_file(relpath, text.encode("utf-8"))
 
     def _seed_alice(self, alice: object) -> None:
-        start = timezone.now() - timedelta(days=3)
+        start = db_clock() - timedelta(days=3)
         chat = Conversation.objects.create(
             thread_id="demo-alice-chat",
             user=alice,

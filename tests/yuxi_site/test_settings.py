@@ -1,0 +1,70 @@
+"""Production settings: a weak secret key is refused while DEBUG is off, and the deploy check
+is clean with the production environment. Each case starts a fresh process, since settings
+are read once at import."""
+
+import os
+import secrets
+import subprocess
+import sys
+
+from django.conf import settings
+
+STRONG_KEY = secrets.token_urlsafe(50)
+PRODUCTION = {
+    "DEBUG": "False",
+    "SECRET_KEY": STRONG_KEY,
+    "SECURE_SSL_REDIRECT": "True",
+    "SECURE_HSTS_SECONDS": "31536000",
+    "SECURE_HSTS_INCLUDE_SUBDOMAINS": "True",
+    "SECURE_HSTS_PRELOAD": "True",
+    "SESSION_COOKIE_SECURE": "True",
+    "CSRF_COOKIE_SECURE": "True",
+}
+INSECURE_VARIABLES = [*PRODUCTION, "SECURE_PROXY_SSL"]
+
+
+def _manage(*args: str, **environment: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in INSECURE_VARIABLES}
+    env.update(environment)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=settings.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_startup_refuses_a_missing_secret_key_while_debug_is_off():
+    done = _manage("check", DEBUG="False", SECRET_KEY="")
+    assert done.returncode != 0
+    assert "SECRET_KEY is missing or insecure and DEBUG is off" in done.stderr
+
+
+def test_startup_refuses_the_development_key_and_short_keys_while_debug_is_off():
+    for key in ("insecure-dev-key-change-me", "django-insecure-" + "x" * 60, "k" * 60, "short"):
+        done = _manage("check", DEBUG="False", SECRET_KEY=key)
+        assert done.returncode != 0, key
+        assert "SECRET_KEY is missing or insecure" in done.stderr
+
+
+def test_debug_runs_with_the_development_key_and_production_with_a_strong_one():
+    assert _manage("check", DEBUG="True", SECRET_KEY="").returncode == 0
+    assert _manage("check", DEBUG="False", SECRET_KEY=STRONG_KEY).returncode == 0
+
+
+def test_the_deploy_check_is_clean_with_the_production_environment():
+    done = _manage("check", "--deploy", "--fail-level", "WARNING", **PRODUCTION)
+    assert done.returncode == 0, done.stderr
+    assert "System check identified no issues" in done.stdout
+
+
+def test_the_deploy_check_warns_without_the_https_settings():
+    done = _manage(
+        "check", "--deploy", "--fail-level", "WARNING", DEBUG="False", SECRET_KEY=STRONG_KEY
+    )
+    assert done.returncode != 0
+    for warning in ("W004", "W008", "W012", "W016"):
+        assert warning in done.stderr

@@ -1,0 +1,23 @@
+"""`GET /healthz`: whether this app process can reach its database, for a load balancer."""
+
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_safe
+
+__all__ = ["healthz"]
+
+
+@require_safe
+def healthz(request: HttpRequest) -> JsonResponse:
+    """200 `{"database": "ok"}` after a round trip to PostgreSQL, 503 when it fails.
+
+    Touches no session, so it answers while the database is down.
+    """
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+    except DatabaseError:
+        # A broken connection is dropped now; the next request connects afresh.
+        connection.close()
+        return JsonResponse({"database": "unavailable"}, status=503)
+    return JsonResponse({"database": "ok"})
