@@ -61,3 +61,6 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
         MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES
     )
     return MemorySnapshot(text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated)
+
+
+from memory_app.lifecycle import export_user_data as export_user_data  # noqa: E402

@@ -236,3 +236,7 @@ def remember_memory(
         raise MemoryUnavailable("the memory file could not be written") from exc
     except DatabaseError as exc:
         raise MemoryUnavailable("the database or the memory lock is unavailable") from exc
+
+
+from memory_app.lifecycle import ErasureReport as ErasureReport  # noqa: E402
+from memory_app.lifecycle import erase_user as erase_user  # noqa: E402
