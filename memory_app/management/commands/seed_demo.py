@@ -13,6 +13,8 @@ from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, W
 
 STAFF_USERNAME = "admin"
 STAFF_PASSWORD = "yuxi-admin"
+# Passwords of the non-staff demo users (documented in the README).
+DEMO_PASSWORDS = {"alice": "alice-demo", "bob": "bob-demo"}
 
 AGENTS_MD = """# Agent rules 🤖
 - 用中文或用户使用的语言回答。
@@ -48,11 +50,13 @@ class Command(BaseCommand):
         staff.is_staff = staff.is_superuser = True
         staff.set_password(STAFF_PASSWORD)
         staff.save()
+        # The README's first example ("remember that I drink oolong tea" as admin) remembers.
+        UserConfig.objects.get_or_create(user=staff, defaults={"enable_memory": True})
         if Conversation.objects.filter(thread_id="demo-alice-chat").exists():
             self.stdout.write("Demo data already present.")
             return
-        alice = User.objects.create_user("alice", password="alice-demo")
-        bob = User.objects.create_user("bob", password="bob-demo")
+        alice = User.objects.create_user("alice", password=DEMO_PASSWORDS["alice"])
+        bob = User.objects.create_user("bob", password=DEMO_PASSWORDS["bob"])
         UserConfig.objects.create(user=alice, enable_memory=True)
         UserConfig.objects.create(user=bob, enable_memory=False)
         self._seed_alice(alice)
