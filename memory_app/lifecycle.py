@@ -265,11 +265,10 @@ def erase_user(*, user: Any, actor: Any) -> ErasureReport:
         try:
             counts = _delete_everything(user_id)
             break
-        except MemoryUnavailable:
-            raise
-        except DatabaseError:
+        except (DatabaseError, MemoryUnavailable):
             # A write that was already in flight (it passed its checks before the fence)
-            # committed a row into a thread or run being deleted: go again, once.
+            # committed a row into a thread or run being deleted, or deadlocked with this
+            # transaction: go again, once.
             if attempt:
                 raise
             logger.warning("event=erasure_retry user=%s", user_id)
