@@ -64,15 +64,20 @@ def _memory(settings, uid: int) -> bytes:
     return _memory_path(settings, uid).read_bytes()
 
 
+def _entries(agents) -> list[str]:
+    """The names in `agents/` but the file fence's lock file (created empty, never removed)."""
+    return [name for name in os.listdir(agents) if name != ".memory.lock"]
+
+
 def _assert_refused(settings, run, error, ctx=None, content="New fact.", replaces=None):
     """The call raises `error` and the memory directory is byte-for-byte as before."""
     if not _memory_path(settings, run.user_id).exists():
         _seed(run.user_id)
     agents = _memory_path(settings, run.user_id).parent
-    before = {name: (agents / name).read_bytes() for name in os.listdir(agents)}
+    before = {name: (agents / name).read_bytes() for name in _entries(agents)}
     with pytest.raises(error) as excinfo:
         remember_memory(ctx or context_for(run), content, replaces)
-    after = {name: (agents / name).read_bytes() for name in os.listdir(agents)}
+    after = {name: (agents / name).read_bytes() for name in _entries(agents)}
     assert after == before
     return excinfo.value
 
@@ -310,7 +315,7 @@ def test_a_source_file_over_the_limit_is_refused(settings, run):
     with pytest.raises(MemoryFileTooLarge):
         remember_memory(context_for(run), "one more")
     assert _memory(settings, run.user_id) == b"x" * (MEMORY_FILE_MAX_BYTES + 1)
-    assert os.listdir(agents) == ["MEMORY.md"]
+    assert _entries(agents) == ["MEMORY.md"]
 
 
 def test_a_source_of_exactly_the_limit_can_still_be_deduplicated(settings, run):
@@ -357,7 +362,7 @@ def test_invalid_utf8_in_the_file_is_a_conflict_left_for_the_user(settings, run)
             remember_memory(context_for(run), "new", replaces)
         assert excinfo.value.reason == "invalid_encoding"
     assert _memory(settings, run.user_id) == b"good line\n\xff\xfe broken\n"
-    assert os.listdir(agents) == ["MEMORY.md"]
+    assert _entries(agents) == ["MEMORY.md"]
 
 
 @pytest.mark.parametrize("where", ["file", "agents"])
