@@ -14,7 +14,7 @@ import hashlib
 import logging
 import unicodedata
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Literal
@@ -415,11 +415,13 @@ def hold_memory_locks(*, user_id: int) -> Iterator[Workspace]:
     if not connection.in_atomic_block:
         raise RuntimeError("hold_memory_locks must be used inside transaction.atomic()")
     workspace = Workspace.for_user(user_id)
-    with _memory_errors():
-        held = _take_memory_lock(str(workspace.uid), owns_transaction=False)
-        _restore_lock_timeout(held)
-        with _file_fence(workspace):
-            yield workspace
+    with ExitStack() as stack:
+        # Only the waits are translated: the caller's own errors inside the block pass as raised.
+        with _memory_errors():
+            held = _take_memory_lock(str(workspace.uid), owns_transaction=False)
+            _restore_lock_timeout(held)
+            stack.enter_context(_file_fence(workspace))
+        yield workspace
 
 
 @contextmanager

@@ -307,3 +307,16 @@ def test_a_lock_path_that_is_a_directory_is_refused(settings, user_with_two_runs
     with pytest.raises(MemoryAccessDenied):
         remember_memory(context_for(run), "fact")
     assert (_agents(settings, user.pk) / "MEMORY.md").read_bytes() == SEED
+
+
+def test_hold_memory_locks_lets_the_callers_own_errors_through(user_with_two_runs):
+    from django.db import DatabaseError, transaction
+
+    user, _ = user_with_two_runs
+    with (
+        pytest.raises(DatabaseError),
+        transaction.atomic(),
+        hold_memory_locks(user_id=user.pk),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("SELECT 1/0")

@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import pytest
 from django.db import OperationalError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import AgentRun
@@ -709,3 +710,49 @@ def test_a_callers_transaction_keeps_a_durable_commit_and_its_own_lock_timeout(s
 def test_an_empty_replaces_is_exact_text_found_several_times_in_a_file(settings, run):
     error = _assert_refused(settings, run, MemoryConflict, content="fine", replaces="")
     assert error.reason == MemoryConflict.AMBIGUOUS
+
+
+# -- round trips ------------------------------------------------------------------------------
+
+
+def _statements(captured) -> list[str]:
+    """What one call sent, but transaction control (BEGIN, COMMIT, savepoints)."""
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"] not in ("BEGIN", "COMMIT") and "SAVEPOINT" not in q["sql"]
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_sends_three_statements_then_its_ledger_row_and_its_commit(settings, run):
+    with CaptureQueriesContext(connection) as captured:
+        assert remember_memory(context_for(run), "fact").status == "added"
+    assert captured.captured_queries[-1]["sql"] == "COMMIT"
+    sqls = _statements(captured)
+    assert len(sqls) == 4
+    assert "set_config('lock_timeout'" in sqls[0] and "pg_advisory_xact_lock" in sqls[0]
+    assert "FOR NO KEY UPDATE" in sqls[1]
+    assert "clock_timestamp()" in sqls[2] and "enable_memory" in sqls[2]
+    assert "INSERT INTO" in sqls[3] and "memory_app_memoryevent" in sqls[3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unchanged_fact_sends_three_statements(settings, run):
+    remember_memory(context_for(run), "fact")
+    with CaptureQueriesContext(connection) as captured:
+        assert remember_memory(context_for(run), "fact").status == "unchanged"
+    assert len(_statements(captured)) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_callers_transaction_one_more_statement_restores_its_lock_timeout(settings, run):
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as captured:
+            assert remember_memory(context_for(run), "fact").status == "added"
+        # Its savepoint, so that a refused write leaves the caller's transaction usable.
+        assert [q["sql"].split()[0] for q in captured.captured_queries].count("SAVEPOINT") == 1
+        assert len(_statements(captured)) == 5
+        with CaptureQueriesContext(connection) as captured:
+            assert remember_memory(context_for(run), "fact").status == "unchanged"
+        assert len(_statements(captured)) == 4
