@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, connections
+from django.db import OperationalError, connection, connections
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app import lifecycle
@@ -274,3 +274,39 @@ def test_switch_and_rows_of_a_user_created_after_an_erasure_with_the_same_name_a
     assert document["threads"] == []
     assert document["memory"]["text"] == ""
     assert [event["kind"] for event in document["memory_events"]] == ["switch_on"]
+
+
+def test_a_deletion_broken_by_a_database_error_is_retried_once_and_completes():
+    user = memory_user()
+    history(user)
+    failures = []
+
+    def fail_first_message_delete(execute, sql, params, many, context):
+        if sql.startswith("DELETE FROM conversations_message") and not failures:
+            failures.append(sql)
+            raise OperationalError("deadlock detected")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(fail_first_message_delete):
+        report = erase_user(user=user, actor=user)
+    assert len(failures) == 1
+    assert report.counts["messages"] > 0
+    assert set(rows_of(user.pk).values()) == {0}
+    assert not workspace_dir(user.pk).exists()
+
+
+def test_a_deletion_failing_twice_raises_and_leaves_the_user_fenced():
+    user = memory_user()
+    history(user)
+
+    def always_fail(execute, sql, params, many, context):
+        if sql.startswith("DELETE FROM conversations_message"):
+            raise OperationalError("deadlock detected")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(always_fail), pytest.raises(OperationalError):
+        erase_user(user=user, actor=user)
+    user.refresh_from_db()
+    assert not user.is_active and Conversation.objects.filter(user=user).exists()
+    erase_user(user=user, actor=user)
+    assert set(rows_of(user.pk).values()) == {0}
