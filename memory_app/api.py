@@ -30,6 +30,7 @@ from memory_app.runtime import (
     ChatThreadNotFound,
     chat,
 )
+from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 __all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
 
@@ -191,7 +192,7 @@ class ExportEvent(Schema):
 class ExportDocument(Schema):
     user: ExportUser
     enable_memory: bool
-    memory: ExportMemory
+    memory: ExportMemory | None
     agents_md: str | None
     user_md: str | None
     memory_events: list[ExportEvent]
@@ -199,8 +200,8 @@ class ExportDocument(Schema):
 
 
 # Refusals every authenticated operation can answer with.
-_COMMON = {401: Error, 405: Error, 503: Error}
-_UNSAFE = {**_COMMON, 400: Error, 403: Error, 413: Error}
+_COMMON = {401: Error, 403: Error, 405: Error, 503: Error}
+_UNSAFE = {**_COMMON, 400: Error, 413: Error}
 
 _MEMORY_PROBLEMS = {
     "too_large": (
@@ -276,7 +277,7 @@ def _expected_etag(if_match: str | None) -> str:
 
 @api.put(
     "/memory/",
-    response={200: MemoryOut, 409: MemoryProblem, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryOut, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def put_memory(
@@ -394,7 +395,7 @@ def _on_database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse
 
 
 def _on_memory_error(request: HttpRequest, exc: services.MemoryWriteError) -> HttpResponse:
-    if isinstance(exc, services.MemoryConflict) and exc.reason == services.MemoryConflict.STALE:
+    if isinstance(exc, services.MemoryConflict):  # a user's write conflicts only when stale
         return _error(412, "the memory changed since you read it: GET it again and retry")
     if isinstance(exc, services.MemoryFileTooLarge):
         return _error(413, f"the memory may be at most {services.MEMORY_FILE_MAX_BYTES} bytes")
@@ -402,10 +403,15 @@ def _on_memory_error(request: HttpRequest, exc: services.MemoryWriteError) -> Ht
         return _error(400, str(exc))
     if isinstance(exc, services.MemoryAccessDenied):
         return _error(403, "your memory cannot be changed now")
-    if isinstance(exc, services.MemoryUnavailable):
-        logger.warning("a memory request found the memory unavailable: %s", exc)
-        return _error(503, API_UNAVAILABLE_MESSAGE)
-    return _error(409, str(exc))
+    logger.warning("a memory request found the memory unavailable: %s", exc)
+    return _error(503, API_UNAVAILABLE_MESSAGE)
+
+
+def _on_workspace_error(request: HttpRequest, exc: WorkspaceError) -> HttpResponse:
+    if isinstance(exc, WorkspacePathRefused):
+        return _error(403, "your memory file is not a regular file: ask staff to repair it")
+    logger.warning("a memory request could not read the workspace: %s", exc)
+    return _error(503, API_UNAVAILABLE_MESSAGE)
 
 
 for _exception, _handler in (
@@ -416,6 +422,7 @@ for _exception, _handler in (
     (RequestDataTooBig, _on_too_big),
     (DatabaseError, _on_database_error),
     (services.MemoryWriteError, _on_memory_error),
+    (WorkspaceError, _on_workspace_error),
 ):
     api.add_exception_handler(_exception, _handler)
 

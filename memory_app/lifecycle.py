@@ -163,11 +163,14 @@ def _write_json(out: IO[bytes], value: object) -> None:
     out.write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
-def _memory_export(user: Any) -> dict[str, Any]:
-    """MEMORY.md as the user's own read shows it: text (None if unreadable), etag, size, problem."""
+def _memory_export(user: Any) -> dict[str, Any] | None:
+    """MEMORY.md as the user's own read shows it: text (None if unusable), etag, size, problem."""
     from memory_app.selectors import read_memory_file
 
-    memory = read_memory_file(user=user)
+    try:
+        memory = read_memory_file(user=user)
+    except WorkspaceError:
+        return None  # not a regular file, or unreadable: nothing of it can be exported
     return {
         "text": memory.text,
         "etag": memory.etag,

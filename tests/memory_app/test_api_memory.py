@@ -190,3 +190,17 @@ def test_the_switch_set_through_the_api_is_what_the_next_run_and_the_next_tool_c
     switch(True)
     assert [t.name for t in build_chatbot_graph(ctx).tools][0] == "remember_memory"
     assert json.loads(tool.invoke({"content": "a fact"}))["status"] == "added"
+
+
+def test_a_symlinked_memory_file_is_refused_with_403_json_and_its_target_untouched(
+    session, memory_file, tmp_path
+):
+    target = tmp_path / "elsewhere.txt"
+    target.write_bytes(b"not yours\n")
+    memory_file.symlink_to(target)
+    response = session.get(URL)
+    assert (response.status_code, set(response.json())) == (403, {"error"})
+    assert str(tmp_path) not in response.json()["error"]
+    replaced = put(session, {"text": "x\n"}, etag(b"not yours\n"))
+    assert (replaced.status_code, set(replaced.json())) == (403, {"error"})
+    assert target.read_bytes() == b"not yours\n"
