@@ -1,6 +1,7 @@
 """The JSON API as a client sees it: session auth, CSRF, one error shape, threads, settings."""
 
 import json
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -9,7 +10,7 @@ from django.test import Client
 
 from conversations.models import AgentRun, Conversation, Message
 from memory_app.models import MemoryEvent, UserConfig
-from tests.factories import ConversationFactory, UserFactory
+from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
 CSRF_TOKEN = "a" * 32
@@ -42,8 +43,13 @@ def csrf(client: Client) -> dict[str, str]:
 
 
 @pytest.fixture
-def user():
-    return UserFactory()
+def user(settings):
+    """A user with memory on and a MEMORY.md, so a refused write would have something to change."""
+    user = UserConfigFactory().user
+    memory = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"
+    memory.parent.mkdir(parents=True)
+    memory.write_bytes(b"a fact\n")
+    return user
 
 
 @pytest.fixture
@@ -55,13 +61,17 @@ def api_client(user):
 
 
 def snapshot() -> tuple:
-    """Everything a refused request must leave as it was."""
+    """Everything a refused request must leave as it was: rows and workspace files."""
     return (
         list(Conversation.objects.order_by("pk").values_list("pk", "status", "updated_at")),
         Message.objects.count(),
         AgentRun.objects.count(),
         list(UserConfig.objects.order_by("pk").values_list("user_id", "enable_memory")),
         MemoryEvent.objects.count(),
+        sorted(
+            (str(path), path.read_bytes() if path.is_file() else None)
+            for path in Path(settings.WORKSPACE_ROOT).rglob("*")
+        ),
     )
 
 
@@ -139,10 +149,11 @@ class TestRefusals:
 
     def test_a_body_over_the_upload_limit_gets_413_json(self, api_client, settings):
         settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
-        body = {"enable_memory": True, "padding": "x" * 2048}
+        body = {"enable_memory": False, "padding": "x" * 2048}
+        before = snapshot()
         response = send(api_client, "patch", "/api/settings/", body, **csrf(api_client))
         assert (response.status_code, set(response.json())) == (413, {"error"})
-        assert not UserConfig.objects.exists()
+        assert snapshot() == before
 
     def test_an_unknown_api_path_gets_404_json(self, api_client):
         response = api_client.get("/api/nothing-here/")
@@ -273,4 +284,4 @@ def test_database_down_every_endpoint_answers_json_503_then_recovers(user, save_
         connection.close()
         connection.settings_dict["PORT"] = real_port
     response = send(client, "get", "/api/settings/", None, **headers)
-    assert (response.status_code, response.json()) == (200, {"enable_memory": False})
+    assert (response.status_code, response.json()) == (200, {"enable_memory": True})
