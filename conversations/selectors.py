@@ -1,12 +1,13 @@
 """Reads of a thread outside history lookback (which lives in repository.py): the thread a
 user chats in and its recent dialogue, and bounded excerpts of the stored record for staff."""
 
+import base64
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db.models import Q
 
-from conversations.models import VISIBLE_MESSAGE, Conversation, Message
+from conversations.models import HIDDEN_SOURCES, VISIBLE_MESSAGE, Conversation, Message
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
@@ -109,3 +110,60 @@ def raw_messages_excerpt(*, conversation_id: int) -> RawMessagesPage:
             )
         )
     return RawMessagesPage(messages=messages, earlier_count=total - len(messages))
+
+
+# Threads a page of the user's thread list holds at most.
+THREAD_PAGE_MAX = 100
+
+
+class InvalidCursor(ValueError):
+    """A thread-list cursor this module did not make."""
+
+
+@dataclass(frozen=True)
+class ThreadPage:
+    """One page of a user's threads, newest first, and the cursor of the next (None at the end)."""
+
+    threads: list[Conversation]
+    next_cursor: str | None
+
+
+def _encode_cursor(thread: Conversation) -> str:
+    raw = f"{thread.updated_at.isoformat()}|{thread.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _decode_cursor(cursor: str) -> Q:
+    try:
+        stamp, pk = base64.urlsafe_b64decode(cursor.encode("ascii")).decode().split("|")
+        updated_at, pk = datetime.fromisoformat(stamp), int(pk)
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidCursor("not a cursor of this list") from exc
+    if updated_at.tzinfo is None:
+        raise InvalidCursor("not a cursor of this list")
+    return Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, pk__lt=pk)
+
+
+def list_user_threads(
+    *, user_id: int, status: str | None = None, cursor: str | None = None, limit: int = 20
+) -> ThreadPage:
+    """The user's own top-level threads of ordinary sources, most recently updated first.
+
+    Without `status`, the threads history lookback may see (active ones); with it, those of
+    that status, so archived or deleted threads can be found and restored. Keyset-paginated on
+    `(updated_at, id)`, so a page costs the same however deep it is.
+    """
+    if not 1 <= limit <= THREAD_PAGE_MAX:
+        raise ValueError(f"limit must be between 1 and {THREAD_PAGE_MAX}")
+    if status is None:
+        threads = Conversation.objects.visible_to(user_id)
+    else:
+        threads = Conversation.objects.filter(
+            ~Q(source__in=HIDDEN_SOURCES), user_id=user_id, parent__isnull=True, status=status
+        )
+    if cursor is not None:
+        threads = threads.filter(_decode_cursor(cursor))
+    rows = list(threads.order_by("-updated_at", "-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return ThreadPage(threads=rows, next_cursor=_encode_cursor(rows[-1]) if more else None)

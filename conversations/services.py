@@ -4,7 +4,8 @@ import uuid
 from typing import Any
 
 from conversations.models import Conversation, Message, ToolCall
-from yuxi_site.utils.string_utils import truncate_utf8
+from yuxi_site.utils.db_functions import ClockTimestamp
+from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
 THREAD_TITLE_MAX_BYTES = 256
@@ -71,3 +72,21 @@ def complete_tool_call(*, tool_call: ToolCall, output: str, error: str | None) -
     tool_call.error = error or ""
     tool_call.save(update_fields=["output", "status", "error"])
     return tool_call
+
+
+class ThreadNotFound(Exception):
+    """No thread with that id belongs to the user (another user's thread looks the same)."""
+
+
+def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversation:
+    """Archive, delete or restore one of `user_id`'s threads (what history lookback may see)."""
+    if status not in Conversation.Status.values:
+        raise ValueError(f"{status!r} is not a thread status")
+    if not is_storable_text(thread_id):
+        raise ThreadNotFound(thread_id)
+    updated = Conversation.objects.filter(user_id=user_id, thread_id=thread_id).update(
+        status=status, updated_at=ClockTimestamp()
+    )
+    if not updated:
+        raise ThreadNotFound(thread_id)
+    return Conversation.objects.get(user_id=user_id, thread_id=thread_id)

@@ -14,6 +14,7 @@ __all__ = [
     "MEMORY_PROMPT_MAX_BYTES",
     "MemoryFile",
     "MemorySnapshot",
+    "export_user_data",
     "memory_enabled",
     "memory_etag",
     "memory_file_from",
@@ -115,3 +116,6 @@ def read_memory_file(*, user) -> MemoryFile:
     """The whole of `user`'s MEMORY.md, read no-follow, keeping at most 128 KiB + 1 in memory."""
     read = Workspace.for_user(user.pk).read_digested(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
     return memory_file_from(read)
+
+
+from memory_app.lifecycle import export_user_data  # noqa: E402  (see lifecycle)

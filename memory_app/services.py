@@ -43,6 +43,7 @@ __all__ = [
     "MEMORY_LOCK_PREFIX",
     "REPLACED",
     "UNCHANGED",
+    "ErasureReport",
     "MemoryAccessDenied",
     "MemoryConflict",
     "MemoryFileTooLarge",
@@ -51,6 +52,7 @@ __all__ = [
     "MemoryWriteError",
     "MemoryWriteResult",
     "clear_memory",
+    "erase_user",
     "hold_memory_locks",
     "memory_lock_key",
     "normalize_memory_text",
@@ -524,3 +526,6 @@ def clear_memory(*, user, actor) -> None:
     _replace_whole_file(
         user.pk, b"", kind=MemoryEventKind.USER_CLEARED, actor=actor, accept=lambda _etag: None
     )
+
+
+from memory_app.lifecycle import ErasureReport, erase_user  # noqa: E402  (see lifecycle)

@@ -1,13 +1,27 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import path
 from django.views.generic import RedirectView
 
-from memory_app.views import chat_view
+from memory_app.api import api_urls
 from yuxi_site.health import healthz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("api/chat/", chat_view, name="chat"),
+    path(
+        "accounts/login/",
+        auth_views.LoginView.as_view(template_name="accounts/login.html", next_page="/api/docs"),
+        name="login",
+    ),
+    path(
+        "accounts/logout/",
+        auth_views.LogoutView.as_view(template_name="accounts/logged_out.html"),
+        name="logout",
+    ),
+    path("api/", api_urls()),
     path("healthz", healthz, name="healthz"),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]
+
+handler404 = "memory_app.views.not_found"
+handler500 = "memory_app.views.server_error"

@@ -4,6 +4,7 @@ from django.core.management import call_command
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app.models import UserConfig
+from memory_app.runtime import chat
 from memory_app.selectors import read_memory_for_prompt
 from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
 
@@ -80,3 +81,17 @@ def test_seed_demo_creates_only_the_missing_demo_user():
     assert not Conversation.objects.filter(user=bob).exists()
     assert Conversation.objects.filter(thread_id="demo-alice-chat").exists()
     assert User.objects.get(username="admin").check_password("yuxi-admin")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seed_demo_admin_remembers_the_readme_example_and_demo_passwords_work(settings):
+    """The README's first example, as admin, remembers; alice and bob log in as documented."""
+    call_command("seed_demo")
+    User = get_user_model()
+    admin = User.objects.get(username="admin")
+    turn = chat(user_id=admin.pk, message="remember that I drink oolong tea")
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    data, _ = Workspace.for_user(admin.pk).read_bounded(MEMORY_RELPATH, 4096)
+    assert b"oolong" in data
+    for username, password in (("alice", "alice-demo"), ("bob", "bob-demo")):
+        assert User.objects.get(username=username).check_password(password)

@@ -51,7 +51,9 @@ class Command(BaseCommand):
         User = get_user_model()
         created = []
         if not User.objects.filter(username=STAFF_USERNAME).exists():
-            User.objects.create_superuser(STAFF_USERNAME, password=STAFF_PASSWORD)
+            staff = User.objects.create_superuser(STAFF_USERNAME, password=STAFF_PASSWORD)
+            # The README's first example ("remember that I drink oolong tea" as admin) remembers.
+            UserConfig.objects.create(user=staff, enable_memory=True)
             created.append(STAFF_USERNAME)
         seeders = {"alice": self._seed_alice, "bob": self._seed_bob}
         for username, password in DEMO_PASSWORDS.items():

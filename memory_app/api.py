@@ -1,0 +1,453 @@
+"""The JSON API under /api/ (django-ninja): chat, the user's own memory, settings, threads, export.
+
+Thin adapters over the services and selectors. The user always comes from the Django session
+(CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
+error, the framework's own included, has one shape: `{"error": "..."}`.
+"""
+
+import logging
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Literal
+
+from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.urls import URLPattern, URLResolver
+from ninja import Field, Header, NinjaAPI, Query, Schema, Status
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.security import SessionAuth
+from ninja.utils import check_csrf
+from pydantic import StrictBool, StrictStr
+
+from conversations import selectors as thread_selectors
+from conversations import services as thread_services
+from memory_app import selectors, services
+from memory_app.runtime import (
+    ChatInputError,
+    ChatModelUnavailable,
+    ChatRunLost,
+    ChatThreadNotFound,
+    chat,
+)
+from memory_app.workspace import WorkspaceError, WorkspacePathRefused
+
+__all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
+
+logger = logging.getLogger(__name__)
+
+# The body of every 503 the API sends when the database (or a lock) is unavailable.
+API_UNAVAILABLE_MESSAGE = "the service is unavailable, try again"
+
+
+class SessionCsrfAuth(SessionAuth):
+    """Django's session login; the CSRF check runs only once a user is known."""
+
+    def __call__(self, request: HttpRequest) -> Any:
+        user = request.user
+        if not user.is_authenticated:
+            return None
+        if self.csrf and check_csrf(request) is not None:
+            raise HttpError(403, "CSRF check failed")
+        return user
+
+
+api = NinjaAPI(
+    title="Yuxi Memory API",
+    version="1",
+    description=(
+        "Log in at /accounts/login/ (Django's session cookie), then send the `csrftoken` "
+        "cookie's value as `X-CSRFToken` on every POST, PUT, PATCH and DELETE. Every error is "
+        '`{"error": "..."}`.'
+    ),
+    auth=SessionCsrfAuth(),
+    urls_namespace="api",
+)
+
+
+class Error(Schema):
+    error: str
+
+
+class ChatIn(Schema):
+    message: StrictStr
+    thread_id: StrictStr | None = None
+
+
+class ToolCallOutcome(Schema):
+    name: str
+    status: str
+
+
+class ChatOut(Schema):
+    thread_id: str
+    run_id: str
+    status: str
+    reply: str
+    tool_calls: list[ToolCallOutcome]
+
+
+class MemoryOut(Schema):
+    enable_memory: bool
+    text: str
+    size_bytes: int
+    etag: str = Field(description="`sha256:` + the hex digest of MEMORY.md (sent as `If-Match`)")
+
+
+class MemoryProblem(Schema):
+    error: str
+    etag: str
+    size_bytes: int
+
+
+class MemoryIn(Schema):
+    text: StrictStr
+
+
+class SettingsBody(Schema):
+    enable_memory: StrictBool
+
+
+class ThreadOut(Schema):
+    thread_id: str
+    title: str
+    status: str
+    source: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ThreadPageOut(Schema):
+    threads: list[ThreadOut]
+    next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: done")
+
+
+class ThreadStatusIn(Schema):
+    status: Literal["active", "archived", "deleted"]
+
+
+class ExportToolCall(Schema):
+    tool_call_id: str
+    name: str
+    input: Any
+    output: str
+    status: str
+    error: str
+    metadata: Any
+    created_at: datetime
+
+
+class ExportMessage(Schema):
+    id: int
+    role: str
+    message_type: str
+    content: str
+    image_content: str | None
+    attachments: Any
+    feedback: Any
+    metadata: Any
+    created_at: datetime
+    tool_calls: list[ExportToolCall]
+
+
+class ExportThread(Schema):
+    thread_id: str
+    title: str
+    status: str
+    source: str
+    parent_thread_id: str | None
+    metadata: Any
+    created_at: datetime
+    updated_at: datetime
+    messages: list[ExportMessage]
+
+
+class ExportUser(Schema):
+    id: int
+    username: str
+    email: str
+    first_name: str
+    last_name: str
+    date_joined: datetime
+    last_login: datetime | None
+
+
+class ExportMemory(Schema):
+    text: str | None
+    etag: str
+    size_bytes: int
+    problem: str | None
+
+
+class ExportEvent(Schema):
+    kind: str
+    actor: str | None
+    run_id: str | None
+    before_sha256: str
+    after_sha256: str
+    size_bytes: int
+    created_at: datetime
+
+
+class ExportDocument(Schema):
+    user: ExportUser
+    enable_memory: bool
+    memory: ExportMemory | None
+    agents_md: str | None
+    user_md: str | None
+    memory_events: list[ExportEvent]
+    threads: list[ExportThread]
+
+
+# Refusals every authenticated operation can answer with.
+_COMMON = {401: Error, 403: Error, 405: Error, 503: Error}
+_UNSAFE = {**_COMMON, 400: Error, 413: Error}
+
+_MEMORY_PROBLEMS = {
+    "too_large": (
+        f"MEMORY.md is over {services.MEMORY_FILE_MAX_BYTES} bytes: replace it (PUT) or clear "
+        "it (DELETE)"
+    ),
+    "invalid_encoding": "MEMORY.md is not UTF-8 text: replace it (PUT) or clear it (DELETE)",
+}
+
+
+def _error(status: int, message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def _quoted(etag: str) -> str:
+    return f'"{etag}"'
+
+
+@api.post("/chat/", response={200: ChatOut, 404: Error, 502: Error, **_UNSAFE}, tags=["chat"])
+def post_chat(request: HttpRequest, body: ChatIn) -> Any:
+    """One turn as the session's user; a new thread unless `thread_id` names one of theirs."""
+    try:
+        return chat(user_id=request.auth.pk, message=body.message, thread_id=body.thread_id)
+    except ChatInputError as exc:
+        return Status(400, {"error": str(exc)})
+    except ChatThreadNotFound:
+        return Status(404, {"error": "no such thread"})
+    except ChatModelUnavailable:
+        return Status(502, {"error": "the model is unavailable, try again"})
+    except ChatRunLost:
+        return Status(503, {"error": "the run was interrupted, try again"})
+
+
+def _memory_state(request: HttpRequest, response: HttpResponse, memory: Any) -> Any:
+    response["ETag"] = _quoted(memory.etag)
+    if memory.problem is not None:
+        return Status(
+            409,
+            {
+                "error": _MEMORY_PROBLEMS.get(memory.problem, memory.problem),
+                "etag": memory.etag,
+                "size_bytes": memory.size_bytes,
+            },
+        )
+    return Status(
+        200,
+        {
+            "enable_memory": selectors.memory_enabled(request.auth.pk),
+            "text": memory.text,
+            "size_bytes": memory.size_bytes,
+            "etag": memory.etag,
+        },
+    )
+
+
+@api.get("/memory/", response={200: MemoryOut, 409: MemoryProblem, **_COMMON}, tags=["memory"])
+def get_memory(request: HttpRequest, response: HttpResponse) -> Any:
+    """The whole MEMORY.md; a file the agent cannot use (too large, not UTF-8) is a 409."""
+    return _memory_state(request, response, selectors.read_memory_file(user=request.auth))
+
+
+def _expected_etag(if_match: str | None) -> str:
+    """The etag an `If-Match` header names (quotes optional); a weak or `*` tag never matches."""
+    if if_match is None or not if_match.strip():
+        raise HttpError(428, "If-Match is required: send the etag of the memory you edited")
+    value = if_match.strip()
+    if value == "*" or value.startswith("W/"):
+        raise HttpError(412, "If-Match must be the memory's exact etag (not * or a weak tag)")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    return value
+
+
+@api.put(
+    "/memory/",
+    response={200: MemoryOut, 412: Error, 428: Error, **_UNSAFE},
+    tags=["memory"],
+)
+def put_memory(
+    request: HttpRequest,
+    response: HttpResponse,
+    body: MemoryIn,
+    if_match: str | None = Header(None, alias="If-Match"),
+) -> Any:
+    """Replace the whole file, only if it is still the version `If-Match` names."""
+    memory = services.write_memory_file(
+        user=request.auth, text=body.text, if_match=_expected_etag(if_match), actor=request.auth
+    )
+    return _memory_state(request, response, memory)
+
+
+@api.delete("/memory/", response={204: None, **_UNSAFE}, tags=["memory"])
+def delete_memory(request: HttpRequest) -> Any:
+    """Empty the memory: the agent then sees none, and its next fact starts a new file."""
+    services.clear_memory(user=request.auth, actor=request.auth)
+    return Status(204, None)
+
+
+@api.get("/settings/", response={200: SettingsBody, **_COMMON}, tags=["settings"])
+def get_settings(request: HttpRequest) -> Any:
+    """The memory switch."""
+    return {"enable_memory": selectors.memory_enabled(request.auth.pk)}
+
+
+@api.patch("/settings/", response={200: SettingsBody, **_UNSAFE}, tags=["settings"])
+def patch_settings(request: HttpRequest, body: SettingsBody) -> Any:
+    """Turn memory on or off; the next run and the next tool call read the new value."""
+    config = services.set_memory_enabled(
+        user=request.auth, enabled=body.enable_memory, actor=request.auth
+    )
+    return {"enable_memory": config.enable_memory}
+
+
+@api.get("/threads/", response={200: ThreadPageOut, 400: Error, **_COMMON}, tags=["threads"])
+def list_threads(
+    request: HttpRequest,
+    status: Literal["active", "archived", "deleted"] | None = None,
+    cursor: str | None = None,
+    limit: int = Query(20, ge=1, le=thread_selectors.THREAD_PAGE_MAX),
+) -> Any:
+    """Your threads, most recently updated first: those history lookback sees (active ones), or
+    those of `status`; follow `next_cursor` for more."""
+    try:
+        page = thread_selectors.list_user_threads(
+            user_id=request.auth.pk, status=status, cursor=cursor, limit=limit
+        )
+    except thread_selectors.InvalidCursor:
+        return Status(400, {"error": "cursor is not one this list returned"})
+    return {"threads": page.threads, "next_cursor": page.next_cursor}
+
+
+@api.patch(
+    "/threads/{thread_id}/", response={200: ThreadOut, 404: Error, **_UNSAFE}, tags=["threads"]
+)
+def patch_thread(request: HttpRequest, thread_id: str, body: ThreadStatusIn) -> Any:
+    """Archive or delete a thread (history lookback stops seeing it) or make it active again."""
+    try:
+        return thread_services.set_thread_status(
+            user_id=request.auth.pk, thread_id=thread_id, status=body.status
+        )
+    except thread_services.ThreadNotFound:
+        return Status(404, {"error": "no such thread"})
+
+
+@api.get("/export/", response={200: ExportDocument, **_COMMON}, tags=["export"])
+def get_export(request: HttpRequest) -> Any:
+    """Everything stored about you, as one JSON attachment (read from one consistent snapshot)."""
+    chunks = selectors.export_user_data(user=request.auth)
+    response = StreamingHttpResponse(chunks, content_type="application/json")
+    response["Content-Disposition"] = (
+        f'attachment; filename="yuxi-export-user-{request.auth.pk}.json"'
+    )
+    return response
+
+
+def _describe(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for error in errors[:5]:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else error.get("msg", ""))
+    return "invalid request: " + "; ".join(parts)
+
+
+def _on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    return _error(400, _describe(exc.errors))
+
+
+def _on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, RequestDataTooBig):
+        return _error(413, "the body is too large")
+    if exc.status_code == 400 and exc.__cause__ is not None:
+        return _error(400, "the body must be JSON")
+    return _error(exc.status_code, str(exc))
+
+
+def _on_authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return _error(401, "authentication required")
+
+
+def _on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(404, "not found")
+
+
+def _on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return _error(413, "the body is too large")
+
+
+def _on_database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
+    logger.error("an API request failed on the database", exc_info=exc)
+    return _error(503, API_UNAVAILABLE_MESSAGE)
+
+
+def _on_memory_error(request: HttpRequest, exc: services.MemoryWriteError) -> HttpResponse:
+    if isinstance(exc, services.MemoryConflict):  # a user's write conflicts only when stale
+        return _error(412, "the memory changed since you read it: GET it again and retry")
+    if isinstance(exc, services.MemoryFileTooLarge):
+        return _error(413, f"the memory may be at most {services.MEMORY_FILE_MAX_BYTES} bytes")
+    if isinstance(exc, services.MemoryInputError):
+        return _error(400, str(exc))
+    if isinstance(exc, services.MemoryAccessDenied):
+        return _error(403, "your memory cannot be changed now")
+    logger.warning("a memory request found the memory unavailable: %s", exc)
+    return _error(503, API_UNAVAILABLE_MESSAGE)
+
+
+def _on_workspace_error(request: HttpRequest, exc: WorkspaceError) -> HttpResponse:
+    if isinstance(exc, WorkspacePathRefused):
+        return _error(403, "your memory file is not a regular file: ask staff to repair it")
+    logger.warning("a memory request could not read the workspace: %s", exc)
+    return _error(503, API_UNAVAILABLE_MESSAGE)
+
+
+for _exception, _handler in (
+    (ValidationError, _on_validation_error),
+    (HttpError, _on_http_error),
+    (AuthenticationError, _on_authentication_error),
+    (Http404, _on_not_found),
+    (RequestDataTooBig, _on_too_big),
+    (DatabaseError, _on_database_error),
+    (services.MemoryWriteError, _on_memory_error),
+    (WorkspaceError, _on_workspace_error),
+):
+    api.add_exception_handler(_exception, _handler)
+
+
+def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Ninja answers a method no operation takes with an empty 405: give it the error shape."""
+
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if response.status_code == 405 and not response.get("Content-Type", "").startswith(
+            "application/json"
+        ):
+            allowed = response["Allow"]
+            response = _error(405, f"use {allowed.replace(',', ' or')}")
+            response["Allow"] = allowed
+        return response
+
+    wrapped.__dict__.update(view.__dict__)  # keeps ninja's csrf_exempt marker
+    return wrapped
+
+
+def api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
+    """`api.urls`, each view answering an unknown method in the API's error shape."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        if isinstance(pattern, URLPattern):
+            pattern.callback = _json_not_allowed(pattern.callback)
+    return patterns, app_name, namespace

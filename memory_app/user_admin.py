@@ -1,0 +1,44 @@
+"""The admin's User delete goes through `erase_user`: rows, ledger and workspace, set-wise.
+
+Django's own delete walks and lists every related row (tens of seconds for a user with a long
+history) and leaves MEMORY.md on disk; this confirmation page shows counts instead.
+"""
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from memory_app.lifecycle import erasure_counts
+from memory_app.services import erase_user
+
+__all__ = ["ErasingUserAdmin"]
+
+User = get_user_model()
+
+
+class ErasingUserAdmin(UserAdmin):
+    """Django's UserAdmin whose delete (page and bulk action alike) erases the user's data."""
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        users = list(objs)
+        counts = erasure_counts(user_ids=[user.pk for user in users])
+        summary = {kind.replace("_", " "): count for kind, count in counts.items() if count}
+        perms_needed = set() if self.has_delete_permission(request) else {"user"}
+        return [str(user) for user in users], summary, perms_needed, []
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        erase_user(user=obj, actor=request.user)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        for user in queryset:
+            erase_user(user=user, actor=request.user)
+
+
+admin.site.unregister(User)
+admin.site.register(User, ErasingUserAdmin)

@@ -1,0 +1,206 @@
+"""The user's own MEMORY.md and switch over HTTP: etags, preconditions, sizes, broken files."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from memory_app.models import MemoryEvent
+from memory_app.runtime import build_chatbot_graph
+from memory_app.services import MEMORY_FILE_MAX_BYTES
+from memory_app.tools import make_remember_memory_tool
+from tests.factories import (
+    ConversationFactory,
+    RunningAgentRunFactory,
+    UserConfigFactory,
+    context_for,
+)
+
+CSRF_TOKEN = "c" * 32
+URL = "/api/memory/"
+
+
+def etag(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@pytest.fixture
+def user():
+    return UserConfigFactory().user
+
+
+@pytest.fixture
+def memory_file(user) -> Path:
+    path = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"
+    path.parent.mkdir(parents=True)
+    return path
+
+
+@pytest.fixture
+def session(user) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
+    return client
+
+
+def put(client: Client, body: object, if_match: str | None):
+    headers = {"HTTP_X_CSRFTOKEN": CSRF_TOKEN}
+    if if_match is not None:
+        headers["HTTP_IF_MATCH"] = if_match
+    data = body if isinstance(body, str) else json.dumps(body)
+    return client.put(URL, data=data, content_type="application/json", **headers)
+
+
+pytestmark = pytest.mark.django_db
+
+
+def test_get_returns_text_size_switch_and_a_quoted_etag_header(session, memory_file):
+    memory_file.write_bytes("I drink oolong tea 🍵\n".encode())
+    response = session.get(URL)
+    data = memory_file.read_bytes()
+    assert response.status_code == 200
+    assert response.json() == {
+        "enable_memory": True,
+        "text": "I drink oolong tea 🍵\n",
+        "size_bytes": len(data),
+        "etag": etag(data),
+    }
+    assert response["ETag"] == f'"{etag(data)}"'
+
+
+def test_a_missing_file_reads_as_empty_with_the_etag_of_no_bytes(session):
+    assert session.get(URL).json()["etag"] == etag(b"")
+
+
+@pytest.mark.parametrize("quoted", [True, False])
+def test_put_with_the_current_etag_replaces_the_file(session, memory_file, quoted):
+    memory_file.write_bytes(b"old\n")
+    tag = etag(b"old\n")
+    response = put(session, {"text": "new fact\n"}, f'"{tag}"' if quoted else tag)
+    assert response.status_code == 200
+    assert response.json()["text"] == "new fact\n"
+    new_tag = etag(b"new fact\n")
+    assert response["ETag"] == f'"{new_tag}"'
+    assert memory_file.read_bytes() == b"new fact\n"
+
+
+@pytest.mark.parametrize(
+    ("if_match", "status"),
+    [
+        (None, 428),
+        ("", 428),
+        ('"sha256:' + "0" * 64 + '"', 412),
+        ("*", 412),
+        ("W/{current}", 412),
+    ],
+)
+def test_put_without_a_matching_strong_etag_is_refused_and_changes_nothing(
+    session, memory_file, if_match, status
+):
+    memory_file.write_bytes(b"old\n")
+    current = etag(b"old\n")
+    header = None if if_match is None else if_match.replace("{current}", f'"{current}"')
+    response = put(session, {"text": "new\n"}, header)
+    assert (response.status_code, set(response.json())) == (status, {"error"})
+    assert memory_file.read_bytes() == b"old\n"
+    assert not MemoryEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "status"),
+    [
+        ("x" * (MEMORY_FILE_MAX_BYTES + 1), 413),
+        ("a NUL \x00 here", 400),
+        ("a lone surrogate \ud800", 400),
+    ],
+)
+def test_put_of_text_that_cannot_be_stored_is_refused_and_changes_nothing(
+    session, memory_file, text, status
+):
+    memory_file.write_bytes(b"old\n")
+    response = put(session, {"text": text}, etag(b"old\n"))
+    assert (response.status_code, set(response.json())) == (status, {"error"})
+    assert memory_file.read_bytes() == b"old\n"
+    assert not MemoryEvent.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"x" * 200 * 1024, "over"), (b"caf\xe9 \xff\xfe\n", "not UTF-8")],
+)
+def test_a_file_the_agent_cannot_use_is_seen_as_409_with_its_etag_then_replaced(
+    session, memory_file, content, problem
+):
+    memory_file.write_bytes(content)
+    seen = session.get(URL)
+    assert seen.status_code == 409
+    body = seen.json()
+    assert (body["etag"], body["size_bytes"]) == (etag(content), len(content))
+    assert problem in body["error"]
+    replaced = put(session, {"text": "repaired\n"}, body["etag"])
+    assert replaced.status_code == 200
+    assert memory_file.read_bytes() == b"repaired\n"
+
+
+def test_a_broken_file_can_be_cleared_and_then_reads_as_empty(session, memory_file):
+    memory_file.write_bytes(b"\xff" * 10)
+    assert session.get(URL).status_code == 409
+    response = session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    assert (response.status_code, response.content) == (204, b"")
+    after = session.get(URL).json()
+    assert (after["text"], after["size_bytes"]) == ("", 0)
+
+
+def test_settings_patch_turns_memory_off_and_on(session):
+    for enabled in (False, True):
+        response = session.patch(
+            "/api/settings/",
+            data=json.dumps({"enable_memory": enabled}),
+            content_type="application/json",
+            HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+        )
+        assert response.json() == {"enable_memory": enabled}
+        assert session.get("/api/settings/").json() == {"enable_memory": enabled}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_switch_set_through_the_api_is_what_the_next_run_and_the_next_tool_call_read(
+    session, user
+):
+    run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
+    ctx = context_for(run)
+    tool = make_remember_memory_tool(ctx)  # built while memory was on
+    assert build_chatbot_graph(ctx).tools
+
+    def switch(enabled: bool) -> None:
+        session.patch(
+            "/api/settings/",
+            data=json.dumps({"enable_memory": enabled}),
+            content_type="application/json",
+            HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+        )
+
+    switch(False)
+    assert build_chatbot_graph(ctx).tools == []
+    assert json.loads(tool.invoke({"content": "a fact"}))["status"] == "denied"
+    switch(True)
+    assert [t.name for t in build_chatbot_graph(ctx).tools][0] == "remember_memory"
+    assert json.loads(tool.invoke({"content": "a fact"}))["status"] == "added"
+
+
+def test_a_symlinked_memory_file_is_refused_with_403_json_and_its_target_untouched(
+    session, memory_file, tmp_path
+):
+    target = tmp_path / "elsewhere.txt"
+    target.write_bytes(b"not yours\n")
+    memory_file.symlink_to(target)
+    response = session.get(URL)
+    assert (response.status_code, set(response.json())) == (403, {"error"})
+    assert str(tmp_path) not in response.json()["error"]
+    replaced = put(session, {"text": "x\n"}, etag(b"not yours\n"))
+    assert (replaced.status_code, set(replaced.json())) == (403, {"error"})
+    assert target.read_bytes() == b"not yours\n"
