@@ -247,6 +247,8 @@ class Message(models.Model):
             ),
             # The model's own ordering, so a staff changelist pages without sorting the table.
             models.Index(fields=["created_at", "id"], name="message_order_idx"),
+            # A staff changelist of one user's messages, newest first, without a sort.
+            models.Index(fields=["owner", "created_at", "id"], name="message_owner_order_idx"),
             # History search: a user's visible messages newest first (frequent terms stop
             # early), a trigram index (3+ characters) and a CJK bigram index (2 characters).
             models.Index(
@@ -296,6 +298,8 @@ class ToolCall(models.Model):
             models.Index(fields=["message", "created_at", "id"], name="toolcall_msg_idx"),
             # The model's own ordering, so a staff changelist pages without sorting the table.
             models.Index(fields=["created_at", "id"], name="toolcall_order_idx"),
+            # Staff search by the model's call id.
+            models.Index(fields=["tool_call_id"], name="toolcall_call_id_idx"),
         ]
 
     def __str__(self) -> str:

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import ToolRuntimeContext
-from memory_app.models import UserConfig
+from memory_app.models import MemoryEvent, UserConfig
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -84,6 +84,23 @@ class RunningAgentRunFactory(AgentRunFactory):
     worker_id = factory.Sequence(lambda n: f"worker-{n}")
     started_at = factory.LazyFunction(timezone.now)
     lease_expires_at = factory.LazyFunction(lambda: timezone.now() + timedelta(minutes=10))
+
+
+class MemoryEventFactory(factory.django.DjangoModelFactory):
+    """An agent's memory change: a run of the user, hashes chained from the empty file."""
+
+    class Meta:
+        model = MemoryEvent
+
+    user = factory.SubFactory(UserFactory)
+    kind = MemoryEvent.Kind.AGENT_ADDED
+    run = factory.SubFactory(
+        AgentRunFactory,
+        conversation=factory.SubFactory(ConversationFactory, user=factory.SelfAttribute("...user")),
+    )
+    before_sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    after_sha256 = factory.Sequence(lambda n: f"{n:064x}")
+    size_bytes = 42
 
 
 def memory_user(**kwargs: object) -> object:

@@ -73,8 +73,11 @@ def test_changelist_marks_hidden_threads(staff_client):
         for title in ("shown-thread", "hidden-thread")
         if title in row
     }
-    assert 'alt="True"' in rows["shown-thread"]
-    assert 'alt="False"' in rows["hidden-thread"]
+    assert '<span class="yuxi-lookback">visible</span>' in rows["shown-thread"]
+    assert (
+        'title="its status is archived; only active threads are visible">hidden'
+        in (rows["hidden-thread"])
+    )
 
 
 def test_script_marker_in_titles_and_messages_renders_escaped(staff_client):
@@ -125,7 +128,7 @@ def test_huge_columns_are_cut_by_the_database_and_marked(staff_client):
             assert not _stored_column_read_whole(queries.captured_queries, table, column), url
     html = _html(staff_client, _change(Message, message.pk))
     kept = FIELD_EXCERPT_BYTES // 2 * 2
-    assert f"cut: first {kept} of {len(huge.encode())} bytes shown" in html
+    assert f"cut: first {kept:,} of {len(huge.encode()):,} bytes shown" in html
 
 
 def _change_page_queries(client, model, pk):
@@ -144,14 +147,19 @@ def test_conversation_page_costs_the_same_queries_for_3_and_80_messages(staff_cl
     )
 
 
-def test_raw_messages_show_the_latest_and_count_the_rest(staff_client):
+def test_raw_messages_show_the_latest_and_link_to_the_rest_without_counting(staff_client):
     thread = ConversationFactory()
-    MessageFactory.create_batch(55, conversation=thread)
+    MessageFactory(conversation=thread, content="the-very-first-message")
+    MessageFactory.create_batch(54, conversation=thread)
     last = MessageFactory(conversation=thread, content="the-very-last-message")
-    html = _html(staff_client, _change(Conversation, thread.pk))
+    with CaptureQueriesContext(connection) as queries:
+        html = _html(staff_client, _change(Conversation, thread.pk))
     assert "the-very-last-message" in html
-    assert "6 earlier messages not shown." in html
-    assert f"<td>{last.pk}</td>" in html
+    assert "the-very-first-message" not in html.split('yuxi-raw-view"', 1)[1]
+    assert "The latest 50 messages; earlier ones are not shown" in html
+    assert f'href="{_change(Message, last.pk)}">{last.pk}</a>' in html
+    assert f"{_changelist(Message)}?thread={thread.pk}" in html
+    assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
 
 
 def test_run_page_shows_owner_lease_and_that_its_worker_may_write(staff_client):
@@ -196,8 +204,8 @@ def test_run_page_says_why_a_memory_write_would_be_refused(staff_client, setup, 
 
 def _sections(html):
     """The agent-view and raw-view halves of a conversation's history field."""
-    agent = html.split('class="yuxi-agent-view"', 1)[1].split('class="yuxi-raw-view"', 1)[0]
-    raw = html.split('class="yuxi-raw-view"', 1)[1]
+    agent = html.split('yuxi-agent-view"', 1)[1].split('yuxi-raw-view"', 1)[0]
+    raw = html.split('yuxi-raw-view"', 1)[1]
     return agent, raw
 
 
@@ -217,27 +225,33 @@ def test_agent_view_holds_only_what_lookback_returns_beside_every_raw_message(st
     assert "assistant-said-2" in agent
     assert "system-only-3" not in agent
     assert "tool-call-4" not in agent
-    assert "2 messages;" in agent
+    assert "2 messages returned" in agent
     for content in ("user-said-1", "assistant-said-2", "system-only-3", "tool-call-4"):
         assert content in raw
-    assert "0 earlier messages not shown." in raw
+    assert "All 4 messages of this thread." in raw
 
 
-def test_agent_view_shows_budgets_and_truncation_flags(staff_client):
+def test_agent_view_states_budgets_and_cuts_in_words(staff_client):
     thread = ConversationFactory()
     MessageFactory.create_batch(21, conversation=thread, content="x" * 10_000)
     agent, _ = _sections(_html(staff_client, _change(Conversation, thread.pk)))
-    assert "4 messages;" in agent  # four 8 KiB cuts fill the 32 KiB of contents
-    assert "has_more_before: True; has_more_after: False; truncated: True" in agent
-    assert "cut: first 8192 bytes shown" in agent
-    assert "of at most 65536 bytes serialized" in agent
+    assert "4 messages returned" in agent  # four 8 KiB cuts fill the 32 KiB of contents
+    assert "Earlier messages exist: the agent would page back for them." in agent
+    assert "Later messages exist" not in agent
+    assert "Some content was cut to fit the budgets." in agent
+    assert "cut: first 8,192 bytes shown" in agent
+    assert "of at most 65,536 bytes of JSON" in agent
+    summary = agent.split("</p>", 1)[0]
+    for flag in ("has_more_before", "has_more_after", "truncated:", "True", "False"):
+        assert flag not in summary
 
 
 def test_agent_view_of_a_hidden_thread_is_not_found(staff_client):
     thread = ConversationFactory(status=Conversation.Status.ARCHIVED)
     MessageFactory(conversation=thread, content="archived-words")
     agent, raw = _sections(_html(staff_client, _change(Conversation, thread.pk)))
-    assert "not_found: the lookback tools return nothing of this thread" in agent
+    assert "Nothing: the lookback tools return nothing of this thread" in agent
+    assert "errornote" not in agent and "yuxi-alert" not in agent
     assert "archived-words" not in agent
     assert "archived-words" in raw
 
