@@ -58,6 +58,8 @@ __all__ = [
     "MessageAdmin",
     "ThreadFilter",
     "ToolCallAdmin",
+    "id_cell",
+    "name_cell",
     "related_list",
     "run_label",
     "time_cell",
@@ -79,13 +81,21 @@ class ThreadFilter(ChosenRowFilter):
 
 
 def time_cell(value: datetime | None) -> SafeString:
-    """A timestamp with seconds and time zone that never wraps."""
-    return format_html('<span class="yuxi-time">{}</span>', format_timestamp(value))
+    """A timestamp with seconds and time zone; it wraps only between date and clock time."""
+    if value is None:
+        return format_html('<span class="yuxi-time">{}</span>', "—")
+    day, clock = format_timestamp(value).split(" ", 1)
+    return format_html('<span class="yuxi-time"><span>{}</span> <span>{}</span></span>', day, clock)
 
 
 def id_cell(value: object) -> SafeString:
     """A long id (64-character thread ids, UUIDs) that wraps inside a readable width."""
     return format_html('<span class="yuxi-id">{}</span>', value)
+
+
+def name_cell(value: object) -> SafeString:
+    """A name (usernames run long) that wraps inside a readable width."""
+    return format_html('<span class="yuxi-name">{}</span>', value)
 
 
 def run_label(run: AgentRun) -> str:
@@ -199,7 +209,7 @@ class ConversationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="user", ordering="user__username")
     def user_column(self, obj: Conversation) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
+        return change_link(User, obj.user_id, name_cell(obj.user.username))
 
     @admin.display(description="title")
     def title_column(self, obj: Conversation) -> SafeString:
@@ -644,7 +654,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
 
     @admin.display(description="user", ordering="user__username")
     def user_column(self, obj: AgentRun) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
+        return change_link(User, obj.user_id, name_cell(obj.user.username))
 
     @admin.display(description="thread", ordering="conversation__thread_id")
     def thread_column(self, obj: AgentRun) -> SafeString:

@@ -14,7 +14,14 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from conversations.admin import AgentRunAdmin, ThreadFilter, id_cell, related_list, time_cell
+from conversations.admin import (
+    AgentRunAdmin,
+    ThreadFilter,
+    id_cell,
+    name_cell,
+    related_list,
+    time_cell,
+)
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.selectors import first_related
 from memory_app.ledger_selectors import (
@@ -73,7 +80,7 @@ def _provenance(event: MemoryEvent, calls: list[ToolCall]) -> SafeString | str:
 def _actor(event: MemoryEvent) -> SafeString | str:
     if event.actor_id is None:
         return "the agent" if event.run_id else "—"
-    return change_link(User, event.actor_id, event.actor.username)
+    return change_link(User, event.actor_id, name_cell(event.actor.username))
 
 
 @admin.register(UserConfig)
@@ -90,9 +97,9 @@ class UserConfigAdmin(ReadOnlyAdmin):
         (
             "Why does the agent know this?",
             {
-                "description": "On the left, MEMORY.md exactly as the agent's next run reads "
-                "it; on the right, every change to it that was recorded, newest first, with "
-                "the run, thread and remember_memory call that made it.",
+                "description": "First MEMORY.md exactly as the agent's next run reads it, "
+                "then every recorded change to it, newest first, with the run, thread and "
+                "remember_memory call that made it.",
                 "fields": (("memory_preview", "ledger"),),
             },
         ),
@@ -110,8 +117,8 @@ class UserConfigAdmin(ReadOnlyAdmin):
         return Q(user_id__in=users_named(term))
 
     @admin.display(description="user", ordering="user__username")
-    def user_column(self, obj: UserConfig) -> str:
-        return obj.user.username
+    def user_column(self, obj: UserConfig) -> SafeString:
+        return name_cell(obj.user.username)
 
     @admin.display(description="user")
     def user_link(self, obj: UserConfig) -> SafeString:
@@ -156,7 +163,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
             {
                 "entry": entry,
                 "event_link": change_link(MemoryEvent, entry.event.pk, f"#{entry.event.pk}"),
-                "created": format_timestamp(entry.event.created_at),
+                "created": time_cell(entry.event.created_at),
                 "actor": _actor(entry.event),
                 "provenance": _provenance(entry.event, entry.tool_calls),
             }
@@ -241,7 +248,7 @@ class MemoryEventAdmin(ReadOnlyAdmin):
 
     @admin.display(description="user", ordering="user__username")
     def user_column(self, obj: MemoryEvent) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
+        return change_link(User, obj.user_id, name_cell(obj.user.username))
 
     @admin.display(description="by")
     def actor_column(self, obj: MemoryEvent) -> SafeString | str:
@@ -336,11 +343,18 @@ admin.site.unregister(User)
 class UserWithMemoryAdmin(_RegisteredUserAdmin):
     readonly_fields = (*_RegisteredUserAdmin.readonly_fields, "memory_and_history")
 
+    class Media:
+        css = {"all": ("yuxi/admin.css",)}
+
     def get_fieldsets(self, request: HttpRequest, obj: object = None) -> list:
         fieldsets = list(super().get_fieldsets(request, obj))
         if obj is None:
             return fieldsets
-        return [*fieldsets, ("Memory and history", {"fields": ("memory_and_history",)})]
+        return [
+            *fieldsets[:1],
+            ("Memory and history", {"fields": ("memory_and_history",)}),
+            *fieldsets[1:],
+        ]
 
     @admin.display(description="links")
     def memory_and_history(self, obj: object) -> SafeString:

@@ -47,6 +47,10 @@ LIST_EXCERPT_BYTES = 120
 # From this many rows (by the planner's estimate) a changelist shows the estimate, not a count.
 ESTIMATED_COUNT_FROM_ROWS = 10_000
 
+# Changelists need the page's width for their columns more than a list of every app beside them
+# (the home page and breadcrumbs still list the apps).
+admin.site.enable_nav_sidebar = False
+
 # Stored text keeps its line breaks and wraps inside the page instead of widening it.
 _PRE = '<pre class="yuxi-excerpt">{}</pre>'
 
