@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import EmptyResultSet, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Model, Q, QuerySet
@@ -103,7 +103,10 @@ def changelist_link(model: type[Model], query: dict[str, object], text: object) 
 
 def planner_row_estimate(queryset: QuerySet) -> int:
     """PostgreSQL's estimate of the rows `queryset` returns (EXPLAIN, nothing executed)."""
-    sql, params = queryset.query.sql_with_params()
+    try:
+        sql, params = queryset.query.sql_with_params()
+    except EmptyResultSet:  # a condition that can match nothing, e.g. `IN ()`
+        return 0
     with connections[queryset.db].cursor() as cursor:
         cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
         plan = cursor.fetchone()[0]

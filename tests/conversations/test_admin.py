@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from conversations.models import AgentRun, Conversation, Message
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import claim_run
 from tests.factories import (
     AgentRunFactory,
@@ -157,7 +157,7 @@ def test_raw_messages_show_the_latest_and_link_to_the_rest_without_counting(staf
     assert "the-very-last-message" in html
     assert "the-very-first-message" not in html.split('yuxi-raw-view"', 1)[1]
     assert "The latest 50 messages; earlier ones are not shown" in html
-    assert f'href="{_change(Message, last.pk)}">{last.pk}</a>' in html
+    assert f'href="{_change(Message, last.pk)}">#{last.pk}</a>' in html
     assert f"{_changelist(Message)}?thread={thread.pk}" in html
     assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
 
@@ -262,3 +262,152 @@ def test_agent_view_escapes_a_script_marker(staff_client):
     agent, _ = _sections(_html(staff_client, _change(Conversation, thread.pk)))
     assert "<script>" not in agent
     assert ESCAPED in agent
+
+
+def _queries_of(client, url, params=None):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, params or {})
+    assert response.status_code == 200
+    return response.content.decode(), [q["sql"] for q in queries.captured_queries]
+
+
+def test_a_big_table_shows_the_planners_estimate_and_is_never_counted(staff_client, monkeypatch):
+    MessageFactory.create_batch(3)
+    monkeypatch.setattr("yuxi_site.admin.ESTIMATED_COUNT_FROM_ROWS", 1)
+    html, sql = _queries_of(staff_client, _changelist(Message))
+    assert "(estimated)" in html and "about " in html
+    assert not [q for q in sql if "COUNT(" in q.upper()]
+    assert [q for q in sql if q.startswith("EXPLAIN")]
+
+
+def test_a_small_result_is_counted_exactly(staff_client):
+    MessageFactory.create_batch(3)
+    html, _ = _queries_of(staff_client, _changelist(Message))
+    assert "3 messages" in html
+    assert "(estimated)" not in html
+
+
+def test_message_search_matches_ids_exactly_and_never_scans_content(staff_client):
+    message = MessageFactory(content="a needle in the haystack")
+    MessageFactory()
+    for term in (
+        str(message.pk),
+        message.conversation.thread_id,
+        message.conversation.user.username,
+    ):
+        response = staff_client.get(_changelist(Message), {"q": term})
+        assert [m.pk for m in response.context["cl"].result_list] == [message.pk], term
+    html, sql = _queries_of(staff_client, _changelist(Message), {"q": "needle"})
+    assert not [q for q in sql if "LIKE" in q.upper()]
+    assert "no index serves a substring of every message" in html
+
+
+def test_runs_are_found_by_username_thread_id_and_run_id(staff_client):
+    run = AgentRunFactory()
+    AgentRunFactory()
+    for term in (run.user.username, run.conversation.thread_id, str(run.run_id)):
+        response = staff_client.get(_changelist(AgentRun), {"q": term})
+        assert [r.pk for r in response.context["cl"].result_list] == [run.pk], term
+
+
+def test_user_filter_shows_only_the_chosen_user_and_lists_no_other(staff_client):
+    mine = MessageFactory()
+    theirs = MessageFactory()
+    response = staff_client.get(_changelist(Message), {"user": mine.conversation.user_id})
+    assert [m.pk for m in response.context["cl"].result_list] == [mine.pk]
+    html = response.content.decode()
+    assert mine.conversation.user.username in html
+    assert theirs.conversation.user.username not in html
+
+
+def test_thread_filter_lists_the_threads_runs_and_tool_calls(staff_client):
+    call = ToolCallFactory()
+    thread = call.message.conversation
+    run = AgentRunFactory(conversation=thread)
+    ToolCallFactory()
+    AgentRunFactory()
+    for model, expected in ((ToolCall, call.pk), (AgentRun, run.pk)):
+        response = staff_client.get(_changelist(model), {"thread": thread.pk})
+        assert [row.pk for row in response.context["cl"].result_list] == [expected]
+
+
+def test_run_page_shows_its_error_and_links_thread_parent_and_child_runs(staff_client):
+    parent = AgentRunFactory(status=AgentRun.Status.FAILED, error="model error: 8 steps used")
+    child = AgentRunFactory(
+        conversation=ConversationFactory(user=parent.user, parent=parent.conversation),
+        run_type=AgentRun.RunType.SUBAGENT,
+        parent_run=parent,
+    )
+    html = _html(staff_client, _change(AgentRun, parent.pk))
+    assert "model error: 8 steps used" in html
+    assert f'href="{_change(AgentRun, child.pk)}"' in html
+    assert f'href="{_change(Conversation, parent.conversation_id)}"' in html
+    assert f"{_changelist(Message)}?thread={parent.conversation_id}" in html
+    child_html = _html(staff_client, _change(AgentRun, child.pk))
+    assert f'href="{_change(AgentRun, parent.pk)}">{parent.run_id}</a>' in child_html
+
+
+def test_a_failed_run_without_a_reason_says_so(staff_client):
+    run = AgentRunFactory(status=AgentRun.Status.FAILED)
+    assert "no reason was recorded" in _html(staff_client, _change(AgentRun, run.pk))
+
+
+def test_times_show_seconds_and_the_time_zone(staff_client):
+    run = AgentRunFactory()
+    claim_run(worker_id="worker-9", run_id=run.run_id)
+    html = _html(staff_client, _change(AgentRun, run.pk))
+    stamp = re.compile(r"<span>\d{4}-\d\d-\d\d</span> <span>\d\d:\d\d:\d\d UTC</span>")
+    assert len(stamp.findall(html)) >= 3  # created, started, lease expiry
+    assert re.search(r"database time \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", html)
+
+
+def test_non_obvious_fields_carry_help_texts(staff_client):
+    run = AgentRunFactory()
+    html = _html(staff_client, _change(AgentRun, run.pk))
+    assert "The worker process that holds the run's lease" in html
+    assert "when the lease lapses" in html
+    thread_html = _html(staff_client, _change(Conversation, run.conversation_id))
+    assert "History lookback: the agent's tools search_thread_messages" in thread_html
+
+
+def test_a_thread_links_its_user_parent_children_runs_and_messages(staff_client):
+    root = ConversationFactory()
+    child = ConversationFactory(user=root.user, parent=root, source=Conversation.Source.AGENT_CALL)
+    run = AgentRunFactory(conversation=root)
+    html = _html(staff_client, _change(Conversation, root.pk))
+    assert f'href="{reverse("admin:auth_user_change", args=[root.user_id])}"' in html
+    assert f'href="{_change(Conversation, child.pk)}"' in html
+    assert f'href="{_change(AgentRun, run.pk)}"' in html
+    assert f"{_changelist(Message)}?thread={root.pk}" in html
+    child_html = _html(staff_client, _change(Conversation, child.pk))
+    assert f'href="{_change(Conversation, root.pk)}"' in child_html
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"parent": "root"}, {"source": Conversation.Source.AGENT_CALL}],
+)
+def test_hiding_by_design_is_a_neutral_notice_not_an_error(staff_client, fields):
+    if fields.get("parent") == "root":
+        fields = {"parent": ConversationFactory()}
+    html = _html(staff_client, _change(Conversation, ConversationFactory(**fields).pk))
+    banner = html.split("yuxi-banner", 1)[1].split("</div>", 1)[0]
+    assert "That is by design" in banner
+    assert "errornote" not in html and "yuxi-alert" not in html
+
+
+def test_conversations_admin_never_imports_the_memory_app():
+    import ast
+    from pathlib import Path
+
+    import conversations
+
+    for module in ("admin.py", "selectors.py"):
+        tree = ast.parse((Path(conversations.__file__).parent / module).read_text())
+        imported = [
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        ]
+        assert not [name for name in imported if name and name.startswith("memory_app")]
