@@ -55,10 +55,10 @@ def _seed_admin_rows() -> None:
             "finished_at, error) "
             "SELECT gen_random_uuid(), c.user_id, c.id, 'req-' || c.id || '-' || g, "
             "CASE WHEN c.source = 'agent_call' THEN 'subagent' ELSE 'chat' END, "
-            "CASE WHEN g % 17 = 0 THEN 'failed' ELSE 'succeeded' END, NULL, NULL, "
+            "CASE WHEN g %% 17 = 0 THEN 'failed' ELSE 'succeeded' END, NULL, NULL, "
             "c.created_at + g * interval '1 minute', c.created_at + g * interval '1 minute', "
             "c.created_at + g * interval '1 minute' + interval '5 seconds', "
-            "CASE WHEN g % 17 = 0 THEN 'model error: the model did not answer within 8 steps' "
+            "CASE WHEN g %% 17 = 0 THEN 'model error: the model did not answer within 8 steps' "
             "ELSE '' END "
             "FROM conversations_conversation c CROSS JOIN generate_series(1, %s) g",
             [RUNS_PER_THREAD],
@@ -77,13 +77,13 @@ def _seed_admin_rows() -> None:
         cur.execute(
             "INSERT INTO memory_app_memoryevent (user_id, kind, actor_id, run_id, "
             "before_sha256, after_sha256, size_bytes, created_at) "
-            "SELECT u.id, CASE WHEN g % 10 = 0 THEN 'user_edited' ELSE 'agent_added' END, "
-            "CASE WHEN g % 10 = 0 THEN u.id END, "
-            "CASE WHEN g % 10 = 0 THEN NULL ELSE (SELECT r.id FROM conversations_agentrun r "
-            "  WHERE r.user_id = u.id AND r.run_type = 'chat' ORDER BY r.id OFFSET g % 50 "
+            "SELECT u.id, CASE WHEN g %% 10 = 0 THEN 'user_edited' ELSE 'agent_added' END, "
+            "CASE WHEN g %% 10 = 0 THEN u.id END, "
+            "CASE WHEN g %% 10 = 0 THEN NULL ELSE (SELECT r.id FROM conversations_agentrun r "
+            "  WHERE r.user_id = u.id AND r.run_type = 'chat' ORDER BY r.id OFFSET g %% 50 "
             "  LIMIT 1) END, "
             # A break every 97th event: its before hash is not the previous after hash.
-            "encode(sha256((u.id || ':' || (g - 1 + (g % 97 = 0)::int))::bytea), 'hex'), "
+            "encode(sha256((u.id || ':' || (g - 1 + (g %% 97 = 0)::int))::bytea), 'hex'), "
             "encode(sha256((u.id || ':' || g)::bytea), 'hex'), 40 * g, "
             "timestamptz '2025-01-01' + g * interval '1 hour' "
             "FROM auth_user u CROSS JOIN LATERAL generate_series(1, "

@@ -15,7 +15,6 @@ from django.db.models import F, Model, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.http import HttpRequest
 from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
@@ -44,7 +43,9 @@ from yuxi_site.admin import (
     ReadOnlyAdmin,
     UserFilter,
     change_link,
+    change_url,
     changelist_link,
+    changelist_url,
     format_timestamp,
     render_excerpt,
     render_text,
@@ -119,9 +120,7 @@ def related_list(
 
 
 def _changelist_url(model: type[Model], query: dict[str, object]) -> str:
-    opts = model._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
-    return f"{url}?{urlencode(query)}"
+    return f"{changelist_url(model)}?{urlencode(query)}"
 
 
 def _thread_pks(term: str) -> list[int]:
@@ -252,7 +251,9 @@ class ConversationAdmin(ReadOnlyAdmin):
 
     @admin.display(description="parent thread")
     def parent_link(self, obj: Conversation) -> SafeString | str:
-        return self.parent_column(obj)
+        if obj.parent_id is None:
+            return "— (a top-level thread)"
+        return change_link(Conversation, obj.parent_id, obj.parent_thread_id)
 
     @admin.display(description="sub-agent threads")
     def child_threads(self, obj: Conversation) -> SafeString:
@@ -314,9 +315,7 @@ class ConversationAdmin(ReadOnlyAdmin):
                 "agent_rows": [
                     {
                         **item,
-                        "url": reverse(
-                            "admin:conversations_message_change", args=[item["message_id"]]
-                        ),
+                        "url": change_url(Message, item["message_id"]),
                         "created": format_timestamp(datetime.fromisoformat(item["created_at"])),
                         "content": render_text(item["content"], cut=item["truncated"]),
                     }
@@ -330,7 +329,7 @@ class ConversationAdmin(ReadOnlyAdmin):
             raw_rows=[
                 {
                     "message": message,
-                    "url": reverse("admin:conversations_message_change", args=[message.message_id]),
+                    "url": change_url(Message, message.message_id),
                     "created": format_timestamp(message.created_at),
                     "content": render_text(
                         message.content, cut=message.truncated, total_bytes=message.content_bytes
@@ -487,8 +486,8 @@ class ToolCallAdmin(ReadOnlyAdmin):
     list_filter = (UserFilter, ThreadFilter, "status")
     user_lookup = "message__owner_id"
     thread_lookup = "message__conversation_id"
-    search_fields = ("tool_call_id", "name")
-    search_help_text = "An exact tool call id or tool name (e.g. remember_memory)."
+    search_fields = ("tool_call_id",)
+    search_help_text = "An exact tool call id (the tool's name is a filter: ?name=remember_memory)."
     list_select_related = ()
     ordering = ("-created_at", "-id")
     heavy_fields = ("input", "output", "error", "metadata")
@@ -527,7 +526,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
         )
 
     def search_filter(self, term: str) -> Q:
-        return Q(tool_call_id=term) | Q(name=term)
+        return Q(tool_call_id=term)
 
     @admin.display(description="tool call", ordering="tool_call_id")
     def tool_call_column(self, obj: ToolCall) -> SafeString:

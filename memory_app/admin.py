@@ -10,7 +10,6 @@ from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -40,7 +39,9 @@ from yuxi_site.admin import (
     ReadOnlyAdmin,
     UserFilter,
     change_link,
+    change_url,
     changelist_link,
+    changelist_url,
     format_timestamp,
     render_text,
     users_named,
@@ -52,8 +53,7 @@ User = get_user_model()
 
 
 def _changelist_url(model: type, query: str) -> str:
-    opts = model._meta
-    return f"{reverse(f'admin:{opts.app_label}_{opts.model_name}_changelist')}?{query}"
+    return f"{changelist_url(model)}?{query}"
 
 
 def _provenance(event: MemoryEvent, calls: list[ToolCall]) -> SafeString | str:
@@ -342,6 +342,8 @@ admin.site.unregister(User)
 @admin.register(User)
 class UserWithMemoryAdmin(_RegisteredUserAdmin):
     readonly_fields = (*_RegisteredUserAdmin.readonly_fields, "memory_and_history")
+    list_per_page = 50
+    show_full_result_count = False
 
     class Media:
         css = {"all": ("yuxi/admin.css",)}
@@ -364,9 +366,7 @@ class UserWithMemoryAdmin(_RegisteredUserAdmin):
             "admin/memory_app/user_links.html",
             {
                 "username": obj.username,
-                "config_url": reverse("admin:memory_app_userconfig_change", args=[config])
-                if config
-                else "",
+                "config_url": change_url(UserConfig, config) if config else "",
                 "lists": [
                     ("threads", _changelist_url(Conversation, query)),
                     ("runs", _changelist_url(AgentRun, query)),

@@ -1,19 +1,20 @@
 """Shared admin base: staff may look, never touch, never load an unbounded column, and never
 make PostgreSQL count or scan a big table to draw a page."""
 
+import functools
 import json
 from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import flatten_fieldsets
+from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import EmptyResultSet, PermissionDenied
 from django.core.paginator import Paginator
 from django.db import connections
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.urls import get_script_prefix, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
@@ -32,7 +33,9 @@ __all__ = [
     "ReadOnlyAdmin",
     "UserFilter",
     "change_link",
+    "change_url",
     "changelist_link",
+    "changelist_url",
     "format_timestamp",
     "render_excerpt",
     "planner_row_estimate",
@@ -44,8 +47,9 @@ __all__ = [
 FIELD_EXCERPT_BYTES = 8192
 # Most of one large column that a changelist cell shows.
 LIST_EXCERPT_BYTES = 120
-# From this many rows (by the planner's estimate) a changelist shows the estimate, not a count.
-ESTIMATED_COUNT_FROM_ROWS = 10_000
+# From this many rows (by the planner's estimate) a changelist shows the estimate, not a count:
+# counting more would walk them all.
+ESTIMATED_COUNT_FROM_ROWS = 1_000
 
 # Changelists need the page's width for their columns more than a list of every app beside them
 # (the home page and breadcrumbs still list the apps).
@@ -87,18 +91,30 @@ def format_timestamp(value: datetime | None) -> str:
     return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+@functools.cache
+def _changelist_path(label: str, script_prefix: str) -> str:
+    return reverse(f"admin:{label}_changelist")
+
+
+def changelist_url(model: type[Model]) -> str:
+    """A model's changelist URL, resolved once per model (a page links to hundreds of rows)."""
+    opts = model._meta
+    return _changelist_path(f"{opts.app_label}_{opts.model_name}", get_script_prefix())
+
+
+def change_url(model: type[Model], pk: object) -> str:
+    """One row's admin page: Django's admin serves it at `<changelist>/<quoted pk>/change/`."""
+    return f"{changelist_url(model)}{quote(str(pk))}/change/"
+
+
 def change_link(model: type[Model], pk: object, text: object) -> SafeString:
     """A link to one row's admin page."""
-    opts = model._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[pk])
-    return format_html('<a href="{}">{}</a>', url, text)
+    return format_html('<a href="{}">{}</a>', change_url(model, pk), text)
 
 
 def changelist_link(model: type[Model], query: dict[str, object], text: object) -> SafeString:
     """A link to a model's changelist narrowed by `query` (filters or an exact search)."""
-    opts = model._meta
-    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
-    return format_html('<a href="{}?{}">{}</a>', url, urlencode(query), text)
+    return format_html('<a href="{}?{}">{}</a>', changelist_url(model), urlencode(query), text)
 
 
 def planner_row_estimate(queryset: QuerySet) -> int:
