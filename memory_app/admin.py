@@ -85,7 +85,7 @@ def _actor(event: MemoryEvent) -> SafeString | str:
 
 @admin.register(UserConfig)
 class UserConfigAdmin(ReadOnlyAdmin):
-    list_display = ("user_column", "enable_memory", "memory_switch")
+    list_display = ("user_column", "memory_column")
     list_filter = (UserFilter, "enable_memory")
     user_lookup = "user_id"
     search_fields = ("user__username",)
@@ -119,6 +119,10 @@ class UserConfigAdmin(ReadOnlyAdmin):
     @admin.display(description="user", ordering="user__username")
     def user_column(self, obj: UserConfig) -> SafeString:
         return name_cell(obj.user.username)
+
+    @admin.display(description="memory", ordering="enable_memory")
+    def memory_column(self, obj: UserConfig) -> str:
+        return "on" if obj.enable_memory else "off"
 
     @admin.display(description="user")
     def user_link(self, obj: UserConfig) -> SafeString:
@@ -333,8 +337,9 @@ class AgentRunWithMemoryAdmin(AgentRunAdmin):
         )
 
 
-# The User page (Django's, or the erasing one registered before this line) gains links to the
-# user's memory config, threads, runs, messages, tool calls and memory events.
+# The User page gains links to the user's memory config, threads, runs, messages, tool calls and
+# memory events. It extends whichever User admin is registered when this line runs, so a module
+# that replaces the User admin (erasure on delete) must be imported above it, not after.
 _RegisteredUserAdmin = type(admin.site.get_model_admin(User))
 admin.site.unregister(User)
 
