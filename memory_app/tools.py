@@ -14,9 +14,8 @@ from typing import Any
 from django.db import DatabaseError
 
 from conversations import repository as history
-from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
-from memory_app.selectors import memory_enabled
+from memory_app.access import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
     MemoryAccessDenied,
@@ -175,14 +174,11 @@ def _history_tool(
 
     def invoke(arguments: dict[str, Any]) -> str:
         try:
-            run = conversation_runs.check_run_for_tool(ctx)
-            enabled = memory_enabled(run.user_id)
-        except conversation_runs.RunError:
-            return tool_result("denied", "this run may not read history")
+            run = authorize_memory_run(ctx)
+        except MemoryRunRefused as exc:
+            return tool_result("denied", exc.reason)
         except DatabaseError:
             return tool_result("unavailable", "history is unavailable right now")
-        if not enabled:
-            return tool_result("denied", "memory is turned off for this user")
         if (
             not isinstance(arguments, dict)
             or not set(arguments) <= set(schema["properties"])

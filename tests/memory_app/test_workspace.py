@@ -276,3 +276,105 @@ def test_a_writer_killed_at_random_moments_leaves_a_complete_old_or_new_file(ws,
     assert all(name.startswith(".MEMORY.md.") for name in leftovers)
     assert any(name.endswith(".tmp") for name in leftovers)
     assert generations > 0
+
+
+# -- the file fence's lock, digests, removal -------------------------------------------------
+
+
+def test_a_held_lock_keeps_a_second_acquisition_out_until_released(ws, settings):
+    import threading
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with ws.locked("agents/.memory.lock", timeout_seconds=5):
+            held.set()
+            assert release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(30)
+        # Another open of the same file in the same process is another lock owner.
+        with (
+            pytest.raises(workspace_module.WorkspaceLockTimeout),
+            ws.locked("agents/.memory.lock", timeout_seconds=0.05),
+        ):
+            pass
+    finally:
+        release.set()
+        holder.join(30)
+    with ws.locked("agents/.memory.lock", timeout_seconds=0.05):
+        pass
+    lock = _agents_dir(settings) / ".memory.lock"
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+def test_a_symlink_at_the_lock_path_is_refused_and_its_target_untouched(ws, settings, tmp_path):
+    target = tmp_path / "target"
+    target.write_bytes(b"keep")
+    _agents_dir(settings).mkdir(parents=True)
+    (_agents_dir(settings) / ".memory.lock").symlink_to(target)
+    with (
+        pytest.raises(WorkspacePathRefused),
+        ws.locked("agents/.memory.lock", timeout_seconds=0.05),
+    ):
+        pass
+    assert target.read_bytes() == b"keep"
+
+
+def test_read_digested_hashes_the_whole_file_and_keeps_only_the_bound(ws, os_read_sizes):
+    import hashlib
+
+    data = bytes(range(256)) * 1000
+    ws.replace_authorized_file(MEMORY_RELPATH, data)
+    os_read_sizes.clear()
+    read = ws.read_digested(MEMORY_RELPATH, 100)
+    assert (read.data, read.truncated, read.size_bytes) == (data[:100], True, len(data))
+    assert read.sha256 == hashlib.sha256(data).hexdigest()
+    assert max(os_read_sizes) <= workspace_module.READ_CHUNK_BYTES
+    missing = Workspace.for_user(8).read_digested(MEMORY_RELPATH, 100)
+    assert (missing.data, missing.size_bytes) == (b"", 0)
+    assert missing.sha256 == hashlib.sha256(b"").hexdigest()
+
+
+def test_a_failing_before_rename_publishes_nothing_and_leaves_no_temp(ws, settings):
+    ws.replace_authorized_file(MEMORY_RELPATH, b"old\n")
+
+    def refuse() -> None:
+        raise RuntimeError("session gone")
+
+    with pytest.raises(RuntimeError):
+        ws.publish(MEMORY_RELPATH, b"new\n", before_rename=refuse)
+    assert _listing(_agents_dir(settings)) == ["MEMORY.md"]
+    assert (_agents_dir(settings) / "MEMORY.md").read_bytes() == b"old\n"
+
+
+def test_remove_tree_removes_the_users_workspace_and_nothing_else(ws, settings, tmp_path):
+    ws.replace_authorized_file(MEMORY_RELPATH, b"fact\n")
+    ws.replace_authorized_file("agents/deep/er/file.md", b"x")
+    Workspace.for_user(8).replace_authorized_file(MEMORY_RELPATH, b"other\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.md").write_bytes(b"keep")
+    (_agents_dir(settings) / "link").symlink_to(outside)
+    ws.remove_tree()
+    assert not (settings.WORKSPACE_ROOT / "7").exists()
+    assert (outside / "keep.md").read_bytes() == b"keep"
+    assert (_agents_dir(settings, 8) / "MEMORY.md").read_bytes() == b"other\n"
+    ws.remove_tree()  # idempotent
+
+
+def test_remove_tree_removes_a_symlink_at_the_uid_without_following_it(ws, settings, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.md").write_bytes(b"keep")
+    settings.WORKSPACE_ROOT.mkdir(parents=True)
+    (settings.WORKSPACE_ROOT / "7").symlink_to(outside)
+    ws.remove_tree()
+    assert not os.path.lexists(settings.WORKSPACE_ROOT / "7")
+    assert (outside / "keep.md").read_bytes() == b"keep"
+
+
+def test_remove_tree_of_a_missing_root_is_fine(ws):
+    ws.remove_tree()
