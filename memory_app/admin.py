@@ -349,6 +349,7 @@ class UserWithMemoryAdmin(_RegisteredUserAdmin):
     readonly_fields = (*_RegisteredUserAdmin.readonly_fields, "memory_and_history")
     list_per_page = 50
     show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
 
     class Media:
         css = {"all": ("yuxi/admin.css",)}

@@ -211,6 +211,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     help_texts: dict[str, str] = {}
     paginator = EstimatedCountPaginator
     show_full_result_count = False
+    # "Show counts" would count every filter choice over the whole table.
+    show_facets = admin.ShowFacets.NEVER
     list_per_page = 50
 
     class Media:
