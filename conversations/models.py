@@ -247,6 +247,10 @@ class Message(models.Model):
             ),
             # The model's own ordering, so a staff changelist pages without sorting the table.
             models.Index(fields=["created_at", "id"], name="message_order_idx"),
+            # Staff changelists of one user's messages, or of one role, newest first: no sort,
+            # and a rare role is found (and counted) without reading every message.
+            models.Index(fields=["owner", "created_at", "id"], name="message_owner_order_idx"),
+            models.Index(fields=["role", "created_at", "id"], name="message_role_order_idx"),
             # History search: a user's visible messages newest first (frequent terms stop
             # early), a trigram index (3+ characters) and a CJK bigram index (2 characters).
             models.Index(
@@ -296,6 +300,9 @@ class ToolCall(models.Model):
             models.Index(fields=["message", "created_at", "id"], name="toolcall_msg_idx"),
             # The model's own ordering, so a staff changelist pages without sorting the table.
             models.Index(fields=["created_at", "id"], name="toolcall_order_idx"),
+            # Staff search by the model's call id, and the status filter (errors are rare).
+            models.Index(fields=["tool_call_id"], name="toolcall_call_id_idx"),
+            models.Index(fields=["status", "created_at", "id"], name="toolcall_status_order_idx"),
         ]
 
     def __str__(self) -> str:

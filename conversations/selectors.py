@@ -4,12 +4,41 @@ user chats in and its recent dialogue, and bounded excerpts of the stored record
 import base64
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet
 
-from conversations.models import HIDDEN_SOURCES, VISIBLE_MESSAGE, Conversation, Message
+from conversations.models import (
+    HIDDEN_SOURCES,
+    VISIBLE_MESSAGE,
+    AgentRun,
+    Conversation,
+    Message,
+    ToolCall,
+)
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+
+__all__ = [
+    "DIALOGUE_CONTENT_MAX_BYTES",
+    "DIALOGUE_MAX_MESSAGES",
+    "RAW_CONTENT_BYTES",
+    "RAW_MESSAGES_SHOWN",
+    "RELATED_ROWS_SHOWN",
+    "DialogueTurn",
+    "RawMessage",
+    "RawMessagesPage",
+    "RelatedRows",
+    "child_runs",
+    "first_related",
+    "get_chat_thread",
+    "message_tool_calls",
+    "raw_messages_excerpt",
+    "recent_dialogue",
+    "thread_child_threads",
+    "thread_runs",
+    "tool_calls_during_runs",
+]
 
 # How many earlier user/assistant text messages of the thread the model is shown.
 DIALOGUE_MAX_MESSAGES = 20
@@ -74,16 +103,17 @@ class RawMessage:
 
 @dataclass(frozen=True)
 class RawMessagesPage:
-    """A thread's latest messages in `(created_at, id)` order, and how many earlier ones exist."""
+    """A thread's latest messages in `(created_at, id)` order, and whether earlier ones exist."""
 
     messages: list[RawMessage]
-    earlier_count: int
+    has_earlier: bool
 
 
 def raw_messages_excerpt(*, conversation_id: int) -> RawMessagesPage:
     """The latest `RAW_MESSAGES_SHOWN` messages of a thread, every field cut by the database.
 
-    Two queries whatever the thread's size; no image, attachment, feedback or metadata is read.
+    One query whatever the thread's size (one row more than shown says whether earlier ones
+    exist; nothing counts the thread); no image, attachment, feedback or metadata is read.
     """
     rows = list(
         Message.objects.filter(conversation_id=conversation_id)
@@ -92,11 +122,11 @@ def raw_messages_excerpt(*, conversation_id: int) -> RawMessagesPage:
         .annotate(
             head=text_prefix("content", RAW_CONTENT_BYTES),
             size=byte_length("content"),
-        )[:RAW_MESSAGES_SHOWN]
+        )[: RAW_MESSAGES_SHOWN + 1]
     )
-    total = Message.objects.filter(conversation_id=conversation_id).count()
+    has_earlier = len(rows) > RAW_MESSAGES_SHOWN
     messages = []
-    for row in reversed(rows):
+    for row in reversed(rows[:RAW_MESSAGES_SHOWN]):
         content, cut = truncate_utf8(row["head"], RAW_CONTENT_BYTES)
         messages.append(
             RawMessage(
@@ -109,7 +139,95 @@ def raw_messages_excerpt(*, conversation_id: int) -> RawMessagesPage:
                 truncated=cut,
             )
         )
-    return RawMessagesPage(messages=messages, earlier_count=total - len(messages))
+    return RawMessagesPage(messages=messages, has_earlier=has_earlier)
+
+
+# How many related rows (child threads, runs, tool calls) a staff page lists before linking on.
+RELATED_ROWS_SHOWN = 20
+
+
+@dataclass(frozen=True)
+class RelatedRows:
+    """The first rows of a relation as a staff page lists them, and whether more exist."""
+
+    rows: list[Any]
+    has_more: bool
+
+
+def first_related(queryset: QuerySet, *, limit: int = RELATED_ROWS_SHOWN) -> RelatedRows:
+    """At most `limit` rows in one query (one extra row says "more"); never a count."""
+    rows = list(queryset[: limit + 1])
+    return RelatedRows(rows=rows[:limit], has_more=len(rows) > limit)
+
+
+def thread_child_threads(*, conversation_id: int) -> RelatedRows:
+    """A thread's persisted SubAgent child threads, newest first, bounded."""
+    return first_related(
+        Conversation.objects.filter(parent_id=conversation_id)
+        .only("id", "thread_id", "status", "source", "created_at")
+        .order_by("-id")
+    )
+
+
+def thread_runs(*, conversation_id: int) -> RelatedRows:
+    """The runs that worked on a thread, newest first, bounded."""
+    return first_related(
+        AgentRun.objects.filter(conversation_id=conversation_id)
+        .only("id", "run_id", "run_type", "status", "created_at")
+        .order_by("-id")
+    )
+
+
+def child_runs(*, run_id: int) -> RelatedRows:
+    """The sub-agent runs a run started, newest first, bounded."""
+    return first_related(
+        AgentRun.objects.filter(parent_run_id=run_id)
+        .only("id", "run_id", "run_type", "status", "created_at")
+        .order_by("-id")
+    )
+
+
+def message_tool_calls(*, message_id: int) -> RelatedRows:
+    """The tool calls an assistant message issued, in order, bounded; no input or output read."""
+    return first_related(
+        ToolCall.objects.filter(message_id=message_id)
+        .only("id", "tool_call_id", "name", "status", "created_at")
+        .order_by("created_at", "id")
+    )
+
+
+def tool_calls_during_runs(*, runs: list[AgentRun], name: str) -> dict[int, list[ToolCall]]:
+    """Per run (by pk), the `name` tool calls issued in its thread while it ran, in order.
+
+    Tool calls carry no run; a run's calls are those of its thread created between the run's
+    creation and its end (a thread runs one turn at a time). One query for all `runs`, each
+    bounded by `RELATED_ROWS_SHOWN`; no input or output read.
+    """
+    if not runs:
+        return {}
+    windows = Q()
+    for run in runs:
+        window = Q(message__conversation_id=run.conversation_id, created_at__gte=run.created_at)
+        if run.finished_at is not None:
+            window &= Q(created_at__lte=run.finished_at)
+        windows |= window
+    calls = (
+        ToolCall.objects.filter(windows, name=name)
+        .annotate(conversation_id=F("message__conversation_id"))
+        .only("id", "tool_call_id", "name", "status", "created_at", "message_id")
+        .order_by("created_at", "id")[: RELATED_ROWS_SHOWN * len(runs)]
+    )
+    found: dict[int, list[ToolCall]] = {run.pk: [] for run in runs}
+    for call in calls:
+        for run in runs:
+            ended = run.finished_at is None or call.created_at <= run.finished_at
+            if (
+                call.conversation_id == run.conversation_id
+                and call.created_at >= run.created_at
+                and ended
+            ):
+                found[run.pk].append(call)
+    return found
 
 
 # Threads a page of the user's thread list holds at most.

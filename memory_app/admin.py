@@ -1,22 +1,133 @@
-"""Read-only staff pages for the memory switch, with MEMORY.md as the agent sees it."""
+"""Read-only staff pages for the memory switch and the memory ledger, and what the memory app
+adds to the run and user pages: whether a run may write memory now (the memory app owns that
+rule, so the conversations app never imports it), the run's memory events, and a user's links.
+"""
+
+import uuid
 
 from django.contrib import admin
-from django.utils.html import format_html
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest
+from django.template.loader import render_to_string
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from memory_app.models import UserConfig
-from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES, read_memory_for_prompt
+from conversations.admin import (
+    AgentRunAdmin,
+    ThreadFilter,
+    id_cell,
+    name_cell,
+    related_list,
+    time_cell,
+)
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.selectors import first_related
+from memory_app.ledger_selectors import (
+    ledger_events,
+    remember_calls_for,
+    user_ledger,
+)
+from memory_app.models import MemoryEvent, UserConfig
+from memory_app.selectors import (
+    MEMORY_PROMPT_MAX_BYTES,
+    memory_write_refusal,
+    read_memory_for_prompt,
+)
+from memory_app.user_admin import ErasingUserAdmin
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
-from yuxi_site.admin import ReadOnlyAdmin, render_text
+from yuxi_site.admin import (
+    ReadOnlyAdmin,
+    UserFilter,
+    change_link,
+    change_url,
+    changelist_link,
+    changelist_url,
+    format_timestamp,
+    render_text,
+    users_named,
+)
+
+__all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin", "UserWithMemoryAdmin"]
+
+User = get_user_model()
+
+
+def _changelist_url(model: type, query: str) -> str:
+    return f"{changelist_url(model)}?{query}"
+
+
+def _provenance(event: MemoryEvent, calls: list[ToolCall]) -> SafeString | str:
+    """The run, thread and remember_memory call(s) behind an event, as links."""
+    if event.run is None:
+        return "— (not an agent run)" if event.actor_id else "— (its run is gone)"
+    parts = [
+        change_link(AgentRun, event.run.pk, f"run {event.run.run_id}"),
+        change_link(Conversation, event.run.conversation_id, event.run.conversation.thread_id),
+    ]
+    if len(calls) == 1:
+        parts.append(change_link(ToolCall, calls[0].pk, f"{calls[0].name} call"))
+    elif calls:
+        parts.append(
+            changelist_link(
+                ToolCall,
+                {"thread": event.run.conversation_id, "q": calls[0].name},
+                f"one of {len(calls)} {calls[0].name} calls of this run",
+            )
+        )
+    return format_html_join(" · ", "{}", ((part,) for part in parts))
+
+
+def _actor(event: MemoryEvent) -> SafeString | str:
+    if event.actor_id is None:
+        return "the agent" if event.run_id else "—"
+    return change_link(User, event.actor_id, name_cell(event.actor.username))
 
 
 @admin.register(UserConfig)
 class UserConfigAdmin(ReadOnlyAdmin):
-    list_display = ("user", "enable_memory")
-    list_filter = ("enable_memory",)
+    list_display = ("user_column", "memory_column")
+    list_filter = (UserFilter, "enable_memory")
+    user_lookup = "user_id"
     search_fields = ("user__username",)
+    search_help_text = "An exact username."
     list_select_related = ("user",)
-    fields = ("user", "enable_memory", "memory_switch", "memory_preview")
+    ordering = ("user__username",)
+    fieldsets = (
+        (None, {"fields": ("user_link", "enable_memory", "memory_switch", "user_records")}),
+        (
+            "Why does the agent know this?",
+            {
+                "description": "First MEMORY.md exactly as the agent's next run reads it, "
+                "then every recorded change to it, newest first, with the run, thread and "
+                "remember_memory call that made it.",
+                "fields": (("memory_preview", "ledger"),),
+            },
+        ),
+    )
+    help_texts = {
+        "enable_memory": "The one switch: re-read at the start of every run and inside "
+        "every memory tool call. No config row means off.",
+        "memory_preview": "The same bounded, no-follow read the agent makes: at most "
+        f"{MEMORY_PROMPT_MAX_BYTES} bytes, never through a symlink.",
+        "ledger": "MemoryEvent rows: who changed the memory, with which run, and the file's "
+        "SHA-256 before and after. They hold no memory text.",
+    }
+
+    def search_filter(self, term: str) -> Q:
+        return Q(user_id__in=users_named(term))
+
+    @admin.display(description="user", ordering="user__username")
+    def user_column(self, obj: UserConfig) -> SafeString:
+        return name_cell(obj.user.username)
+
+    @admin.display(description="memory", ordering="enable_memory")
+    def memory_column(self, obj: UserConfig) -> str:
+        return "on" if obj.enable_memory else "off"
+
+    @admin.display(description="user")
+    def user_link(self, obj: UserConfig) -> SafeString:
+        return change_link(User, obj.user_id, obj.user.username)
 
     @admin.display(description="memory switch")
     def memory_switch(self, obj: UserConfig) -> str:
@@ -24,34 +135,249 @@ class UserConfigAdmin(ReadOnlyAdmin):
             return "on: the agent's next run reads the memory below and gets the memory tools"
         return "off: the agent reads no memory and gets no memory tool; below is what it would see"
 
+    @admin.display(description="history")
+    def user_records(self, obj: UserConfig) -> SafeString:
+        return format_html(
+            "{} · {} · {}",
+            changelist_link(Conversation, {"user": obj.user_id}, "threads"),
+            changelist_link(AgentRun, {"user": obj.user_id}, "runs"),
+            changelist_link(MemoryEvent, {"user": obj.user_id}, "all memory events"),
+        )
+
     @admin.display(description="MEMORY.md as the agent sees it")
     def memory_preview(self, obj: UserConfig) -> SafeString:
         """The agent's own bounded, no-follow read; a refusal is reported without the path."""
+        context: dict[str, object] = {"max_bytes": MEMORY_PROMPT_MAX_BYTES}
         try:
             snapshot = read_memory_for_prompt(obj.user_id)
         except WorkspacePathRefused:
-            return format_html(
-                '<p class="errornote yuxi-memory-refused">{}</p>',
+            context["refused"] = (
                 "Refused: MEMORY.md or a directory above it is a symlink or not a regular "
-                "file, so the agent's no-follow read gets nothing.",
+                "file, so the agent's no-follow read gets nothing."
             )
         except WorkspaceError:
-            return format_html(
-                '<p class="errornote yuxi-memory-refused">{}</p>',
-                "Unavailable: the workspace could not be read.",
-            )
-        if snapshot.is_empty:
-            return format_html(
-                '<p class="yuxi-memory-summary">{}</p>',
-                "MEMORY.md is missing, empty or blank: the agent gets no memory block.",
-            )
+            context["refused"] = "Unavailable: the workspace could not be read."
+        else:
+            context.update(snapshot=snapshot, text=render_text(snapshot.text))
+        return render_to_string("admin/memory_app/userconfig/memory_preview.html", context)
+
+    @admin.display(description="memory ledger")
+    def ledger(self, obj: UserConfig) -> SafeString:
+        page = user_ledger(user_id=obj.user_id)
+        rows = [
+            {
+                "entry": entry,
+                "event_link": change_link(MemoryEvent, entry.event.pk, f"#{entry.event.pk}"),
+                "created": time_cell(entry.event.created_at),
+                "actor": _actor(entry.event),
+                "provenance": _provenance(entry.event, entry.tool_calls),
+            }
+            for entry in page.entries
+        ]
+        return render_to_string(
+            "admin/memory_app/userconfig/ledger.html",
+            {
+                "page": page,
+                "rows": rows,
+                "all_url": _changelist_url(MemoryEvent, f"user={obj.user_id}"),
+            },
+        )
+
+
+def _is_uuid(term: str) -> bool:
+    try:
+        uuid.UUID(term)
+    except ValueError:
+        return False
+    return True
+
+
+@admin.register(MemoryEvent)
+class MemoryEventAdmin(ReadOnlyAdmin):
+    list_display = (
+        "event_column",
+        "created",
+        "user_column",
+        "kind",
+        "actor_column",
+        "run_column",
+        "thread_column",
+        "size_bytes",
+        "hashes",
+    )
+    list_filter = (UserFilter, ThreadFilter, "kind")
+    user_lookup = "user_id"
+    thread_lookup = "run__conversation_id"
+    search_fields = ("user__username", "run__run_id")
+    search_help_text = "An exact username or run id."
+    ordering = ("-id",)
+    fields = (
+        "id",
+        "user_link",
+        "kind",
+        "actor_link",
+        "provenance",
+        "before_sha256",
+        "after_sha256",
+        "size_bytes",
+        "created",
+    )
+    help_texts = {
+        "kind": "agent_added / agent_replaced: the agent's remember_memory; user_edited / "
+        "user_cleared: the user or staff through the memory API; switch_on / switch_off: the "
+        "memory switch.",
+        "actor_link": "Who made the change; empty when the agent wrote.",
+        "provenance": "The agent run behind the change, its thread, and its remember_memory "
+        "tool call when it can be told apart.",
+        "before_sha256": "SHA-256 of MEMORY.md before the change; it equals the previous "
+        "event's after hash unless the file changed without a recorded event.",
+        "after_sha256": "SHA-256 of MEMORY.md after the change (switch events: the file as "
+        "it was).",
+        "size_bytes": "Size of MEMORY.md after the change, in bytes.",
+    }
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return ledger_events()
+
+    def search_filter(self, term: str) -> Q:
+        runs = AgentRun.objects.filter(run_id=term) if _is_uuid(term) else AgentRun.objects.none()
+        return Q(user_id__in=users_named(term)) | Q(run_id__in=list(runs.values_list("pk")))
+
+    @admin.display(description="event", ordering="id")
+    def event_column(self, obj: MemoryEvent) -> str:
+        return f"#{obj.pk}"
+
+    @admin.display(description="when", ordering="id")
+    def created(self, obj: MemoryEvent) -> SafeString:
+        return time_cell(obj.created_at)
+
+    @admin.display(description="user", ordering="user__username")
+    def user_column(self, obj: MemoryEvent) -> SafeString:
+        return change_link(User, obj.user_id, name_cell(obj.user.username))
+
+    @admin.display(description="by")
+    def actor_column(self, obj: MemoryEvent) -> SafeString | str:
+        return _actor(obj)
+
+    @admin.display(description="run")
+    def run_column(self, obj: MemoryEvent) -> SafeString | str:
+        if obj.run is None:
+            return "—"
+        return change_link(AgentRun, obj.run.pk, id_cell(obj.run.run_id))
+
+    @admin.display(description="thread")
+    def thread_column(self, obj: MemoryEvent) -> SafeString | str:
+        if obj.run is None:
+            return "—"
+        return change_link(
+            Conversation, obj.run.conversation_id, id_cell(obj.run.conversation.thread_id)
+        )
+
+    @admin.display(description="file hash before → after")
+    def hashes(self, obj: MemoryEvent) -> SafeString:
         return format_html(
-            '<p class="yuxi-memory-summary">{} bytes shown (the agent reads at most {}); '
-            "truncated: {}</p>{}",
-            snapshot.size_bytes,
-            MEMORY_PROMPT_MAX_BYTES,
-            "yes, the file is longer and the agent sees only this start"
-            if snapshot.truncated
-            else "no",
-            render_text(snapshot.text),
+            '<span class="yuxi-hash" title="{} → {}">{}… → {}…</span>',
+            obj.before_sha256,
+            obj.after_sha256,
+            obj.before_sha256[:12],
+            obj.after_sha256[:12],
+        )
+
+    @admin.display(description="user")
+    def user_link(self, obj: MemoryEvent) -> SafeString:
+        return change_link(User, obj.user_id, obj.user.username)
+
+    @admin.display(description="by")
+    def actor_link(self, obj: MemoryEvent) -> SafeString | str:
+        return _actor(obj)
+
+    @admin.display(description="run · thread · tool call")
+    def provenance(self, obj: MemoryEvent) -> SafeString | str:
+        return _provenance(obj, remember_calls_for([obj]).get(obj.pk, []))
+
+
+# The run page gains what only the memory app can say about a run.
+admin.site.unregister(AgentRun)
+
+
+@admin.register(AgentRun)
+class AgentRunWithMemoryAdmin(AgentRunAdmin):
+    """The run page plus whether its worker may write memory now, and the run's memory events."""
+
+    fields = (*AgentRunAdmin.fields, "memory_write", "memory_events")
+    help_texts = {
+        **AgentRunAdmin.help_texts,
+        "memory_write": "The memory app's one rule, checked now: a running top-level chat or "
+        "resume run, its worker holding an unexpired lease, an active user with memory on.",
+        "memory_events": "Changes to the user's memory this run made.",
+    }
+
+    @admin.display(description="memory write allowed now?")
+    def memory_write(self, obj: AgentRun) -> SafeString:
+        refusal = memory_write_refusal(obj)
+        if refusal is None:
+            return format_html("<strong>{}</strong>", "yes: its worker may write memory now")
+        return format_html("<strong>{}</strong> {}", "no:", refusal)
+
+    @admin.display(description="memory events")
+    def memory_events(self, obj: AgentRun) -> SafeString:
+        related = first_related(ledger_events().filter(run_id=obj.pk).order_by("id"))
+        return related_list(
+            related,
+            [
+                change_link(
+                    MemoryEvent,
+                    event.pk,
+                    f"#{event.pk} {event.kind} · {format_timestamp(event.created_at)}",
+                )
+                for event in related.rows
+            ],
+            empty="none",
+            more_url=_changelist_url(MemoryEvent, f"q={obj.run_id}") if related.rows else "",
+            more_text="all memory events of this run",
+        )
+
+
+# The User page: deleting erases the user's data (ErasingUserAdmin), and the page links to the
+# user's memory config, threads, runs, messages, tool calls and memory events.
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class UserWithMemoryAdmin(ErasingUserAdmin):
+    readonly_fields = (*ErasingUserAdmin.readonly_fields, "memory_and_history")
+    list_per_page = 50
+    show_full_result_count = False
+    show_facets = admin.ShowFacets.NEVER
+
+    class Media:
+        css = {"all": ("yuxi/admin.css",)}
+
+    def get_fieldsets(self, request: HttpRequest, obj: object = None) -> list:
+        fieldsets = list(super().get_fieldsets(request, obj))
+        if obj is None:
+            return fieldsets
+        return [
+            *fieldsets[:1],
+            ("Memory and history", {"fields": ("memory_and_history",)}),
+            *fieldsets[1:],
+        ]
+
+    @admin.display(description="links")
+    def memory_and_history(self, obj: object) -> SafeString:
+        config = UserConfig.objects.filter(user_id=obj.pk).values_list("pk", flat=True).first()
+        query = f"user={obj.pk}"
+        return render_to_string(
+            "admin/memory_app/user_links.html",
+            {
+                "username": obj.username,
+                "config_url": change_url(UserConfig, config) if config else "",
+                "lists": [
+                    ("threads", _changelist_url(Conversation, query)),
+                    ("runs", _changelist_url(AgentRun, query)),
+                    ("memory events", _changelist_url(MemoryEvent, query)),
+                    ("messages", _changelist_url(Message, query)),
+                    ("tool calls", _changelist_url(ToolCall, query)),
+                ],
+            },
         )

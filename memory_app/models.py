@@ -19,7 +19,8 @@ class UserConfig(models.Model):
         verbose_name = "user config"
 
     def __str__(self) -> str:
-        return f"config of user {self.user_id} (memory {'on' if self.enable_memory else 'off'})"
+        # Staff pages title it by username; they load the user with the row.
+        return f"{self.user.username} (memory {'on' if self.enable_memory else 'off'})"
 
 
 class MemoryEventKind(models.TextChoices):
@@ -80,4 +81,4 @@ class MemoryEvent(models.Model):
         indexes = [models.Index(fields=["user", "-id"], name="memoryevent_user_recent_idx")]
 
     def __str__(self) -> str:
-        return f"{self.kind} for user {self.user_id} #{self.pk}"
+        return f"{self.user.username}: {self.kind} #{self.pk}"

@@ -6,7 +6,6 @@ history) and leaves MEMORY.md on disk; this confirmation page shows counts inste
 
 from typing import Any
 
-from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
@@ -38,7 +37,3 @@ class ErasingUserAdmin(UserAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
         for user in queryset:
             erase_user(user=user, actor=request.user)
-
-
-admin.site.unregister(User)
-admin.site.register(User, ErasingUserAdmin)

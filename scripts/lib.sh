@@ -1,5 +1,5 @@
 # Shared steps of scripts/serve and scripts/test: a virtual environment that matches
-# requirements.txt, a development secret key, and a reachable PostgreSQL.
+# requirements.txt, and a reachable PostgreSQL.
 ensure_venv() {
   local python="${PYTHON:-python3}"
   if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
@@ -20,17 +20,3 @@ ensure_venv() {
   fi
 }
 
-# The settings refuse a missing or weak SECRET_KEY while DEBUG is off; for development and
-# tests, use (and once create) a random key in var/dev-secret-key unless one is configured.
-use_dev_secret_key() {
-  if [ -n "${SECRET_KEY:-}" ] || grep -qs '^SECRET_KEY=.' .env; then
-    return
-  fi
-  local file=var/dev-secret-key
-  if [ ! -s "$file" ]; then
-    mkdir -p var
-    (umask 077 && python3 -c 'import secrets; print(secrets.token_urlsafe(50))' > "$file")
-  fi
-  SECRET_KEY=$(cat "$file")
-  export SECRET_KEY
-}

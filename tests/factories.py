@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import ToolRuntimeContext, db_clock
-from memory_app.models import UserConfig
+from memory_app.models import MemoryEvent, UserConfig
 
 
 class UserFactory(factory.django.DjangoModelFactory):
@@ -84,6 +84,23 @@ class RunningAgentRunFactory(AgentRunFactory):
     # Leases are judged by the database clock, so they are set from it too.
     started_at = factory.LazyFunction(db_clock)
     lease_expires_at = factory.LazyFunction(lambda: db_clock() + timedelta(minutes=10))
+
+
+class MemoryEventFactory(factory.django.DjangoModelFactory):
+    """An agent's memory change: a run of the user, hashes chained from the empty file."""
+
+    class Meta:
+        model = MemoryEvent
+
+    user = factory.SubFactory(UserFactory)
+    kind = MemoryEvent.Kind.AGENT_ADDED
+    run = factory.SubFactory(
+        AgentRunFactory,
+        conversation=factory.SubFactory(ConversationFactory, user=factory.SelfAttribute("...user")),
+    )
+    before_sha256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    after_sha256 = factory.Sequence(lambda n: f"{n:064x}")
+    size_bytes = 42
 
 
 def memory_user(**kwargs: object) -> object:

@@ -1,28 +1,62 @@
-"""Shared admin base: staff may look, never touch, and never load an unbounded column."""
+"""Shared admin base: staff may look, never touch, never load an unbounded column, and never
+make PostgreSQL count or scan a big table to draw a page."""
 
+import functools
+import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
-from django.db.models import Model, QuerySet
+from django.contrib.admin.utils import flatten_fieldsets, quote
+from django.contrib.auth import get_user_model
+from django.core.exceptions import EmptyResultSet, PermissionDenied
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.urls import get_script_prefix, reverse
+from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.html import format_html
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import truncate_utf8
 
+__all__ = [
+    "ESTIMATED_COUNT_FROM_ROWS",
+    "FIELD_EXCERPT_BYTES",
+    "LIST_EXCERPT_BYTES",
+    "EstimatedCountPaginator",
+    "ChosenRowFilter",
+    "ReadOnlyAdmin",
+    "UserFilter",
+    "change_link",
+    "change_url",
+    "changelist_link",
+    "changelist_url",
+    "format_timestamp",
+    "render_excerpt",
+    "planner_row_estimate",
+    "render_text",
+    "users_named",
+]
+
 # Most of one large column that a change page loads and shows.
 FIELD_EXCERPT_BYTES = 8192
 # Most of one large column that a changelist cell shows.
 LIST_EXCERPT_BYTES = 120
+# From this many rows (by the planner's estimate) a changelist shows the estimate, not a count:
+# counting more would walk them all.
+ESTIMATED_COUNT_FROM_ROWS = 1_000
 
-_EXCERPT_SUFFIX = "_excerpt"
+# Changelists need the page's width for their columns more than a list of every app beside them
+# (the home page and breadcrumbs still list the apps).
+admin.site.enable_nav_sidebar = False
+
 # Stored text keeps its line breaks and wraps inside the page instead of widening it.
-_PRE = (
-    '<pre class="yuxi-excerpt" style="white-space:pre-wrap;overflow-wrap:anywhere;margin:0">'
-    "{}</pre>"
-)
+_PRE = '<pre class="yuxi-excerpt">{}</pre>'
 
 
 def render_text(
@@ -30,14 +64,14 @@ def render_text(
 ) -> SafeString:
     """Escaped text in a `<pre>`, with a visible note when it is only the start of a value."""
     if text is None:
-        return format_html("<em>{}</em>", "null")
+        return format_html('<em class="yuxi-null">{}</em>', "none")
     if not cut:
         return format_html(_PRE, text)
     kept = len(text.encode("utf-8"))
     note = (
-        f"first {kept} bytes shown"
+        f"first {kept:,} bytes shown"
         if total_bytes is None
-        else f"first {kept} of {total_bytes} bytes shown"
+        else f"first {kept:,} of {total_bytes:,} bytes shown"
     )
     return format_html(_PRE + '<p class="yuxi-cut">cut: {}</p>', text, note)
 
@@ -50,29 +84,140 @@ def render_excerpt(text: str | None, total_bytes: int | None, max_bytes: int) ->
     return render_text(kept, cut=cut, total_bytes=total_bytes)
 
 
-def _excerpt_display(field: str) -> Any:
-    @admin.display(description=field.replace("_", " "))
-    def display(self: "ReadOnlyAdmin", obj: Model) -> SafeString:
-        text, total = obj.admin_excerpts[field]
-        return render_excerpt(text, total, FIELD_EXCERPT_BYTES)
+def format_timestamp(value: datetime | None) -> str:
+    """A time as staff read it: date, time to the second, and the time zone's name."""
+    if value is None:
+        return "—"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
 
-    return display
+
+@functools.cache
+def _changelist_path(label: str, script_prefix: str) -> str:
+    return reverse(f"admin:{label}_changelist")
+
+
+def changelist_url(model: type[Model]) -> str:
+    """A model's changelist URL, resolved once per model (a page links to hundreds of rows)."""
+    opts = model._meta
+    return _changelist_path(f"{opts.app_label}_{opts.model_name}", get_script_prefix())
+
+
+def change_url(model: type[Model], pk: object) -> str:
+    """One row's admin page: Django's admin serves it at `<changelist>/<quoted pk>/change/`."""
+    return f"{changelist_url(model)}{quote(str(pk))}/change/"
+
+
+def change_link(model: type[Model], pk: object, text: object) -> SafeString:
+    """A link to one row's admin page."""
+    return format_html('<a href="{}">{}</a>', change_url(model, pk), text)
+
+
+def changelist_link(model: type[Model], query: dict[str, object], text: object) -> SafeString:
+    """A link to a model's changelist narrowed by `query` (filters or an exact search)."""
+    return format_html('<a href="{}?{}">{}</a>', changelist_url(model), urlencode(query), text)
+
+
+def planner_row_estimate(queryset: QuerySet) -> int:
+    """PostgreSQL's estimate of the rows `queryset` returns (EXPLAIN, nothing executed)."""
+    try:
+        sql, params = queryset.query.sql_with_params()
+    except EmptyResultSet:  # a condition that can match nothing, e.g. `IN ()`
+        return 0
+    with connections[queryset.db].cursor() as cursor:
+        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}", params)
+        plan = cursor.fetchone()[0]
+    if isinstance(plan, str):  # EXPLAIN's column is text; some drivers leave it unparsed
+        plan = json.loads(plan)
+    return int(plan[0]["Plan"]["Plan Rows"])
+
+
+class EstimatedCountPaginator(Paginator):
+    """Exact count where the result is small; the planner's estimate where it is big.
+
+    An exact `COUNT(*)` over a million messages costs half a second for one number in the
+    page's corner; the estimate (from `pg_class.reltuples` and the column statistics) costs
+    a plan. `estimated` tells the template to say "about".
+    """
+
+    estimated = False
+
+    @cached_property
+    def count(self) -> int:
+        estimate = planner_row_estimate(self.object_list)
+        if estimate >= ESTIMATED_COUNT_FROM_ROWS:
+            self.estimated = True
+            return estimate
+        return self.object_list.count()
+
+
+class ChosenRowFilter(admin.SimpleListFilter):
+    """A filter on one chosen row (a user, a thread) that never lists every row to choose from.
+
+    Pages link to it (`?user=<pk>`); it then shows the chosen row and "All". The model admin
+    names the lookup to apply in `lookup_attr`.
+    """
+
+    lookup_attr = ""
+    model: type[Model]
+
+    def __init__(self, request, params, model, model_admin) -> None:
+        self.model_admin = model_admin
+        super().__init__(request, params, model, model_admin)
+
+    def chosen(self) -> int | None:
+        value = self.value()
+        return int(value) if value and value.isdigit() else None
+
+    def label(self, pk: int) -> str:
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        pk = self.chosen()
+        return [] if pk is None else [(str(pk), self.label(pk))]
+
+    def has_output(self) -> bool:
+        return self.value() is not None
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() is None:
+            return queryset
+        return queryset.filter(**{getattr(self.model_admin, self.lookup_attr): self.chosen()})
+
+
+class UserFilter(ChosenRowFilter):
+    """Rows of one user (`?user=<user pk>`); the admin's `user_lookup` says how to reach them."""
+
+    title = "user"
+    parameter_name = "user"
+    lookup_attr = "user_lookup"
+
+    def label(self, pk: int) -> str:
+        username = get_user_model().objects.filter(pk=pk).values_list("username", flat=True)
+        return next(iter(username), f"user #{pk} (gone)")
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """No add, change or delete anywhere, no bulk actions, every field read-only.
 
     `heavy_fields` are unbounded columns: every page defers them, and a change page shows
-    each as an excerpt of at most `FIELD_EXCERPT_BYTES`, cut by the database in one query.
+    each through its own `<field>_excerpt` display method, from an excerpt of at most
+    `FIELD_EXCERPT_BYTES` cut by the database in one query. `help_texts` label the change
+    page's fields (display methods included). Search is exact and indexed: each admin's
+    `search_filter(term)` turns the term into conditions an index serves.
     """
 
     actions = None
     heavy_fields: tuple[str, ...] = ()
+    help_texts: dict[str, str] = {}
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    # "Show counts" would count every filter choice over the whole table.
+    show_facets = admin.ShowFacets.NEVER
+    list_per_page = 50
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for field in cls.heavy_fields:
-            setattr(cls, f"{field}{_EXCERPT_SUFFIX}", _excerpt_display(field))
+    class Media:
+        # Ships with the conversations app, installed wherever this base is used.
+        css = {"all": ("yuxi/admin.css",)}
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
@@ -96,16 +241,28 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return queryset.defer(*self.heavy_fields) if self.heavy_fields else queryset
 
     def get_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
-        """The declared `fields`, else every model field, heavy ones as their excerpts."""
-        if self.fields:
-            return list(self.fields)
-        return [
-            f"{field.name}{_EXCERPT_SUFFIX}" if field.name in self.heavy_fields else field.name
-            for field in self.model._meta.fields
-        ]
+        if self.fieldsets:
+            return flatten_fieldsets(self.fieldsets)
+        return list(self.fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Model | None = None) -> list[str]:
         return self.get_fields(request, obj)
+
+    def get_form(self, request: HttpRequest, obj: Model | None = None, **kwargs: Any) -> Any:
+        """The read-only form, carrying `help_texts` (Django shows them under read-only fields)."""
+        return super().get_form(request, obj, help_texts=self.help_texts, **kwargs)
+
+    def search_filter(self, term: str) -> Q:
+        """Conditions an index serves for one search term; no match by default."""
+        return Q(pk__in=[])
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet, search_term: str
+    ) -> tuple[QuerySet, bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        return queryset.filter(self.search_filter(term)), False
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -123,3 +280,13 @@ class ReadOnlyAdmin(admin.ModelAdmin):
             field: (row[f"text_{field}"], row[f"bytes_{field}"]) for field in self.heavy_fields
         }
         return obj
+
+    def field_excerpt(self, obj: Model, field: str) -> SafeString:
+        """A heavy field of the change page's row, as loaded by `get_object`."""
+        text, total = obj.admin_excerpts[field]
+        return render_excerpt(text, total, FIELD_EXCERPT_BYTES)
+
+
+def users_named(term: str) -> list[int]:
+    """Primary keys of the user with exactly this username (the unique index serves it)."""
+    return list(get_user_model().objects.filter(username=term).values_list("pk", flat=True))

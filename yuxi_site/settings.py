@@ -1,5 +1,7 @@
 """Settings for the Yuxi Memory site, read from the environment (and an optional `.env`)."""
 
+import os
+import secrets
 from pathlib import Path
 
 import environ
@@ -10,7 +12,6 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env")
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="")
 
 
 def _insecure_secret_key(key: str) -> bool:
@@ -18,14 +19,34 @@ def _insecure_secret_key(key: str) -> bool:
     return len(key) < 50 or len(set(key)) < 5 or key.startswith(("django-insecure-", "insecure-"))
 
 
-if _insecure_secret_key(SECRET_KEY):
-    if not DEBUG:
+def _generated_secret_key(path: Path) -> str:
+    """A random key made once and kept (0600) in `path`, so a machine without `SECRET_KEY` (a
+    fresh clone, a test run, one host) never falls back to a known key."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    except OSError as exc:
         raise environ.ImproperlyConfigured(
-            "SECRET_KEY is missing or insecure and DEBUG is off: set SECRET_KEY to at least 50 "
-            "random characters (python -c 'import secrets; print(secrets.token_urlsafe(50))'). "
-            "./scripts/serve and ./scripts/test make a development key in var/ themselves."
-        )
-    SECRET_KEY = SECRET_KEY or "insecure-dev-key-change-me"
+            f"SECRET_KEY is not set and {path} cannot be created ({exc.strerror}): set "
+            "SECRET_KEY to at least 50 random characters."
+        ) from exc
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key + "\n")
+    return key
+
+
+SECRET_KEY = env.str("SECRET_KEY", default="") or _generated_secret_key(
+    env.path("SECRET_KEY_FILE", default=str(BASE_DIR / "var" / "secret-key"))
+)
+if not DEBUG and _insecure_secret_key(SECRET_KEY):
+    raise environ.ImproperlyConfigured(
+        "SECRET_KEY is insecure and DEBUG is off: set SECRET_KEY to at least 50 random "
+        "characters (python -c 'import secrets; print(secrets.token_urlsafe(50))'), or unset it "
+        "to use a random key kept in SECRET_KEY_FILE (default var/secret-key)."
+    )
 
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])

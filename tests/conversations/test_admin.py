@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from conversations.models import AgentRun, Conversation, Message
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import claim_run
 from tests.factories import (
     AgentRunFactory,
@@ -73,8 +73,11 @@ def test_changelist_marks_hidden_threads(staff_client):
         for title in ("shown-thread", "hidden-thread")
         if title in row
     }
-    assert 'alt="True"' in rows["shown-thread"]
-    assert 'alt="False"' in rows["hidden-thread"]
+    assert '<span class="yuxi-lookback">visible</span>' in rows["shown-thread"]
+    assert (
+        'title="its status is archived; only active threads are visible">hidden'
+        in (rows["hidden-thread"])
+    )
 
 
 def test_script_marker_in_titles_and_messages_renders_escaped(staff_client):
@@ -125,7 +128,7 @@ def test_huge_columns_are_cut_by_the_database_and_marked(staff_client):
             assert not _stored_column_read_whole(queries.captured_queries, table, column), url
     html = _html(staff_client, _change(Message, message.pk))
     kept = FIELD_EXCERPT_BYTES // 2 * 2
-    assert f"cut: first {kept} of {len(huge.encode())} bytes shown" in html
+    assert f"cut: first {kept:,} of {len(huge.encode()):,} bytes shown" in html
 
 
 def _change_page_queries(client, model, pk):
@@ -144,14 +147,19 @@ def test_conversation_page_costs_the_same_queries_for_3_and_80_messages(staff_cl
     )
 
 
-def test_raw_messages_show_the_latest_and_count_the_rest(staff_client):
+def test_raw_messages_show_the_latest_and_link_to_the_rest_without_counting(staff_client):
     thread = ConversationFactory()
-    MessageFactory.create_batch(55, conversation=thread)
+    MessageFactory(conversation=thread, content="the-very-first-message")
+    MessageFactory.create_batch(54, conversation=thread)
     last = MessageFactory(conversation=thread, content="the-very-last-message")
-    html = _html(staff_client, _change(Conversation, thread.pk))
+    with CaptureQueriesContext(connection) as queries:
+        html = _html(staff_client, _change(Conversation, thread.pk))
     assert "the-very-last-message" in html
-    assert "6 earlier messages not shown." in html
-    assert f"<td>{last.pk}</td>" in html
+    assert "the-very-first-message" not in html.split('yuxi-raw-view"', 1)[1]
+    assert "The latest 50 messages; earlier ones are not shown" in html
+    assert f'href="{_change(Message, last.pk)}">#{last.pk}</a>' in html
+    assert f"{_changelist(Message)}?thread={thread.pk}" in html
+    assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()]
 
 
 def test_run_page_shows_owner_lease_and_that_its_worker_may_write(staff_client):
@@ -196,8 +204,8 @@ def test_run_page_says_why_a_memory_write_would_be_refused(staff_client, setup, 
 
 def _sections(html):
     """The agent-view and raw-view halves of a conversation's history field."""
-    agent = html.split('class="yuxi-agent-view"', 1)[1].split('class="yuxi-raw-view"', 1)[0]
-    raw = html.split('class="yuxi-raw-view"', 1)[1]
+    agent = html.split('yuxi-agent-view"', 1)[1].split('yuxi-raw-view"', 1)[0]
+    raw = html.split('yuxi-raw-view"', 1)[1]
     return agent, raw
 
 
@@ -217,27 +225,33 @@ def test_agent_view_holds_only_what_lookback_returns_beside_every_raw_message(st
     assert "assistant-said-2" in agent
     assert "system-only-3" not in agent
     assert "tool-call-4" not in agent
-    assert "2 messages;" in agent
+    assert "2 messages returned" in agent
     for content in ("user-said-1", "assistant-said-2", "system-only-3", "tool-call-4"):
         assert content in raw
-    assert "0 earlier messages not shown." in raw
+    assert "All 4 messages of this thread." in raw
 
 
-def test_agent_view_shows_budgets_and_truncation_flags(staff_client):
+def test_agent_view_states_budgets_and_cuts_in_words(staff_client):
     thread = ConversationFactory()
     MessageFactory.create_batch(21, conversation=thread, content="x" * 10_000)
     agent, _ = _sections(_html(staff_client, _change(Conversation, thread.pk)))
-    assert "4 messages;" in agent  # four 8 KiB cuts fill the 32 KiB of contents
-    assert "has_more_before: True; has_more_after: False; truncated: True" in agent
-    assert "cut: first 8192 bytes shown" in agent
-    assert "of at most 65536 bytes serialized" in agent
+    assert "4 messages returned" in agent  # four 8 KiB cuts fill the 32 KiB of contents
+    assert "Earlier messages exist: the agent would page back for them." in agent
+    assert "Later messages exist" not in agent
+    assert "Some content was cut to fit the budgets." in agent
+    assert "cut: first 8,192 bytes shown" in agent
+    assert "of at most 65,536 bytes of JSON" in agent
+    summary = agent.split("</p>", 1)[0]
+    for flag in ("has_more_before", "has_more_after", "truncated:", "True", "False"):
+        assert flag not in summary
 
 
 def test_agent_view_of_a_hidden_thread_is_not_found(staff_client):
     thread = ConversationFactory(status=Conversation.Status.ARCHIVED)
     MessageFactory(conversation=thread, content="archived-words")
     agent, raw = _sections(_html(staff_client, _change(Conversation, thread.pk)))
-    assert "not_found: the lookback tools return nothing of this thread" in agent
+    assert "Nothing: the lookback tools return nothing of this thread" in agent
+    assert "errornote" not in agent and "yuxi-alert" not in agent
     assert "archived-words" not in agent
     assert "archived-words" in raw
 
@@ -248,3 +262,152 @@ def test_agent_view_escapes_a_script_marker(staff_client):
     agent, _ = _sections(_html(staff_client, _change(Conversation, thread.pk)))
     assert "<script>" not in agent
     assert ESCAPED in agent
+
+
+def _queries_of(client, url, params=None):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, params or {})
+    assert response.status_code == 200
+    return response.content.decode(), [q["sql"] for q in queries.captured_queries]
+
+
+def test_a_big_table_shows_the_planners_estimate_and_is_never_counted(staff_client, monkeypatch):
+    MessageFactory.create_batch(3)
+    monkeypatch.setattr("yuxi_site.admin.ESTIMATED_COUNT_FROM_ROWS", 1)
+    html, sql = _queries_of(staff_client, _changelist(Message))
+    assert "(estimated)" in html and "about " in html
+    assert not [q for q in sql if "COUNT(" in q.upper()]
+    assert [q for q in sql if q.startswith("EXPLAIN")]
+
+
+def test_a_small_result_is_counted_exactly(staff_client):
+    MessageFactory.create_batch(3)
+    html, _ = _queries_of(staff_client, _changelist(Message))
+    assert "3 messages" in html
+    assert "(estimated)" not in html
+
+
+def test_message_search_matches_ids_exactly_and_never_scans_content(staff_client):
+    message = MessageFactory(content="a needle in the haystack")
+    MessageFactory()
+    for term in (
+        str(message.pk),
+        message.conversation.thread_id,
+        message.conversation.user.username,
+    ):
+        response = staff_client.get(_changelist(Message), {"q": term})
+        assert [m.pk for m in response.context["cl"].result_list] == [message.pk], term
+    html, sql = _queries_of(staff_client, _changelist(Message), {"q": "needle"})
+    assert not [q for q in sql if "LIKE" in q.upper()]
+    assert "no index serves a substring of every message" in html
+
+
+def test_runs_are_found_by_username_thread_id_and_run_id(staff_client):
+    run = AgentRunFactory()
+    AgentRunFactory()
+    for term in (run.user.username, run.conversation.thread_id, str(run.run_id)):
+        response = staff_client.get(_changelist(AgentRun), {"q": term})
+        assert [r.pk for r in response.context["cl"].result_list] == [run.pk], term
+
+
+def test_user_filter_shows_only_the_chosen_user_and_lists_no_other(staff_client):
+    mine = MessageFactory()
+    theirs = MessageFactory()
+    response = staff_client.get(_changelist(Message), {"user": mine.conversation.user_id})
+    assert [m.pk for m in response.context["cl"].result_list] == [mine.pk]
+    html = response.content.decode()
+    assert mine.conversation.user.username in html
+    assert theirs.conversation.user.username not in html
+
+
+def test_thread_filter_lists_the_threads_runs_and_tool_calls(staff_client):
+    call = ToolCallFactory()
+    thread = call.message.conversation
+    run = AgentRunFactory(conversation=thread)
+    ToolCallFactory()
+    AgentRunFactory()
+    for model, expected in ((ToolCall, call.pk), (AgentRun, run.pk)):
+        response = staff_client.get(_changelist(model), {"thread": thread.pk})
+        assert [row.pk for row in response.context["cl"].result_list] == [expected]
+
+
+def test_run_page_shows_its_error_and_links_thread_parent_and_child_runs(staff_client):
+    parent = AgentRunFactory(status=AgentRun.Status.FAILED, error="model error: 8 steps used")
+    child = AgentRunFactory(
+        conversation=ConversationFactory(user=parent.user, parent=parent.conversation),
+        run_type=AgentRun.RunType.SUBAGENT,
+        parent_run=parent,
+    )
+    html = _html(staff_client, _change(AgentRun, parent.pk))
+    assert "model error: 8 steps used" in html
+    assert f'href="{_change(AgentRun, child.pk)}"' in html
+    assert f'href="{_change(Conversation, parent.conversation_id)}"' in html
+    assert f"{_changelist(Message)}?thread={parent.conversation_id}" in html
+    child_html = _html(staff_client, _change(AgentRun, child.pk))
+    assert f'href="{_change(AgentRun, parent.pk)}">{parent.run_id}</a>' in child_html
+
+
+def test_a_failed_run_without_a_reason_says_so(staff_client):
+    run = AgentRunFactory(status=AgentRun.Status.FAILED)
+    assert "no reason was recorded" in _html(staff_client, _change(AgentRun, run.pk))
+
+
+def test_times_show_seconds_and_the_time_zone(staff_client):
+    run = AgentRunFactory()
+    claim_run(worker_id="worker-9", run_id=run.run_id)
+    html = _html(staff_client, _change(AgentRun, run.pk))
+    stamp = re.compile(r"<span>\d{4}-\d\d-\d\d</span> <span>\d\d:\d\d:\d\d UTC</span>")
+    assert len(stamp.findall(html)) >= 3  # created, started, lease expiry
+    assert re.search(r"database time \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", html)
+
+
+def test_non_obvious_fields_carry_help_texts(staff_client):
+    run = AgentRunFactory()
+    html = _html(staff_client, _change(AgentRun, run.pk))
+    assert "The worker process that holds the run's lease" in html
+    assert "when the lease lapses" in html
+    thread_html = _html(staff_client, _change(Conversation, run.conversation_id))
+    assert "History lookback: the agent's tools search_thread_messages" in thread_html
+
+
+def test_a_thread_links_its_user_parent_children_runs_and_messages(staff_client):
+    root = ConversationFactory()
+    child = ConversationFactory(user=root.user, parent=root, source=Conversation.Source.AGENT_CALL)
+    run = AgentRunFactory(conversation=root)
+    html = _html(staff_client, _change(Conversation, root.pk))
+    assert f'href="{reverse("admin:auth_user_change", args=[root.user_id])}"' in html
+    assert f'href="{_change(Conversation, child.pk)}"' in html
+    assert f'href="{_change(AgentRun, run.pk)}"' in html
+    assert f"{_changelist(Message)}?thread={root.pk}" in html
+    child_html = _html(staff_client, _change(Conversation, child.pk))
+    assert f'href="{_change(Conversation, root.pk)}"' in child_html
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"parent": "root"}, {"source": Conversation.Source.AGENT_CALL}],
+)
+def test_hiding_by_design_is_a_neutral_notice_not_an_error(staff_client, fields):
+    if fields.get("parent") == "root":
+        fields = {"parent": ConversationFactory()}
+    html = _html(staff_client, _change(Conversation, ConversationFactory(**fields).pk))
+    banner = html.split("yuxi-banner", 1)[1].split("</div>", 1)[0]
+    assert "That is by design" in banner
+    assert "errornote" not in html and "yuxi-alert" not in html
+
+
+def test_conversations_admin_never_imports_the_memory_app():
+    import ast
+    from pathlib import Path
+
+    import conversations
+
+    for module in ("admin.py", "selectors.py"):
+        tree = ast.parse((Path(conversations.__file__).parent / module).read_text())
+        imported = [
+            node.module if isinstance(node, ast.ImportFrom) else alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            for alias in node.names
+        ]
+        assert not [name for name in imported if name and name.startswith("memory_app")]

@@ -108,7 +108,15 @@ def test_raw_excerpt_keeps_the_latest_messages_in_thread_order():
     MessageFactory()  # another thread's message is never counted
     page = raw_messages_excerpt(conversation_id=thread.pk)
     assert [m.message_id for m in page.messages] == [m.pk for m in messages[-RAW_MESSAGES_SHOWN:]]
-    assert page.earlier_count == 3
+    assert page.has_earlier  # said without counting the thread
+
+
+def test_raw_excerpt_of_a_short_thread_says_nothing_is_earlier():
+    thread = ConversationFactory()
+    MessageFactory.create_batch(RAW_MESSAGES_SHOWN, conversation=thread)
+    page = raw_messages_excerpt(conversation_id=thread.pk)
+    assert len(page.messages) == RAW_MESSAGES_SHOWN
+    assert not page.has_earlier
 
 
 def test_raw_excerpt_cuts_content_at_a_utf8_boundary_and_reports_its_size():

@@ -1,4 +1,5 @@
-"""The memory preview on a user's config page: the agent's own bounded, no-follow read."""
+"""A user's config page: the memory preview (the agent's own bounded, no-follow read) beside
+the ledger of memory events, and the links the memory app adds to the run and user pages."""
 
 import os
 from pathlib import Path
@@ -7,8 +8,15 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from memory_app.ledger_selectors import LEDGER_EVENTS_SHOWN
+from memory_app.models import MemoryEvent
 from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
-from tests.factories import UserConfigFactory
+from tests.factories import (
+    AgentRunFactory,
+    MemoryEventFactory,
+    ToolCallFactory,
+    UserConfigFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +127,91 @@ def test_preview_never_writes_the_file(staff_client):
     before = (path.read_bytes(), path.stat().st_mtime_ns, sorted(os.listdir(path.parent)))
     _page(staff_client, config)
     assert (path.read_bytes(), path.stat().st_mtime_ns, sorted(os.listdir(path.parent))) == before
+
+
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def _chain(user, run, count, *, break_at=None):
+    """`count` chained events of `user` (each starting from the last one's file), optionally
+    with one whose before hash does not follow."""
+    events, before = [], EMPTY
+    for n in range(count):
+        after = f"{n + 1:064x}"
+        start = "f" * 64 if n == break_at else before
+        events.append(
+            MemoryEventFactory(user=user, run=run, before_sha256=start, after_sha256=after)
+        )
+        before = after
+    return events
+
+
+def _ledger(html: str) -> str:
+    return html.split('class="yuxi-ledger"', 1)[1]
+
+
+def test_ledger_lists_events_newest_first_linked_to_run_thread_and_tool_call(staff_client):
+    config = UserConfigFactory()
+    run = AgentRunFactory(conversation__user=config.user)
+    call = ToolCallFactory(message__conversation=run.conversation)
+    (event,) = _chain(config.user, run, 1)
+    staff = MemoryEventFactory(
+        user=config.user,
+        kind=MemoryEvent.Kind.USER_EDITED,
+        actor=config.user,
+        run=None,
+        before_sha256=event.after_sha256,
+    )
+    ledger = _ledger(_page(staff_client, config))
+    assert ledger.index(f">#{staff.pk}<") < ledger.index(f">#{event.pk}<")
+    assert reverse("admin:conversations_agentrun_change", args=[run.pk]) in ledger
+    assert reverse("admin:conversations_conversation_change", args=[run.conversation_id]) in ledger
+    assert reverse("admin:conversations_toolcall_change", args=[call.pk]) in ledger
+    assert reverse("admin:memory_app_memoryevent_change", args=[event.pk]) in ledger
+    assert "the agent" in ledger and config.user.username in ledger
+    assert "The chain is unbroken" in ledger
+
+
+def test_ledger_points_out_a_break_in_the_chain(staff_client):
+    config = UserConfigFactory()
+    run = AgentRunFactory(conversation__user=config.user)
+    events = _chain(config.user, run, 4, break_at=2)
+    ledger = _ledger(_page(staff_client, config))
+    assert "The ledger's chain breaks 1 time below" in ledger
+    assert ledger.count('class="yuxi-break-row"') == 1
+    row = ledger.split('class="yuxi-break-row"', 1)[1].split("</tr>", 1)[0]
+    assert f">#{events[2].pk}<" in row
+
+
+def test_ledger_is_bounded_and_links_to_the_rest(staff_client):
+    config = UserConfigFactory()
+    run = AgentRunFactory(conversation__user=config.user)
+    events = _chain(config.user, run, LEDGER_EVENTS_SHOWN + 5)
+    ledger = _ledger(_page(staff_client, config))
+    assert f"The latest {LEDGER_EVENTS_SHOWN} events, newest first" in ledger
+    assert f">#{events[-1].pk}<" in ledger
+    assert f">#{events[4].pk}<" not in ledger
+    assert f"{reverse('admin:memory_app_memoryevent_changelist')}?user={config.user_id}" in ledger
+    assert "chain breaks" not in ledger  # the oldest shown is judged against the one before it
+
+
+def test_run_page_lists_the_memory_events_it_made(staff_client):
+    run = AgentRunFactory()
+    (event,) = _chain(run.user, run, 1)
+    html = staff_client.get(reverse("admin:conversations_agentrun_change", args=[run.pk]))
+    assert reverse("admin:memory_app_memoryevent_change", args=[event.pk]) in html.content.decode()
+
+
+def test_user_page_links_to_config_threads_runs_and_ledger(staff_client):
+    config = UserConfigFactory()
+    html = staff_client.get(reverse("admin:auth_user_change", args=[config.user_id]))
+    html = html.content.decode()
+    assert reverse("admin:memory_app_userconfig_change", args=[config.pk]) in html
+    for model in ("conversations_conversation", "conversations_agentrun", "memory_app_memoryevent"):
+        assert f"{reverse(f'admin:{model}_changelist')}?user={config.user_id}" in html
+
+
+def test_config_page_is_titled_by_username(staff_client):
+    config = UserConfigFactory(user__username="zhang-wei")
+    html = _page(staff_client, config)
+    assert "<h2>zhang-wei (memory on)</h2>" in html

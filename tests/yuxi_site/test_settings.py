@@ -1,4 +1,5 @@
-"""Production settings: a weak secret key is refused while DEBUG is off, and the deploy check
+"""Production settings: a weak secret key is refused while DEBUG is off, a missing one is a
+random kept one, and the deploy check
 is clean with the production environment. Each case starts a fresh process, since settings
 are read once at import."""
 
@@ -37,21 +38,31 @@ def _manage(*args: str, **environment: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_startup_refuses_a_missing_secret_key_while_debug_is_off():
-    done = _manage("check", DEBUG="False", SECRET_KEY="")
-    assert done.returncode != 0
-    assert "SECRET_KEY is missing or insecure and DEBUG is off" in done.stderr
+def test_a_missing_secret_key_is_a_random_one_kept_in_the_key_file(tmp_path):
+    key_file = tmp_path / "keys" / "secret-key"
+    show = "from django.conf import settings; print(settings.SECRET_KEY)"
+    first = _manage(
+        "shell", "-c", show, DEBUG="False", SECRET_KEY="", SECRET_KEY_FILE=str(key_file)
+    )
+    again = _manage(
+        "shell", "-c", show, DEBUG="False", SECRET_KEY="", SECRET_KEY_FILE=str(key_file)
+    )
+    assert first.returncode == 0, first.stderr
+    key = first.stdout.strip()
+    assert key == again.stdout.strip() == key_file.read_text().strip()
+    assert len(key) >= 50
+    assert key_file.stat().st_mode & 0o777 == 0o600
 
 
 def test_startup_refuses_the_development_key_and_short_keys_while_debug_is_off():
     for key in ("insecure-dev-key-change-me", "django-insecure-" + "x" * 60, "k" * 60, "short"):
         done = _manage("check", DEBUG="False", SECRET_KEY=key)
         assert done.returncode != 0, key
-        assert "SECRET_KEY is missing or insecure" in done.stderr
+        assert "SECRET_KEY is insecure and DEBUG is off" in done.stderr
 
 
 def test_debug_runs_with_the_development_key_and_production_with_a_strong_one():
-    assert _manage("check", DEBUG="True", SECRET_KEY="").returncode == 0
+    assert _manage("check", DEBUG="True", SECRET_KEY="insecure-dev-key").returncode == 0
     assert _manage("check", DEBUG="False", SECRET_KEY=STRONG_KEY).returncode == 0
 
 
