@@ -39,7 +39,7 @@ def _generated_secret_key(path: Path) -> str:
 
 
 SECRET_KEY = env.str("SECRET_KEY", default="") or _generated_secret_key(
-    env.path("SECRET_KEY_FILE", default=str(BASE_DIR / "var" / "secret-key"))
+    Path(env.str("SECRET_KEY_FILE", default=str(BASE_DIR / "var" / "secret-key")))
 )
 if not DEBUG and _insecure_secret_key(SECRET_KEY):
     raise environ.ImproperlyConfigured(
