@@ -42,10 +42,10 @@ def test_a_missing_secret_key_is_a_random_one_kept_in_the_key_file(tmp_path):
     key_file = tmp_path / "keys" / "secret-key"
     show = "from django.conf import settings; print(settings.SECRET_KEY)"
     first = _manage(
-        "shell", "-c", show, DEBUG="False", SECRET_KEY="", SECRET_KEY_FILE=str(key_file)
+        "shell", "-v", "0", "-c", show, DEBUG="False", SECRET_KEY="", SECRET_KEY_FILE=str(key_file)
     )
     again = _manage(
-        "shell", "-c", show, DEBUG="False", SECRET_KEY="", SECRET_KEY_FILE=str(key_file)
+        "shell", "-v", "0", "-c", show, DEBUG="False", SECRET_KEY="", SECRET_KEY_FILE=str(key_file)
     )
     assert first.returncode == 0, first.stderr
     key = first.stdout.strip()
