@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, Message, ToolCall
@@ -43,6 +44,7 @@ from memory_app.services import (
     MemoryWriteResult,
     remember_memory,
 )
+from memory_app.tools import build_memory_tools
 from memory_app.workspace import Workspace
 from tests.factories import (
     ConversationFactory,
@@ -156,9 +158,16 @@ def test_workspace_exposes_for_user_read_bounded_and_replace_authorized_file():
     ]
 
 
-def test_graph_builders_take_only_the_context():
-    assert list(inspect.signature(build_chatbot_graph).parameters) == ["ctx"]
-    assert list(inspect.signature(build_subagent_graph).parameters) == ["ctx"]
+def test_graph_builders_take_the_context_and_keyword_only_model_and_tools():
+    chatbot = inspect.signature(build_chatbot_graph).parameters
+    assert list(chatbot) == ["ctx", "model", "extra_tools"]
+    assert (chatbot["model"].default, tuple(chatbot["extra_tools"].default)) == (None, ())
+    subagent = inspect.signature(build_subagent_graph).parameters
+    assert list(subagent) == ["ctx", "model"]
+    assert all(
+        p.kind is inspect.Parameter.KEYWORD_ONLY
+        for p in [*list(chatbot.values())[1:], *list(subagent.values())[1:]]
+    )
     assert list(inspect.signature(build_agent_input_context).parameters) == ["uid"]
 
 
@@ -355,13 +364,21 @@ def test_remember_schema_exposes_no_context_field_and_history_schemas_no_identit
     tools = tools_by_name(ctx)
     assert set(tools) == TOOL_NAMES
     for tool in tools.values():
-        assert tool.schema["type"] == "object"
-        json.dumps(tool.schema)  # a JSON schema is JSON
-    assert not set(tools["remember_memory"].schema["properties"]) & set(CONTEXT_FIELDS)
-    # `read_thread_messages` takes the thread to read (SPEC §8); never whose or which run.
-    identity = {"uid", "run_id", "request_id", "worker_id"}
-    for name in ("search_thread_messages", "read_thread_messages"):
-        assert not set(tools[name].schema["properties"]) & identity
+        schema = convert_to_openai_tool(tool)["function"]["parameters"]
+        assert schema["type"] == "object" and set(schema["properties"]) == set(tool.args)
+        json.dumps(schema)  # a JSON schema is JSON
+    assert set(tools["remember_memory"].args) == {"content", "replaces"}
+    assert set(tools["search_thread_messages"].args) == {"query", "limit"}
+    # `read_thread_messages` takes the thread to read; never whose or which run.
+    assert set(tools["read_thread_messages"].args) == {
+        "thread_id",
+        "message_id",
+        "limit",
+        "include_tools",
+    }
+    assert not set().union(*(tool.args for tool in tools.values())) & set(CONTEXT_FIELDS) - {
+        "thread_id"
+    }
 
 
 @pytest.mark.django_db
@@ -375,15 +392,14 @@ def test_every_tool_refuses_a_context_field_that_is_empty_or_does_not_match(run,
     other_run = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
     value = "" if forge == "empty" else getattr(context_for(other_run), field)
     forged = context_for(run, **{field: value})
-    tools = tools_by_name(forged)
-    if (field, forge) == ("uid", "empty"):
-        # An empty uid names no user: the graph registers no memory tool (fails closed).
-        assert tools == {}
-    else:
-        assert call(tools["remember_memory"], {"content": "New fact."})["status"] == "denied"
-        assert call(tools["search_thread_messages"], {"query": "findable"})["status"] == "denied"
-        read = call(tools["read_thread_messages"], {"thread_id": thread.thread_id})
-        assert read["status"] == "denied"
+    # The graph for a context naming no running run of that user registers no tool at all.
+    assert tools_by_name(forged) == {}
+    # Tools bound to it anyway (a team's own wiring) refuse at call time.
+    tools = {tool.name: tool for tool in build_memory_tools(forged)}
+    assert call(tools["remember_memory"], {"content": "New fact."})["status"] == "denied"
+    assert call(tools["search_thread_messages"], {"query": "findable"})["status"] == "denied"
+    read = call(tools["read_thread_messages"], {"thread_id": thread.thread_id})
+    assert read["status"] == "denied"
     assert memory_path(run.user_id).read_bytes() == b"Old fact.\n"
     assert not memory_path(other_run.user_id).exists()
 
@@ -424,7 +440,7 @@ def test_chatbot_graph_with_memory_on_exposes_prompt_tools_and_the_middleware(ct
         "search_thread_messages",
         "read_thread_messages",
     ]
-    assert all(isinstance(tool.schema, dict) for tool in graph.tools)
+    assert all(isinstance(tool.args, dict) for tool in graph.tools)
     assert any(isinstance(m, YuxiMemoryMiddleware) for m in graph.middleware)
 
 
