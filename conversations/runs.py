@@ -339,6 +339,8 @@ _RENEW_SQL = f"""
 _STILL_HELD_SQL = f"SELECT run_id::text FROM {_TABLE} WHERE {_HELD} AND {_VALID}"
 
 keeper_logger = logging.getLogger("yuxi.runs")
+# How many given-up runs a process remembers as lost (their leases lapse within a minute).
+LOST_RUNS_REMEMBERED = 10000
 
 
 class LeaseKeeper:
@@ -354,6 +356,8 @@ class LeaseKeeper:
         self.pid = os.getpid()
         self._lock = threading.Lock()
         self._runs: dict[str, tuple[str, threading.Event]] = {}
+        # Runs given up after losing their lease, oldest first (a dict as an ordered set).
+        self._lost: dict[str, None] = {}
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection | None = None
@@ -372,9 +376,14 @@ class LeaseKeeper:
 
     def unregister(self, run_id: str) -> None:
         """Stop renewing `run_id` (its owner finished or abandoned it); the last one out closes
-        the keeper's connection, so an idle process holds none."""
+        the keeper's connection, so an idle process holds none. A lost run stays known as lost,
+        so its tools keep refusing while its stale lease runs out in the database."""
         with self._lock:
-            self._runs.pop(str(run_id), None)
+            entry = self._runs.pop(str(run_id), None)
+            if entry is not None and entry[1].is_set():
+                self._lost[str(run_id)] = None
+                while len(self._lost) > LOST_RUNS_REMEMBERED:
+                    del self._lost[next(iter(self._lost))]
             idle = not self._runs
         if idle:
             with self._conn_lock:
@@ -384,7 +393,13 @@ class LeaseKeeper:
         """Whether this process held `run_id` and learned that its lease is lost."""
         with self._lock:
             held = self._runs.get(str(run_id))
-        return held is not None and held[1].is_set()
+            return str(run_id) in self._lost or (held is not None and held[1].is_set())
+
+    def lost_event(self, run_id: str) -> threading.Event | None:
+        """The event set when `run_id`'s lease is lost; None when the process does not hold it."""
+        with self._lock:
+            held = self._runs.get(str(run_id))
+        return held[1] if held is not None else None
 
     def _loop(self) -> None:
         while True:

@@ -150,7 +150,7 @@ class RunGuard(AgentMiddleware):
         try:
             return handler(request)
         except Exception as exc:
-            raise _ModelFailure(f"the model call failed ({type(exc).__name__})") from exc
+            raise _ModelFailure(_model_error_text(exc)) from exc
 
     async def awrap_model_call(
         self,
@@ -161,7 +161,7 @@ class RunGuard(AgentMiddleware):
         try:
             return await handler(request)
         except Exception as exc:
-            raise _ModelFailure(f"the model call failed ({type(exc).__name__})") from exc
+            raise _ModelFailure(_model_error_text(exc)) from exc
 
     def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
         reply = state["messages"][-1]
@@ -237,6 +237,20 @@ class RunGuard(AgentMiddleware):
                 ToolStatus.REJECTED, "the arguments must be a JSON object the database can store"
             )
         return None
+
+
+def _model_error_text(exc: BaseException) -> str:
+    """Why a model call failed, for staff: the chain of error types and any HTTP status,
+    never the provider's message (it may echo the request)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    kinds = " <- ".join(type(e).__name__ for e in chain)
+    status = next(
+        (e.status_code for e in chain if isinstance(getattr(e, "status_code", None), int)), None
+    )
+    return f"the model call failed ({kinds}{f', HTTP {status}' if status else ''})"
 
 
 def _tool_message(request: ToolCallRequest, result: ToolResult) -> ToolMessage:
