@@ -142,9 +142,8 @@ def test_agent_run_refuses_inside_a_transaction_and_for_an_inactive_user():
     from django.db import transaction
 
     user = memory_user()
-    with transaction.atomic(), pytest.raises(ChatError):
-        with agent_run(user_id=user.pk, thread_id=None):
-            pass
+    with transaction.atomic(), pytest.raises(ChatError), agent_run(user_id=user.pk, thread_id=None):
+        pass
     inactive = UserFactory(is_active=False)
     with pytest.raises(ChatError), agent_run(user_id=inactive.pk, thread_id=None):
         pass
