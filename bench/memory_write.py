@@ -1,4 +1,9 @@
-"""Cost of the safe memory write next to its parts, and its throughput under concurrency.
+"""Cost of the safe memory write next to its floor and its parts, and its throughput.
+
+The floor is what no implementation of the write can avoid: a bare durable publish plus the
+very statements `remember_memory` sends (advisory lock with its settings, run row lock, clock +
+user + switch, the ledger row just before the rename), as one raw psycopg transaction. The
+target is `remember_memory` <= 1.3x its floor.
 
 Run: .venv/bin/python bench/memory_write.py   (BENCH_DATABASE_URL picks the database)
 It creates its own users and runs under a temporary
@@ -24,7 +29,8 @@ from django.db import connection, connections, transaction  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from conversations.models import AgentRun, Conversation  # noqa: E402
-from memory_app.models import UserConfig  # noqa: E402
+from memory_app import access, services  # noqa: E402
+from memory_app.models import MemoryEventKind, UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.services import remember_memory  # noqa: E402
 from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
@@ -81,17 +87,62 @@ def _one_commit(run_id: str) -> None:
         )
 
 
+class Floor:
+    """`remember_memory`'s statements on a raw psycopg connection around a bare publish."""
+
+    def __init__(self, ctx: ToolRuntimeContext) -> None:
+        self.raw = connection.get_new_connection(connection.get_connection_params())
+        self.uid, self.run_uuid = int(ctx.uid), uuid.UUID(ctx.run_id)
+        self.run_pk = AgentRun.objects.get(run_id=self.run_uuid).pk
+        self.workspace = Workspace.for_user(self.uid)
+        self.timeout = f"{settings.MEMORY_LOCK_TIMEOUT_MS}ms"
+        self.key = services.MEMORY_LOCK_PREFIX + ctx.uid
+
+    def _authorize(self) -> str:
+        """The three statements before the file work; returns the caller's synchronous_commit."""
+        held = self.raw.execute(services._LOCK_SQL, [self.timeout, "off", self.key]).fetchone()
+        self.raw.execute(access._run_sql(lock=True), [self.run_uuid]).fetchone()
+        self.raw.execute(access._state_sql(), [self.uid, self.uid]).fetchone()
+        return held[1]
+
+    def write(self, data: bytes, before: str) -> None:
+        with self.raw.transaction():
+            synchronous_commit = self._authorize()
+            ledger = [
+                synchronous_commit,
+                self.uid,
+                MemoryEventKind.AGENT_ADDED,
+                None,
+                self.run_pk,
+                before,
+                before,
+                len(data),
+            ]
+            self.workspace.publish(
+                MEMORY_RELPATH,
+                data,
+                before_rename=lambda: self.raw.execute(services._ledger_sql(), ledger),
+            )
+
+    def unchanged(self) -> None:
+        with self.raw.transaction():
+            self._authorize()
+
+
 def latency() -> None:
-    """Interleave the four paths call by call, rotating their order, so that drift, noise and
-    the cost one call leaves to the next (dirty pages, journal commits) hit them alike."""
+    """Interleave the paths call by call, rotating their order, so that drift, noise and the
+    cost one call leaves to the next (dirty pages, journal commits) hit them alike."""
     ctx = _context(_user("latency"), "latency")
+    floor = Floor(_context(_user("floor"), "floor"))
     other_run = _context(_user("commit"), "commit").run_id
     bare = Workspace.for_user(10**12)  # a uid no bench user has
     plain = Path(settings.WORKSPACE_ROOT) / "plain" / "MEMORY.md"
     plain.parent.mkdir(parents=True)
     samples: dict[str, list[float]] = {
         "safe": [],
+        "floor": [],
         "unchanged": [],
+        "floor_unchanged": [],
         "publish": [],
         "write_text": [],
         "commit": [],
@@ -106,7 +157,9 @@ def latency() -> None:
         data = current + f"{fact}\n".encode()
         calls = {
             "safe": (remember_memory, ctx, fact),
+            "floor": (floor.write, data, "0" * 64),
             "unchanged": (remember_memory, ctx, f"benchmark fact number {i - 1} 记住 🥜"),
+            "floor_unchanged": (floor.unchanged,),
             "publish": (bare.replace_authorized_file, MEMORY_RELPATH, data),
             "write_text": (plain.write_bytes, data),
             "commit": (_one_commit, other_run),
@@ -118,7 +171,9 @@ def latency() -> None:
     print(f"latency over {LATENCY_SAMPLES} appends (ms){'median':>26}{'p95':>9}")
     for name, label in (
         ("safe", "remember_memory (full safe path)"),
+        ("floor", "floor: bare publish + its statements, raw"),
         ("unchanged", "remember_memory, unchanged (no publish)"),
+        ("floor_unchanged", "floor of unchanged: its statements, raw"),
         ("publish", "bare durable publish"),
         ("commit", "one durable PostgreSQL commit"),
         ("write_text", "plain write (no fsync)"),
@@ -126,12 +181,17 @@ def latency() -> None:
         print(f"  {label:<42}{med[name]:>8.3f} {p95[name]:>8.3f}")
     budget = med["publish"] + med["commit"]
     print("ratios (median)")
+    print(f"  safe / floor                        {med['safe'] / med['floor']:>8.2f}x")
+    print(
+        f"  unchanged / its floor               {med['unchanged'] / med['floor_unchanged']:>8.2f}x"
+    )
     print(f"  safe / bare publish                 {med['safe'] / med['publish']:>8.2f}x")
     print(f"  safe / (bare publish + one commit)  {med['safe'] / budget:>8.2f}x")
     parts = med["unchanged"] + med["publish"]
     print(f"  safe / (unchanged + bare publish)   {med['safe'] / parts:>8.2f}x")
     print(f"  safe / plain write                  {med['safe'] / med['write_text']:>8.2f}x")
     print(f"  bare publish / plain write          {med['publish'] / med['write_text']:>8.2f}x")
+    floor.raw.close()
 
 
 def _append_facts(k: int, ctx: ToolRuntimeContext, count: int, barrier) -> None:

@@ -149,16 +149,17 @@ def claim_run(
     return run
 
 
-def check_lease_owner(run: AgentRun, worker_id: str | None) -> None:
+def check_lease_owner(run: AgentRun, worker_id: str | None, *, now: datetime | None = None) -> None:
     """Refuse unless `worker_id` owns an unexpired lease on the running `run`.
 
     The caller must hold the run row locked, so the answer stays true until it commits.
+    `now` is a `clock_timestamp()` the caller read after that lock (else it is read here).
     """
     if run.status != AgentRun.Status.RUNNING:
         raise LeaseNotHeld(f"run is {run.status}, not running")
     if not worker_id or run.worker_id != worker_id:
         raise LeaseNotHeld("run is leased to another worker")
-    if run.lease_expires_at is None or run.lease_expires_at <= db_clock():
+    if run.lease_expires_at is None or run.lease_expires_at <= (now or db_clock()):
         raise LeaseNotHeld("run lease has expired")
 
 
@@ -306,15 +307,18 @@ def check_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
     return _run_for_tool(ctx, AgentRun.objects.all())
 
 
-def tool_run_refusal(run: AgentRun, worker_id: str | None) -> str | None:
+def tool_run_refusal(
+    run: AgentRun, worker_id: str | None, *, now: datetime | None = None
+) -> str | None:
     """Why `run`, worked by `worker_id`, may not use memory tools now; None if it may.
 
     Read-only: previews call it on an unlocked row; `lock_run_for_tool` on a locked one.
+    `now` as for `check_lease_owner`.
     """
     if run.run_type not in TOOL_RUN_TYPES or run.parent_run_id is not None:
         return "only a top-level chat or resume run may use memory tools"
     try:
-        check_lease_owner(run, worker_id)
+        check_lease_owner(run, worker_id, now=now)
     except LeaseNotHeld as exc:
         return str(exc)
     return None

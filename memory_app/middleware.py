@@ -13,12 +13,11 @@ from typing import Any
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import BaseMessage, SystemMessage
 
-from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
+from memory_app.access import MemoryRunRefused, authorize_memory_run
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
     MemorySnapshot,
-    memory_enabled,
     read_memory_for_prompt,
 )
 from memory_app.tools import YuxiTool, build_memory_tools
@@ -121,12 +120,9 @@ def injected_memory(messages: list[BaseMessage] | BaseMessage | None) -> str | N
 
 
 def _may_use_memory(ctx: ToolRuntimeContext) -> bool:
-    """The switch first (one cheap read, and all that an off user costs), then the run."""
-    if not memory_enabled(getattr(ctx, "uid", None) or ""):
-        return False
     try:
-        conversation_runs.check_run_for_tool(ctx)
-    except conversation_runs.RunError:
+        authorize_memory_run(ctx, lock=False)
+    except MemoryRunRefused:
         return False
     return True
 

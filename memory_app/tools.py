@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from conversations import repository as history
 from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
-from memory_app.selectors import memory_enabled
+from memory_app.access import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
     MemoryAccessDenied,
@@ -295,14 +295,11 @@ class _HistoryTool(YuxiTool):
 
     def _call(self, arguments: StrictArguments) -> ToolResult:
         try:
-            run = conversation_runs.check_run_for_tool(self.ctx)
-            enabled = memory_enabled(run.user_id)
-        except conversation_runs.RunError:
-            return ToolResult(ToolStatus.DENIED, "this run may not read history")
+            run = authorize_memory_run(self.ctx)
+        except MemoryRunRefused as exc:
+            return ToolResult(ToolStatus.DENIED, exc.reason)
         except DatabaseError:
             return ToolResult(ToolStatus.UNAVAILABLE, "history is unavailable right now")
-        if not enabled:
-            return ToolResult(ToolStatus.DENIED, "memory is turned off for this user")
         try:
             body = type(self).read(run.user_id, **arguments.model_dump(exclude_unset=True))
         except history.HistoryQueryError as exc:

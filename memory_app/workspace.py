@@ -7,11 +7,14 @@ neither redirect a read nor a write. `WORKSPACE_ROOT` itself is trusted.
 
 import codecs
 import errno
+import fcntl
+import hashlib
 import os
 import secrets
+import shutil
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +24,23 @@ from django.conf import settings
 from yuxi_site.utils.ids import parse_uid
 from yuxi_site.utils.string_utils import truncate_utf8
 
+__all__ = [
+    "AGENTS_RELPATH",
+    "MEMORY_LOCK_RELPATH",
+    "MEMORY_RELPATH",
+    "USER_RELPATH",
+    "DigestedRead",
+    "Workspace",
+    "WorkspaceError",
+    "WorkspaceLockTimeout",
+    "WorkspacePathRefused",
+]
+
 AGENTS_RELPATH = "agents/AGENTS.md"
 USER_RELPATH = "agents/USER.md"
 MEMORY_RELPATH = "agents/MEMORY.md"
+# The file fence of MEMORY.md: every writer holds an exclusive flock on it around its publish.
+MEMORY_LOCK_RELPATH = "agents/.memory.lock"
 
 # Directories created below the trusted root are private to the service.
 DIRECTORY_MODE = 0o700
@@ -38,6 +55,10 @@ STALE_LEFTOVER_SECONDS = 3600
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO planted at the target must not hang the reader.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# Polling an flock held elsewhere: the first retry soon, then at most this often.
+_LOCK_POLL_FIRST_SECONDS = 0.0005
+_LOCK_POLL_MAX_SECONDS = 0.01
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -47,6 +68,20 @@ class WorkspaceError(Exception):
 
 class WorkspacePathRefused(WorkspaceError):
     """The path is not one the workspace may touch: a symlink, a non-regular file, an escape."""
+
+
+class WorkspaceLockTimeout(WorkspaceError):
+    """Another holder kept a workspace file lock for longer than the caller would wait."""
+
+
+@dataclass(frozen=True)
+class DigestedRead:
+    """A bounded read plus the SHA-256 and size of the whole file (missing = empty)."""
+
+    data: bytes
+    truncated: bool
+    sha256: str
+    size_bytes: int
 
 
 def _split_relpath(relpath: str) -> tuple[list[str], str]:
@@ -128,22 +163,19 @@ class Workspace:
         except OSError as exc:
             raise _refusal_or_error(exc, "a workspace directory") from exc
 
-    def read_bounded(self, relpath: str, max_bytes: int) -> tuple[bytes, bool]:
-        """At most `max_bytes` of a workspace file and whether more was there.
-
-        Reads no more than `max_bytes + 1` bytes, so a huge file costs what a small one does.
-        A missing file or directory reads as empty.
-        """
-        if max_bytes < 0:
-            raise ValueError("max_bytes must be >= 0")
+    @contextmanager
+    def _opened_for_read(self, relpath: str) -> Iterator[int | None]:
+        """A no-follow fd of a regular workspace file, or None if it or a directory is missing."""
         components, name = _split_relpath(relpath)
         with self._directory(components, create=False) as dir_fd:
             if dir_fd is None:
-                return b"", False
+                yield None
+                return
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
             except FileNotFoundError:
-                return b"", False
+                yield None
+                return
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise WorkspacePathRefused("workspace file is a symlink") from exc
@@ -154,13 +186,90 @@ class Workspace:
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise WorkspacePathRefused("workspace file is not a regular file")
-                return _read_at_most(fd, max_bytes)
-            except WorkspacePathRefused:
-                raise
+                yield fd
             except OSError as exc:
                 raise WorkspaceError(f"reading a workspace file failed: {exc.strerror}") from exc
             finally:
                 os.close(fd)
+
+    def read_bounded(self, relpath: str, max_bytes: int) -> tuple[bytes, bool]:
+        """At most `max_bytes` of a workspace file and whether more was there.
+
+        Reads no more than `max_bytes + 1` bytes, so a huge file costs what a small one does.
+        A missing file or directory reads as empty.
+        """
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+        with self._opened_for_read(relpath) as fd:
+            return (b"", False) if fd is None else _read_at_most(fd, max_bytes)
+
+    def read_digested(self, relpath: str, max_bytes: int) -> DigestedRead:
+        """`read_bounded` plus the SHA-256 and size of the whole file, for an etag or a ledger.
+
+        Keeps at most `max_bytes + 1` bytes in memory; the rest of an oversize file is hashed
+        as it streams past, so a file the user must repair still has its exact digest.
+        """
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+        with self._opened_for_read(relpath) as fd:
+            if fd is None:
+                return DigestedRead(b"", False, hashlib.sha256().hexdigest(), 0)
+            kept = _read_up_to(fd, max_bytes + 1)
+            digest, size = hashlib.sha256(kept), len(kept)
+            while chunk := os.read(fd, READ_CHUNK_BYTES):
+                digest.update(chunk)
+                size += len(chunk)
+        return DigestedRead(kept[:max_bytes], size > max_bytes, digest.hexdigest(), size)
+
+    @contextmanager
+    def locked(self, relpath: str, *, timeout_seconds: float) -> Iterator[None]:
+        """Hold an exclusive `flock` on a workspace lock file (created 0600, never deleted).
+
+        Opened afresh for each acquisition, so no two holders, threads included, share an
+        open file description (which would make them share the lock). Waits at most
+        `timeout_seconds`, polling, then raises `WorkspaceLockTimeout`.
+        """
+        components, name = _split_relpath(relpath)
+        with self._directory(components, create=True) as dir_fd:
+            try:
+                fd = os.open(name, _LOCK_FLAGS, FILE_MODE, dir_fd=dir_fd)
+            except OSError as exc:
+                if exc.errno in (errno.ENXIO, errno.EISDIR):
+                    raise WorkspacePathRefused("workspace lock is not a regular file") from exc
+                raise _refusal_or_error(exc, "opening a workspace lock") from exc
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise WorkspacePathRefused("workspace lock is not a regular file")
+            _flock_within(fd, timeout_seconds)
+            yield
+        finally:
+            os.close(fd)  # closing the only descriptor releases the lock
+
+    def remove_tree(self) -> None:
+        """Remove `<root>/<uid>/` and everything in it, following no symlink; missing is fine.
+
+        A symlink or file planted at `<uid>` is removed itself, never what it points to.
+        """
+        try:
+            root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise WorkspaceError(f"opening the workspace root failed: {exc.strerror}") from exc
+        name = str(self.uid)
+        try:
+            mode = os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(name, dir_fd=root_fd)
+            else:
+                os.unlink(name, dir_fd=root_fd)
+            os.fsync(root_fd)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise WorkspaceError(f"removing a workspace failed: {exc.strerror}") from exc
+        finally:
+            os.close(root_fd)
 
     def read_text_bounded(self, relpath: str, max_bytes: int) -> tuple[str, bool]:
         """`read_bounded` decoded for a prompt: at most `max_bytes` of UTF-8, and whether cut.
@@ -175,27 +284,61 @@ class Workspace:
         return text, truncated or cut
 
     def replace_authorized_file(self, relpath: str, data: bytes) -> None:
-        """Atomically and durably replace a workspace file with `data` (SPEC §7).
+        """Atomically and durably replace a workspace file with `data`.
 
         Readers see the complete old or the complete new content, never a mix, and a crash at
         any moment leaves one of the two. If anything fails the old content is left in place.
         """
+        self.publish(relpath, data)
+
+    def publish(
+        self, relpath: str, data: bytes, *, before_rename: Callable[[], object] | None = None
+    ) -> None:
+        """`replace_authorized_file` with a last step before the rename.
+
+        `before_rename` runs once the temp file is durable, just before the rename: if it
+        raises, the temp file is removed, nothing is published, and its error propagates (the
+        memory write path sends its ledger row there, which proves its session is alive).
+        """
         components, name = _split_relpath(relpath)
         with self._directory(components, create=True) as dir_fd:
-            _publish(dir_fd, name, bytes(data))
+            _publish(dir_fd, name, bytes(data), before_rename)
 
 
-def _read_at_most(fd: int, max_bytes: int) -> tuple[bytes, bool]:
+def _read_up_to(fd: int, limit: int) -> bytes:
     chunks: list[bytes] = []
-    remaining = max_bytes + 1
+    remaining = limit
     while remaining > 0:
         chunk = os.read(fd, min(remaining, READ_CHUNK_BYTES))
         if not chunk:
             break
         chunks.append(chunk)
         remaining -= len(chunk)
-    data = b"".join(chunks)
+    return b"".join(chunks)
+
+
+def _read_at_most(fd: int, max_bytes: int) -> tuple[bytes, bool]:
+    data = _read_up_to(fd, max_bytes + 1)
     return data[:max_bytes], len(data) > max_bytes
+
+
+def _flock_within(fd: int, timeout_seconds: float) -> None:
+    """Take an exclusive flock on `fd`, polling until `timeout_seconds` have passed."""
+    deadline = time.monotonic() + timeout_seconds
+    pause = _LOCK_POLL_FIRST_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise WorkspaceError(f"locking a workspace file failed: {exc.strerror}") from exc
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WorkspaceLockTimeout("a workspace lock was held too long")
+        time.sleep(min(pause, remaining))
+        pause = min(pause * 2, _LOCK_POLL_MAX_SECONDS)
 
 
 def _target_exists(dir_fd: int, name: str) -> bool:
@@ -224,8 +367,10 @@ def _unlink_quietly(name: str, dir_fd: int) -> None:
         os.unlink(name, dir_fd=dir_fd)
 
 
-def _publish(dir_fd: int, name: str, data: bytes) -> None:
-    """Temp file, write, fsync, rename over `name`, fsync the directory.
+def _publish(
+    dir_fd: int, name: str, data: bytes, before_rename: Callable[[], object] | None
+) -> None:
+    """Temp file, write, fsync, `before_rename`, rename over `name`, fsync the directory.
 
     A failed fsync is never retried on the same descriptor (its error state is not reliable
     afterwards): the step fails and the old file is restored. The old file is kept as a hard
@@ -247,11 +392,17 @@ def _publish(dir_fd: int, name: str, data: bytes) -> None:
             os.close(fd)
         if had_target:
             os.link(name, backup_name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        if before_rename is not None:
+            before_rename()
         os.rename(temp_name, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except OSError as exc:
         _unlink_quietly(temp_name, dir_fd)
         _unlink_quietly(backup_name, dir_fd)
         raise WorkspaceError(f"publishing a workspace file failed: {exc.strerror}") from exc
+    except BaseException:
+        _unlink_quietly(temp_name, dir_fd)
+        _unlink_quietly(backup_name, dir_fd)
+        raise
     try:
         os.fsync(dir_fd)
     except OSError as exc:

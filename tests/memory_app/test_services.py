@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 import pytest
 from django.db import OperationalError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import AgentRun
@@ -64,15 +65,20 @@ def _memory(settings, uid: int) -> bytes:
     return _memory_path(settings, uid).read_bytes()
 
 
+def _entries(agents) -> list[str]:
+    """The names in `agents/` but the file fence's lock file (created empty, never removed)."""
+    return [name for name in os.listdir(agents) if name != ".memory.lock"]
+
+
 def _assert_refused(settings, run, error, ctx=None, content="New fact.", replaces=None):
     """The call raises `error` and the memory directory is byte-for-byte as before."""
     if not _memory_path(settings, run.user_id).exists():
         _seed(run.user_id)
     agents = _memory_path(settings, run.user_id).parent
-    before = {name: (agents / name).read_bytes() for name in os.listdir(agents)}
+    before = {name: (agents / name).read_bytes() for name in _entries(agents)}
     with pytest.raises(error) as excinfo:
         remember_memory(ctx or context_for(run), content, replaces)
-    after = {name: (agents / name).read_bytes() for name in os.listdir(agents)}
+    after = {name: (agents / name).read_bytes() for name in _entries(agents)}
     assert after == before
     return excinfo.value
 
@@ -310,7 +316,7 @@ def test_a_source_file_over_the_limit_is_refused(settings, run):
     with pytest.raises(MemoryFileTooLarge):
         remember_memory(context_for(run), "one more")
     assert _memory(settings, run.user_id) == b"x" * (MEMORY_FILE_MAX_BYTES + 1)
-    assert os.listdir(agents) == ["MEMORY.md"]
+    assert _entries(agents) == ["MEMORY.md"]
 
 
 def test_a_source_of_exactly_the_limit_can_still_be_deduplicated(settings, run):
@@ -357,7 +363,7 @@ def test_invalid_utf8_in_the_file_is_a_conflict_left_for_the_user(settings, run)
             remember_memory(context_for(run), "new", replaces)
         assert excinfo.value.reason == "invalid_encoding"
     assert _memory(settings, run.user_id) == b"good line\n\xff\xfe broken\n"
-    assert os.listdir(agents) == ["MEMORY.md"]
+    assert _entries(agents) == ["MEMORY.md"]
 
 
 @pytest.mark.parametrize("where", ["file", "agents"])
@@ -704,3 +710,49 @@ def test_a_callers_transaction_keeps_a_durable_commit_and_its_own_lock_timeout(s
 def test_an_empty_replaces_is_exact_text_found_several_times_in_a_file(settings, run):
     error = _assert_refused(settings, run, MemoryConflict, content="fine", replaces="")
     assert error.reason == MemoryConflict.AMBIGUOUS
+
+
+# -- round trips ------------------------------------------------------------------------------
+
+
+def _statements(captured) -> list[str]:
+    """What one call sent, but transaction control (BEGIN, COMMIT, savepoints)."""
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if q["sql"] not in ("BEGIN", "COMMIT") and "SAVEPOINT" not in q["sql"]
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_append_sends_three_statements_then_its_ledger_row_and_its_commit(settings, run):
+    with CaptureQueriesContext(connection) as captured:
+        assert remember_memory(context_for(run), "fact").status == "added"
+    assert captured.captured_queries[-1]["sql"] == "COMMIT"
+    sqls = _statements(captured)
+    assert len(sqls) == 4
+    assert "set_config('lock_timeout'" in sqls[0] and "pg_advisory_xact_lock" in sqls[0]
+    assert "FOR NO KEY UPDATE" in sqls[1]
+    assert "clock_timestamp()" in sqls[2] and "enable_memory" in sqls[2]
+    assert "INSERT INTO" in sqls[3] and "memory_app_memoryevent" in sqls[3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unchanged_fact_sends_three_statements(settings, run):
+    remember_memory(context_for(run), "fact")
+    with CaptureQueriesContext(connection) as captured:
+        assert remember_memory(context_for(run), "fact").status == "unchanged"
+    assert len(_statements(captured)) == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_inside_a_callers_transaction_one_more_statement_restores_its_lock_timeout(settings, run):
+    with transaction.atomic():
+        with CaptureQueriesContext(connection) as captured:
+            assert remember_memory(context_for(run), "fact").status == "added"
+        # Its savepoint, so that a refused write leaves the caller's transaction usable.
+        assert [q["sql"].split()[0] for q in captured.captured_queries].count("SAVEPOINT") == 1
+        assert len(_statements(captured)) == 5
+        with CaptureQueriesContext(connection) as captured:
+            assert remember_memory(context_for(run), "fact").status == "unchanged"
+        assert len(_statements(captured)) == 4

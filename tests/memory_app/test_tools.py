@@ -119,7 +119,8 @@ def test_a_file_system_failure_is_unavailable_without_leaking(settings, run, mon
     result = _call(context_for(run), {"content": "fact"})
     assert result["status"] == "unavailable"
     _assert_leaks_nothing(result, run, settings)
-    assert os.listdir(settings.WORKSPACE_ROOT / str(run.user_id) / "agents") == []
+    # Only the file fence's (empty) lock file: no temp file is left.
+    assert os.listdir(settings.WORKSPACE_ROOT / str(run.user_id) / "agents") == [".memory.lock"]
 
 
 def test_an_unexpected_fault_is_unavailable_without_a_traceback(settings, run):
