@@ -8,6 +8,7 @@ and goes stale while a call waits on a lock.
 import logging
 import os
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -345,6 +346,8 @@ _STILL_HELD_SQL = f"SELECT run_id::text FROM {_TABLE} WHERE {_HELD} AND {_VALID}
 keeper_logger = logging.getLogger("yuxi.runs")
 # How many given-up runs a process remembers as lost (their leases lapse within a minute).
 LOST_RUNS_REMEMBERED = 10000
+# Longest the keeper sleeps before looking at the clock and the lease setting again.
+KEEPER_SLICE_SECONDS = 1.0
 
 
 class LeaseKeeper:
@@ -406,9 +409,15 @@ class LeaseKeeper:
         return held[1] if held is not None else None
 
     def _loop(self) -> None:
+        last_beat = time.monotonic()
         while True:
-            self._wake.wait(settings.AGENT_RUN_LEASE_SECONDS / 3)
+            # Waits in short slices, so a shorter lease setting takes effect within one.
+            due = last_beat + settings.AGENT_RUN_LEASE_SECONDS / 3
+            woken = self._wake.wait(min(max(due - time.monotonic(), 0), KEEPER_SLICE_SECONDS))
+            if not woken and time.monotonic() < due:
+                continue
             self._wake.clear()
+            last_beat = time.monotonic()
             with self._lock:
                 held = {
                     run: worker for run, (worker, lost) in self._runs.items() if not lost.is_set()
@@ -425,10 +434,10 @@ class LeaseKeeper:
                     self._close()
                     continue
             for run_id in held.keys() - renewed - busy:
-                keeper_logger.warning("run %s lost its lease", run_id)
                 with self._lock:
                     entry = self._runs.get(run_id)
-                if entry is not None:
+                if entry is not None:  # else its owner finished it meanwhile
+                    keeper_logger.warning("run %s lost its lease", run_id)
                     entry[1].set()
 
     def _renew(self, held: dict[str, str]) -> tuple[set[str], set[str]]:
