@@ -9,6 +9,7 @@ supplies any of the context's fields.
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -54,6 +55,8 @@ __all__ = [
     "ChatRunLost",
     "ChatThreadNotFound",
     "ChatTurn",
+    "DelegateToSubagentTool",
+    "RunGuard",
     "ToolRuntimeContext",
     "agent_run",
     "build_chatbot_graph",
@@ -341,7 +344,7 @@ class AgentRunHandle:
 
     ctx: ToolRuntimeContext
     run_id: str
-    lease_lost: Any  # threading.Event, set by the lease keeper when the lease is lost
+    lease_lost: threading.Event  # set by the lease keeper when the lease is lost
     run: AgentRun
     conversation: Conversation
 
@@ -708,7 +711,11 @@ class DelegateToSubagentTool(YuxiTool):
             parent_run=parent.run,
             first_message=arguments.task,
         )
-        graph = build_subagent_graph(handle.ctx, model=self.model)
+        try:
+            graph = build_subagent_graph(handle.ctx, model=self.model)
+        except BaseException as exc:
+            _fail(handle, exc, [])
+            raise
         try:
             answer, _ = _serve(handle, graph, [HumanMessage(arguments.task)])
         except ChatError:

@@ -1,7 +1,7 @@
-"""SPEC.md read literally, the way an outside acceptance suite would.
+"""The product contract read literally, the way an outside acceptance suite would.
 
-Only the names SPEC states are imported (§2), through the module paths it gives; the ORM
-fields are those of §3 and the context that of §4. Real PostgreSQL and real files throughout.
+Only the public names are imported, through their public module paths; the ORM fields and the
+trusted context are the documented ones. Real PostgreSQL and real files throughout.
 """
 
 import dataclasses
@@ -62,7 +62,7 @@ CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
 TOOL_NAMES = {"remember_memory", "search_thread_messages", "read_thread_messages"}
 TOOL_STATUSES = {"added", "unchanged", "replaced", "conflict", "rejected", "denied", "unavailable"}
 KIB = 1024
-# The response shapes of SPEC §8, key for key.
+# The response shapes of history lookback, key for key.
 HIT_KEYS = {"thread_id", "title", "message_id", "role", "created_at", "snippet", "truncated"}
 READ_KEYS = {"thread_id", "title", "messages", "has_more_before", "has_more_after", "truncated"}
 MESSAGE_KEYS = {"message_id", "role", "created_at", "content", "truncated"}
@@ -81,7 +81,7 @@ def write_agents_file(uid: int | str, name: str, data: bytes) -> Path:
 
 
 def serialized_bytes(response: dict) -> int:
-    """The byte count SPEC §8 defines for every response cap."""
+    """The byte count every lookback response cap is measured in."""
     return len(json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
@@ -106,7 +106,7 @@ def ctx(run) -> ToolRuntimeContext:
     return context_for(run)
 
 
-# §2 — public modules and signatures
+# public modules and signatures
 
 
 def test_truncate_utf8_keeps_the_longest_whole_code_point_prefix_and_says_if_it_cut():
@@ -171,7 +171,7 @@ def test_graph_builders_take_the_context_and_keyword_only_model_and_tools():
     assert list(inspect.signature(build_agent_input_context).parameters) == ["uid"]
 
 
-# §3 — data model
+# data model
 
 
 @pytest.mark.parametrize(
@@ -350,7 +350,7 @@ def test_a_claim_leases_by_the_setting_and_finishing_clears_the_lease(settings):
     assert finished.finished_at is not None
 
 
-# §4 — trusted identity
+# trusted identity
 
 
 def test_tool_runtime_context_has_the_five_string_fields_and_validates_nothing():
@@ -413,7 +413,7 @@ def test_a_graph_for_a_uid_naming_no_user_builds_without_memory(run, uid):
     assert "Likes green tea." not in graph.system_prompt
 
 
-# §5 — agent input assembly
+# agent input assembly
 
 
 @pytest.mark.django_db
@@ -497,7 +497,7 @@ def test_the_prompt_marks_memory_and_history_as_low_trust_data(ctx, run):
         assert phrase in prompt
 
 
-# §6 — remember_memory
+# remember_memory
 
 
 def test_memory_write_result_has_exactly_status_and_size_bytes():
@@ -741,7 +741,7 @@ def test_the_remember_tool_speaks_only_the_spec_status_vocabulary(ctx, run):
         assert str(django_settings.WORKSPACE_ROOT) not in result["message"]
 
 
-# §7 — Workspace.replace_authorized_file and bounded reads
+# Workspace.replace_authorized_file and bounded reads
 
 
 @pytest.mark.django_db
@@ -762,7 +762,7 @@ def test_replace_authorized_file_creates_directories_and_publishes_the_bytes(run
 @pytest.mark.parametrize("relpath", ["../escape.md", "agents/../../escape.md", "/tmp/x", "a\x00b"])
 def test_a_relpath_that_could_leave_the_workspace_is_refused(run, relpath, tmp_path):
     workspace = Workspace.for_user(run.user_id)
-    with pytest.raises(Exception):  # noqa: B017 - SPEC names no exception for a refusal
+    with pytest.raises(Exception):  # noqa: B017 - the contract names no exception for a refusal
         workspace.replace_authorized_file(relpath, b"data")
     with pytest.raises(Exception):  # noqa: B017
         workspace.read_bounded(relpath, 10)
@@ -779,7 +779,7 @@ def test_a_symlinked_directory_on_the_path_is_refused_for_reads_and_writes(run, 
     user_root.mkdir(parents=True)
     (user_root / "agents").symlink_to(outside)
     workspace = Workspace.for_user(run.user_id)
-    with pytest.raises(Exception):  # noqa: B017 - SPEC names no exception for a refusal
+    with pytest.raises(Exception):  # noqa: B017 - the contract names no exception for a refusal
         workspace.replace_authorized_file("agents/MEMORY.md", b"data")
     with pytest.raises(Exception):  # noqa: B017
         workspace.read_bounded("agents/MEMORY.md", 100)
@@ -787,7 +787,7 @@ def test_a_symlinked_directory_on_the_path_is_refused_for_reads_and_writes(run, 
     assert (outside / "MEMORY.md").read_bytes() == b"outside\n"
 
 
-# §8 — history lookback
+# history lookback
 
 
 @pytest.fixture
@@ -1070,7 +1070,7 @@ def test_read_budgets_hold_for_huge_escaped_contents(run):
     assert response["has_more_before"] is True
 
 
-# §9 — admin
+# admin
 
 
 @pytest.mark.django_db
@@ -1085,7 +1085,7 @@ def test_every_model_has_a_read_only_admin_without_bulk_actions(model):
     assert not model_admin.get_actions(request)
 
 
-# §10 — operations
+# operations
 
 
 def test_the_spec_settings_exist_and_are_listed_in_env_example():

@@ -66,7 +66,7 @@ DATABASES["default"]["OPTIONS"] = {
     "pool": {
         "min_size": 1,
         "max_size": 16,
-        "timeout": 30.0,
+        "timeout": 10.0,
         # Idle connections above min_size are closed after this many seconds.
         "max_idle": 60.0,
     },
