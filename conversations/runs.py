@@ -5,18 +5,45 @@ check, never by the caller's clock and never by `now()`, which is frozen at tran
 and goes stale while a call waits on a lock.
 """
 
+import logging
+import os
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import psycopg
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import CombinedExpression
 
 from conversations.models import AgentRun, Conversation
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.ids import parse_uid
+
+__all__ = [
+    "LeaseKeeper",
+    "LeaseNotHeld",
+    "RunContextInvalid",
+    "RunError",
+    "RunNotFound",
+    "TOOL_RUN_TYPES",
+    "ToolRuntimeContext",
+    "check_lease_owner",
+    "check_run_for_tool",
+    "claim_run",
+    "create_run",
+    "db_clock",
+    "fail_expired_runs",
+    "finish_run",
+    "lease_keeper",
+    "lock_run_for_tool",
+    "renew_lease",
+    "start_run",
+    "tool_run_refusal",
+]
 
 TOOL_RUN_TYPES = (AgentRun.RunType.CHAT, AgentRun.RunType.RESUME)
 
@@ -159,21 +186,72 @@ def renew_lease(
     return run
 
 
-def finish_run(*, run_id: uuid.UUID | str, worker_id: str, status: str) -> AgentRun:
-    """Move an owned, unexpired run to a terminal status and clear its lease."""
+def start_run(
+    *,
+    user_id: int,
+    conversation: Conversation,
+    request_id: str,
+    worker_id: str,
+    run_type: str = AgentRun.RunType.CHAT,
+    parent_run: AgentRun | None = None,
+    lease_seconds: int | None = None,
+) -> AgentRun:
+    """Record a run already claimed by `worker_id` (one INSERT): create and claim in one step.
+
+    For a worker that serves the run itself (the Chat service, `agent_run`), nothing is pending
+    in between for another worker to claim.
+    """
+    _require_worker_id(worker_id)
+    if not request_id:
+        raise ValueError("request_id must be a non-empty string")
+    if conversation.user_id != int(user_id):
+        raise ValueError("the conversation belongs to another user")
+    return AgentRun.objects.create(
+        user_id=user_id,
+        conversation=conversation,
+        request_id=request_id,
+        run_type=run_type,
+        parent_run=parent_run,
+        status=AgentRun.Status.RUNNING,
+        worker_id=worker_id,
+        started_at=ClockTimestamp(),
+        lease_expires_at=ClockTimestamp() + _lease_length(lease_seconds),
+    )
+
+
+_FINISH_SQL = f"""
+    UPDATE {AgentRun._meta.db_table}
+    SET status = %s, error = %s, finished_at = clock_timestamp(), worker_id = NULL,
+        lease_expires_at = NULL
+    WHERE run_id = %s AND worker_id = %s AND status = %s AND lease_expires_at > clock_timestamp()
+    RETURNING *
+"""
+
+
+def finish_run(
+    *, run_id: uuid.UUID | str, worker_id: str, status: str, error: str = ""
+) -> AgentRun:
+    """Move an owned, unexpired run to a terminal status and clear its lease.
+
+    One conditional UPDATE: the lease check and the change cannot be separated by a renewal or
+    a reaper. `error` says why a run failed (for staff; never a secret).
+    """
     if status not in AgentRun.TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
-    with transaction.atomic():
-        run = _lock_run(run_id)
-        check_lease_owner(run, worker_id)
-        AgentRun.objects.filter(pk=run.pk).update(
-            status=status,
-            finished_at=ClockTimestamp(),
-            worker_id=None,
-            lease_expires_at=None,
-        )
-        run.refresh_from_db()
-    return run
+    try:
+        run_uuid = uuid.UUID(str(run_id))
+    except ValueError as exc:
+        raise RunNotFound("no such run") from exc
+    params = [status, error, run_uuid, worker_id or "", AgentRun.Status.RUNNING]
+    finished = list(AgentRun.objects.raw(_FINISH_SQL, params))
+    if finished:
+        return finished[0]
+    # Not finished: say why (one more read, only on this refusal path).
+    run = AgentRun.objects.filter(run_id=run_uuid).first()
+    if run is None:
+        raise RunNotFound("no such run")
+    check_lease_owner(run, worker_id)
+    raise LeaseNotHeld("run lease has expired")
 
 
 def _pending_cutoff() -> CombinedExpression:
@@ -272,3 +350,165 @@ def tool_run_refusal(
     except LeaseNotHeld as exc:
         return str(exc)
     return None
+
+
+# --- the process's lease keeper ------------------------------------------------------------
+
+_TABLE = AgentRun._meta.db_table
+_HELD = "(run_id, worker_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
+_VALID = "status = 'running' AND lease_expires_at > clock_timestamp()"
+# Renews every run the process holds in one statement. A row a tool holds locked is skipped
+# (busy), never waited on: the keeper must not stall behind a memory write.
+_RENEW_SQL = f"""
+    UPDATE {_TABLE} SET lease_expires_at = clock_timestamp() + %s * interval '1 second'
+    WHERE id IN (
+        SELECT id FROM {_TABLE} WHERE {_HELD} AND {_VALID}
+        FOR NO KEY UPDATE SKIP LOCKED
+    )
+    RETURNING run_id::text
+"""
+# Of the runs not renewed, those whose lease still holds: skipped because busy, retried.
+_STILL_HELD_SQL = f"SELECT run_id::text FROM {_TABLE} WHERE {_HELD} AND {_VALID}"
+
+keeper_logger = logging.getLogger("yuxi.runs")
+# How many given-up runs a process remembers as lost (their leases lapse within a minute).
+LOST_RUNS_REMEMBERED = 10000
+# Longest the keeper sleeps before looking at the clock and the lease setting again.
+KEEPER_SLICE_SECONDS = 1.0
+
+
+class LeaseKeeper:
+    """One background thread per process renewing the leases of every run the process holds.
+
+    Renewal is one statement per beat (a third of `AGENT_RUN_LEASE_SECONDS`) over the
+    keeper's own connection, whatever the number of runs; the connection is closed whenever
+    the process holds no run. A run whose row is gone, finished, taken over or expired has
+    lost its lease: its `lease_lost` event is set and it is renewed no more.
+    """
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self._lock = threading.Lock()
+        self._runs: dict[str, tuple[str, threading.Event]] = {}
+        # Runs given up after losing their lease, oldest first (a dict as an ordered set).
+        self._lost: dict[str, None] = {}
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection | None = None
+        # Held while the connection is in use or being closed.
+        self._conn_lock = threading.Lock()
+
+    def register(self, *, run_id: str, worker_id: str) -> threading.Event:
+        """Keep `run_id`'s lease alive from now on; the event is set if the lease is lost."""
+        lost = threading.Event()
+        with self._lock:
+            self._runs[str(run_id)] = (worker_id, lost)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="lease-keeper", daemon=True)
+                self._thread.start()
+        return lost
+
+    def unregister(self, run_id: str) -> None:
+        """Stop renewing `run_id` (its owner finished or abandoned it); the last one out closes
+        the keeper's connection, so an idle process holds none. A lost run stays known as lost,
+        so its tools keep refusing while its stale lease runs out in the database."""
+        with self._lock:
+            entry = self._runs.pop(str(run_id), None)
+            if entry is not None and entry[1].is_set():
+                self._lost[str(run_id)] = None
+                while len(self._lost) > LOST_RUNS_REMEMBERED:
+                    del self._lost[next(iter(self._lost))]
+            idle = not self._runs
+        if idle:
+            with self._conn_lock:
+                self._close()
+
+    def lease_lost(self, run_id: str) -> bool:
+        """Whether this process held `run_id` and learned that its lease is lost."""
+        with self._lock:
+            held = self._runs.get(str(run_id))
+            return str(run_id) in self._lost or (held is not None and held[1].is_set())
+
+    def lost_event(self, run_id: str) -> threading.Event | None:
+        """The event set when `run_id`'s lease is lost; None when the process does not hold it."""
+        with self._lock:
+            held = self._runs.get(str(run_id))
+        return held[1] if held is not None else None
+
+    def _loop(self) -> None:
+        last_beat = time.monotonic()
+        while True:
+            # Waits in short slices, so a shorter lease setting takes effect within one.
+            due = last_beat + settings.AGENT_RUN_LEASE_SECONDS / 3
+            woken = self._wake.wait(min(max(due - time.monotonic(), 0), KEEPER_SLICE_SECONDS))
+            if not woken and time.monotonic() < due:
+                continue
+            self._wake.clear()
+            last_beat = time.monotonic()
+            with self._lock:
+                held = {
+                    run: worker for run, (worker, lost) in self._runs.items() if not lost.is_set()
+                }
+            if not held:
+                continue
+            with self._conn_lock:
+                try:
+                    renewed, busy = self._renew(held)
+                except (psycopg.Error, DatabaseError, OSError):
+                    # A blip must not end the renewals: retry on a fresh connection next beat
+                    # (the lease outlives two missed beats).
+                    keeper_logger.warning("lease renewal failed; retrying next beat", exc_info=True)
+                    self._close()
+                    continue
+            for run_id in held.keys() - renewed - busy:
+                with self._lock:
+                    entry = self._runs.get(run_id)
+                if entry is not None:  # else its owner finished it meanwhile
+                    keeper_logger.warning("run %s lost its lease", run_id)
+                    entry[1].set()
+
+    def _renew(self, held: dict[str, str]) -> tuple[set[str], set[str]]:
+        """(renewed, busy) run ids of `held` ({run_id: worker_id})."""
+        conn = self._connection()
+        ids, workers = list(held), list(held.values())
+        with conn.cursor() as cursor:
+            cursor.execute(_RENEW_SQL, [settings.AGENT_RUN_LEASE_SECONDS, ids, workers])
+            renewed = {row[0] for row in cursor.fetchall()}
+            busy: set[str] = set()
+            if len(renewed) < len(held):
+                rest = [run for run in ids if run not in renewed]
+                cursor.execute(_STILL_HELD_SQL, [rest, [held[run] for run in rest]])
+                busy = {row[0] for row in cursor.fetchall()}
+        return renewed, busy
+
+    def _connection(self) -> "psycopg.Connection":
+        if self._conn is None or self._conn.closed:
+            params = connections[DEFAULT_DB_ALIAS].settings_dict
+            self._conn = psycopg.connect(
+                dbname=params["NAME"],
+                user=params["USER"] or None,
+                password=params["PASSWORD"] or None,
+                host=params["HOST"] or None,
+                port=params["PORT"] or None,
+                autocommit=True,
+                application_name="yuxi-lease-keeper",
+            )
+        return self._conn
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+_keeper: LeaseKeeper | None = None
+_keeper_lock = threading.Lock()
+
+
+def lease_keeper() -> LeaseKeeper:
+    """This process's lease keeper, created on first use and again in a forked child."""
+    global _keeper
+    with _keeper_lock:
+        if _keeper is None or _keeper.pid != os.getpid():
+            _keeper = LeaseKeeper()
+        return _keeper

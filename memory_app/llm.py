@@ -1,157 +1,41 @@
-"""The chat model interface and its two implementations.
+"""Chat models: the configured one, and a deterministic scripted one for tests and the demo.
 
-A model takes OpenAI-style chat messages plus tool specs and answers with text and/or tool
-calls; it never runs a tool itself. `ScriptedModel` is deterministic (tests, demo);
-`OpenAIChatModel` speaks the chat-completions wire format over HTTP.
+Everything else (messages, tool binding, the wire format, retries) is LangChain's.
 """
 
-import json
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from django.conf import settings
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_openai import ChatOpenAI
 
-from memory_app.middleware import MEMORY_BLOCK_BEGIN, MEMORY_BLOCK_END
-from memory_app.tools import Tool
+from memory_app.middleware import injected_memory
 
-# Upper bound on a chat-completions response body; a larger one is refused, not parsed.
-MODEL_RESPONSE_MAX_BYTES = 4 * 1024 * 1024
-
-
-class ModelError(Exception):
-    """The model could not produce a reply (transport, HTTP status or malformed answer)."""
-
-
-@dataclass(frozen=True)
-class ModelToolCall:
-    """One tool call the model asked for; `arguments` is None when they were not a JSON object."""
-
-    id: str
-    name: str
-    arguments: dict[str, Any] | None
+__all__ = ["ScriptedChatModel", "chat_model_from_settings"]
 
 
-@dataclass(frozen=True)
-class ModelReply:
-    """What one model step produced."""
-
-    text: str
-    tool_calls: list[ModelToolCall] = field(default_factory=list)
-
-
-class ChatModel(Protocol):
-    """Messages and the offered tools in, one reply out."""
-
-    def complete(self, *, messages: Sequence[dict[str, Any]], tools: Sequence[Tool]) -> ModelReply:
-        """One model step."""
-        ...
-
-
-def chat_model_from_settings() -> ChatModel:
-    """The configured model: the HTTP client when `LLM_BASE_URL` is set, else the scripted one."""
+def chat_model_from_settings() -> BaseChatModel:
+    """`ChatOpenAI` for the OpenAI-compatible endpoint at `LLM_BASE_URL`, else the scripted
+    model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
+    `LLM_MAX_RETRIES` times."""
     if settings.LLM_BASE_URL:
-        return OpenAIChatModel(
+        return ChatOpenAI(
             base_url=settings.LLM_BASE_URL,
-            api_key=settings.LLM_API_KEY,
+            # The client refuses to start without a key; a keyless local endpoint ignores it.
+            api_key=settings.LLM_API_KEY or "unused",
             model=settings.LLM_MODEL,
             timeout=settings.LLM_TIMEOUT_SECONDS,
+            max_retries=settings.LLM_MAX_RETRIES,
         )
-    return ScriptedModel()
-
-
-def assistant_message(reply: ModelReply) -> dict[str, Any]:
-    """The OpenAI-style assistant message recording `reply` in the conversation sent back."""
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
-    if reply.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": json.dumps(call.arguments or {}, ensure_ascii=False),
-                },
-            }
-            for call in reply.tool_calls
-        ]
-    return message
-
-
-class OpenAIChatModel:
-    """A client of an OpenAI-compatible `POST {base_url}/chat/completions` endpoint."""
-
-    def __init__(self, *, base_url: str, api_key: str, model: str, timeout: float) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.api_key = api_key
-        self.model = model
-        self.timeout = timeout
-
-    def complete(self, *, messages: Sequence[dict[str, Any]], tools: Sequence[Tool]) -> ModelReply:
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages)}
-        if tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.schema,
-                    },
-                }
-                for tool in tools
-            ]
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(
-            self.url,
-            data=json.dumps(body, ensure_ascii=False).encode("utf-8"),
-            headers=headers,
-            method="POST",
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read(MODEL_RESPONSE_MAX_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            raise ModelError(f"model endpoint answered HTTP {exc.code}") from exc
-        except (urllib.error.URLError, OSError) as exc:
-            raise ModelError("model endpoint unreachable") from exc
-        if len(raw) > MODEL_RESPONSE_MAX_BYTES:
-            raise ModelError("model response is too large")
-        return _parse_completion(raw)
-
-
-def _parse_completion(raw: bytes) -> ModelReply:
-    try:
-        message = json.loads(raw)["choices"][0]["message"]
-        text = message.get("content") or ""
-        calls = [
-            ModelToolCall(
-                id=str(call["id"]),
-                name=str(call["function"]["name"]),
-                arguments=_json_object(call["function"].get("arguments")),
-            )
-            for call in message.get("tool_calls") or []
-        ]
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
-        raise ModelError("model response is not a chat completion") from exc
-    if not isinstance(text, str):
-        raise ModelError("model response content is not text")
-    return ModelReply(text=text, tool_calls=calls)
-
-
-def _json_object(arguments: object) -> dict[str, Any] | None:
-    if isinstance(arguments, dict):
-        return arguments
-    try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) else None
-    except (ValueError, RecursionError):
-        return None
-    return parsed if isinstance(parsed, dict) else None
+    return ScriptedChatModel()
 
 
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s:,]+(?P<arg>\S.*)$", re.I | re.S)
@@ -163,71 +47,73 @@ _SEARCH = re.compile(
 )
 _DELEGATE = re.compile(r"^\s*ask\s+(?:the\s+)?sub-?agent[\s:,]+(?P<arg>\S.*)$", re.I | re.S)
 _RECALL = re.compile(r"what\s+do\s+you\s+remember|你记得什么", re.I)
-
-
-def _block_line(template: str, nonce_pattern: str) -> str:
-    return "^" + re.escape(template).replace(re.escape("{nonce}"), nonce_pattern) + "$"
-
-
-# The memory data block exactly as the memory middleware renders it.
-_MEMORY_BLOCK = re.compile(
-    _block_line(MEMORY_BLOCK_BEGIN, r"(?P<nonce>\w+)")
-    + r"\n(?P<body>.*?)\n"
-    + _block_line(MEMORY_BLOCK_END, r"(?P=nonce)"),
-    re.M | re.S,
+# The user's phrasing → (tool, its one argument).
+_INTENTS = (
+    (_REMEMBER, "remember_memory", "content"),
+    (_REMEMBER_ZH, "remember_memory", "content"),
+    (_SEARCH, "search_thread_messages", "query"),
+    (_DELEGATE, "delegate_to_subagent", "task"),
 )
 
 
-class ScriptedModel:
-    """A deterministic stand-in for an LLM, for tests and the demo.
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic stand-in for an LLM (tests, the demo), driven by the user's phrasing.
 
-    On a user turn: "remember ..." / "记住 ..." calls `remember_memory`, "search ... for X"
-    calls `search_thread_messages`, "ask the subagent ..." calls `delegate_to_subagent` (each
-    only when that tool is offered); "what do you remember" quotes the memory block of the
-    system prompt; anything else is echoed. After tool results it reports them verbatim.
+    On a user turn: "remember ..." / "记住 ..." calls `remember_memory`, "search my history
+    for X" calls `search_thread_messages`, "ask the subagent: ..." calls
+    `delegate_to_subagent` (each only when that tool is bound); "what do you remember?"
+    quotes the memory the memory middleware injected; anything else is echoed. After tool
+    results it reports them verbatim.
     """
 
-    def complete(self, *, messages: Sequence[dict[str, Any]], tools: Sequence[Tool]) -> ModelReply:
+    bound_tools: list[str] = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "yuxi-scripted"
+
+    def bind_tools(
+        self, tools: Sequence[dict[str, Any] | type | BaseTool | Any], **kwargs: Any
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        names = [convert_to_openai_tool(tool)["function"]["name"] for tool in tools]
+        return self.model_copy(update={"bound_tools": names})
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
+
+    def reply(self, messages: list[BaseMessage]) -> AIMessage:
+        """The scripted answer to `messages`."""
         last = messages[-1]
-        if last["role"] == "tool":
-            return ModelReply(text=self._report_tool_results(messages))
-        text = last.get("content") or ""
-        offered = {tool.name for tool in tools}
-        for pattern, tool_name, argument in (
-            (_REMEMBER, "remember_memory", "content"),
-            (_REMEMBER_ZH, "remember_memory", "content"),
-            (_SEARCH, "search_thread_messages", "query"),
-            (_DELEGATE, "delegate_to_subagent", "task"),
-        ):
+        if isinstance(last, ToolMessage):
+            return AIMessage(content=_report_tool_results(messages))
+        text = last.text if isinstance(last, HumanMessage) else ""
+        for pattern, tool_name, argument in _INTENTS:
             match = pattern.match(text)
-            if match and tool_name in offered:
-                call_id = f"call_{len(messages)}_{tool_name}"
-                arguments = {argument: match["arg"].strip()}
-                return ModelReply(
-                    text="", tool_calls=[ModelToolCall(call_id, tool_name, arguments)]
-                )
+            if match and tool_name in self.bound_tools:
+                call = {
+                    "id": f"call_{len(messages)}_{tool_name}",
+                    "name": tool_name,
+                    "args": {argument: match["arg"].strip()},
+                }
+                return AIMessage(content="", tool_calls=[call])
         if _RECALL.search(text):
-            return ModelReply(text=self._recall(messages))
-        return ModelReply(text=f"You said: {text}")
+            memory = injected_memory(messages)
+            if not memory or not memory.strip():
+                return AIMessage(content="I have no saved memory.")
+            return AIMessage(content="From memory:\n" + memory.rstrip("\n"))
+        return AIMessage(content=f"You said: {text}")
 
-    @staticmethod
-    def _report_tool_results(messages: Sequence[dict[str, Any]]) -> str:
-        names = {
-            call["id"]: call["function"]["name"]
-            for message in messages
-            for call in message.get("tool_calls") or []
-        }
-        results = []
-        for message in reversed(messages):
-            if message["role"] != "tool":
-                break
-            results.append(f"{names.get(message['tool_call_id'], 'tool')}: {message['content']}")
-        return "Tool results:\n" + "\n".join(reversed(results))
 
-    @staticmethod
-    def _recall(messages: Sequence[dict[str, Any]]) -> str:
-        system = next((m["content"] for m in messages if m["role"] == "system"), "")
-        block = _MEMORY_BLOCK.search(system)
-        if block is None or not block["body"].strip():
-            return "I have no saved memory."
-        return "From memory:\n" + block["body"]
+def _report_tool_results(messages: list[BaseMessage]) -> str:
+    results = []
+    for message in reversed(messages):
+        if not isinstance(message, ToolMessage):
+            break
+        results.append(f"{message.name or 'tool'}: {message.text}")
+    return "Tool results:\n" + "\n".join(reversed(results))

@@ -1,23 +1,42 @@
 """YuxiMemoryMiddleware: the one owner of the memory prompt and the memory tools of a run.
 
-Only the Chatbot graph builder constructs it, once per run. It re-reads the switch each time,
-so turning memory off takes effect at the next run without any cache to clear.
+A LangChain `AgentMiddleware`, built per run with `YuxiMemoryMiddleware.for_run(ctx)`, which
+re-reads the switch and the run each time: turning memory off takes effect at the next run
+without any cache to clear, and a sub-agent's context never gets memory.
 """
 
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import BaseMessage, SystemMessage
 
 from conversations.runs import ToolRuntimeContext
+from memory_app.access import MemoryRunRefused, authorize_memory_run
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
     MemorySnapshot,
-    memory_enabled,
     read_memory_for_prompt,
 )
-from memory_app.tools import Tool, build_memory_tools
+from memory_app.tools import YuxiTool, build_memory_tools
 from memory_app.workspace import WorkspaceError
 
+__all__ = [
+    "MEMORY_BLOCK_BEGIN",
+    "MEMORY_BLOCK_END",
+    "MEMORY_RULES",
+    "YuxiMemoryMiddleware",
+    "injected_memory",
+    "render_memory_prompt",
+]
+
 logger = logging.getLogger(__name__)
+
+# Where the middleware records, on the system message it extends, the memory text it added
+# (so "added once" is checked without reading the prompt, and `injected_memory` can answer).
+_MEMORY_KEY = "yuxi_memory"
 
 MEMORY_BLOCK_BEGIN = "<<<BEGIN USER MEMORY {nonce}>>>"
 MEMORY_BLOCK_END = "<<<END USER MEMORY {nonce}>>>"
@@ -37,23 +56,75 @@ private to the current project.
 something from an earlier conversation."""
 
 
-class YuxiMemoryMiddleware:
-    """Memory prompt and tools for one top-level chat run, decided by the switch at construction.
+class YuxiMemoryMiddleware(AgentMiddleware):
+    """Memory prompt and tools for one top-level chat run (build it with `for_run`).
 
-    Off: reads no file, registers no tool, adds no prompt. On: one bounded, no-follow read of
-    MEMORY.md wrapped in a low-trust data block, and exactly the three memory tools.
+    Its `tools` are exactly the three memory tools bound to the run's context; every model
+    call of the run gets the memory section (the rules and MEMORY.md as a low-trust data
+    block, read once at construction) appended to its system message, once.
     """
 
-    def __init__(self, ctx: ToolRuntimeContext) -> None:
+    def __init__(self, ctx: ToolRuntimeContext, snapshot: MemorySnapshot | None) -> None:
+        super().__init__()
         self.ctx = ctx
-        self.enabled = memory_enabled(ctx.uid)
-        self.snapshot: MemorySnapshot | None = None
-        self.tools: list[Tool] = []
-        self.system_prompt_section = ""
-        if self.enabled:
-            self.snapshot = _read_snapshot(ctx.uid)
-            self.tools = build_memory_tools(ctx)
-            self.system_prompt_section = render_memory_prompt(self.snapshot)
+        self.snapshot = snapshot
+        self.tools: list[YuxiTool] = build_memory_tools(ctx)
+        self.system_prompt_section = render_memory_prompt(snapshot)
+        self.memory_text = "" if snapshot is None or snapshot.is_empty else snapshot.text
+
+    @classmethod
+    def for_run(cls, ctx: ToolRuntimeContext) -> "YuxiMemoryMiddleware | None":
+        """The middleware for `ctx`'s run, or None (nothing read, nothing registered) unless
+        the switch is on and `ctx` names a running top-level chat/resume run of that user.
+
+        Raises `django.db.DatabaseError` when the database cannot answer.
+        """
+        if not _may_use_memory(ctx):
+            return None
+        return cls(ctx, _read_snapshot(ctx.uid))
+
+    def with_memory(self, system_message: SystemMessage | None) -> SystemMessage:
+        """`system_message` with the memory section appended (unchanged if already there)."""
+        if system_message is not None and _MEMORY_KEY in system_message.response_metadata:
+            return system_message
+        base = system_message.text if system_message is not None else ""
+        content = "\n\n".join(part for part in (base, self.system_prompt_section) if part)
+        metadata = dict(system_message.response_metadata) if system_message is not None else {}
+        return SystemMessage(
+            content=content, response_metadata={**metadata, _MEMORY_KEY: self.memory_text}
+        )
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        return handler(request.override(system_message=self.with_memory(request.system_message)))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        return await handler(
+            request.override(system_message=self.with_memory(request.system_message))
+        )
+
+
+def injected_memory(messages: list[BaseMessage] | BaseMessage | None) -> str | None:
+    """The MEMORY.md text the middleware added to this system message (or to the system
+    message among `messages`); None when it added none. Empty memory gives ""."""
+    candidates: list[Any] = messages if isinstance(messages, list) else [messages]
+    for message in candidates:
+        if isinstance(message, SystemMessage) and _MEMORY_KEY in message.response_metadata:
+            return message.response_metadata[_MEMORY_KEY]
+    return None
+
+
+def _may_use_memory(ctx: ToolRuntimeContext) -> bool:
+    try:
+        authorize_memory_run(ctx, lock=False)
+    except MemoryRunRefused:
+        return False
+    return True
 
 
 def _read_snapshot(uid: str) -> MemorySnapshot | None:

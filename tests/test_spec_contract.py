@@ -1,7 +1,7 @@
-"""SPEC.md read literally, the way an outside acceptance suite would.
+"""The product contract read literally, the way an outside acceptance suite would.
 
-Only the names SPEC states are imported (§2), through the module paths it gives; the ORM
-fields are those of §3 and the context that of §4. Real PostgreSQL and real files throughout.
+Only the public names are imported, through their public module paths; the ORM fields and the
+trusted context are the documented ones. Real PostgreSQL and real files throughout.
 """
 
 import dataclasses
@@ -20,6 +20,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, Message, ToolCall
@@ -43,6 +44,7 @@ from memory_app.services import (
     MemoryWriteResult,
     remember_memory,
 )
+from memory_app.tools import build_memory_tools
 from memory_app.workspace import Workspace
 from tests.factories import (
     ConversationFactory,
@@ -60,7 +62,7 @@ CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
 TOOL_NAMES = {"remember_memory", "search_thread_messages", "read_thread_messages"}
 TOOL_STATUSES = {"added", "unchanged", "replaced", "conflict", "rejected", "denied", "unavailable"}
 KIB = 1024
-# The response shapes of SPEC §8, key for key.
+# The response shapes of history lookback, key for key.
 HIT_KEYS = {"thread_id", "title", "message_id", "role", "created_at", "snippet", "truncated"}
 READ_KEYS = {"thread_id", "title", "messages", "has_more_before", "has_more_after", "truncated"}
 MESSAGE_KEYS = {"message_id", "role", "created_at", "content", "truncated"}
@@ -79,7 +81,7 @@ def write_agents_file(uid: int | str, name: str, data: bytes) -> Path:
 
 
 def serialized_bytes(response: dict) -> int:
-    """The byte count SPEC §8 defines for every response cap."""
+    """The byte count every lookback response cap is measured in."""
     return len(json.dumps(response, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
@@ -104,7 +106,7 @@ def ctx(run) -> ToolRuntimeContext:
     return context_for(run)
 
 
-# §2 — public modules and signatures
+# public modules and signatures
 
 
 def test_truncate_utf8_keeps_the_longest_whole_code_point_prefix_and_says_if_it_cut():
@@ -156,13 +158,20 @@ def test_workspace_exposes_for_user_read_bounded_and_replace_authorized_file():
     ]
 
 
-def test_graph_builders_take_only_the_context():
-    assert list(inspect.signature(build_chatbot_graph).parameters) == ["ctx"]
-    assert list(inspect.signature(build_subagent_graph).parameters) == ["ctx"]
+def test_graph_builders_take_the_context_and_keyword_only_model_and_tools():
+    chatbot = inspect.signature(build_chatbot_graph).parameters
+    assert list(chatbot) == ["ctx", "model", "extra_tools"]
+    assert (chatbot["model"].default, tuple(chatbot["extra_tools"].default)) == (None, ())
+    subagent = inspect.signature(build_subagent_graph).parameters
+    assert list(subagent) == ["ctx", "model"]
+    assert all(
+        p.kind is inspect.Parameter.KEYWORD_ONLY
+        for p in [*list(chatbot.values())[1:], *list(subagent.values())[1:]]
+    )
     assert list(inspect.signature(build_agent_input_context).parameters) == ["uid"]
 
 
-# §3 — data model
+# data model
 
 
 @pytest.mark.parametrize(
@@ -341,7 +350,7 @@ def test_a_claim_leases_by_the_setting_and_finishing_clears_the_lease(settings):
     assert finished.finished_at is not None
 
 
-# §4 — trusted identity
+# trusted identity
 
 
 def test_tool_runtime_context_has_the_five_string_fields_and_validates_nothing():
@@ -355,13 +364,21 @@ def test_remember_schema_exposes_no_context_field_and_history_schemas_no_identit
     tools = tools_by_name(ctx)
     assert set(tools) == TOOL_NAMES
     for tool in tools.values():
-        assert tool.schema["type"] == "object"
-        json.dumps(tool.schema)  # a JSON schema is JSON
-    assert not set(tools["remember_memory"].schema["properties"]) & set(CONTEXT_FIELDS)
-    # `read_thread_messages` takes the thread to read (SPEC §8); never whose or which run.
-    identity = {"uid", "run_id", "request_id", "worker_id"}
-    for name in ("search_thread_messages", "read_thread_messages"):
-        assert not set(tools[name].schema["properties"]) & identity
+        schema = convert_to_openai_tool(tool)["function"]["parameters"]
+        assert schema["type"] == "object" and set(schema["properties"]) == set(tool.args)
+        json.dumps(schema)  # a JSON schema is JSON
+    assert set(tools["remember_memory"].args) == {"content", "replaces"}
+    assert set(tools["search_thread_messages"].args) == {"query", "limit"}
+    # `read_thread_messages` takes the thread to read; never whose or which run.
+    assert set(tools["read_thread_messages"].args) == {
+        "thread_id",
+        "message_id",
+        "limit",
+        "include_tools",
+    }
+    assert not set().union(*(tool.args for tool in tools.values())) & set(CONTEXT_FIELDS) - {
+        "thread_id"
+    }
 
 
 @pytest.mark.django_db
@@ -375,15 +392,14 @@ def test_every_tool_refuses_a_context_field_that_is_empty_or_does_not_match(run,
     other_run = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
     value = "" if forge == "empty" else getattr(context_for(other_run), field)
     forged = context_for(run, **{field: value})
-    tools = tools_by_name(forged)
-    if (field, forge) == ("uid", "empty"):
-        # An empty uid names no user: the graph registers no memory tool (fails closed).
-        assert tools == {}
-    else:
-        assert call(tools["remember_memory"], {"content": "New fact."})["status"] == "denied"
-        assert call(tools["search_thread_messages"], {"query": "findable"})["status"] == "denied"
-        read = call(tools["read_thread_messages"], {"thread_id": thread.thread_id})
-        assert read["status"] == "denied"
+    # The graph for a context naming no running run of that user registers no tool at all.
+    assert tools_by_name(forged) == {}
+    # Tools bound to it anyway (a team's own wiring) refuse at call time.
+    tools = {tool.name: tool for tool in build_memory_tools(forged)}
+    assert call(tools["remember_memory"], {"content": "New fact."})["status"] == "denied"
+    assert call(tools["search_thread_messages"], {"query": "findable"})["status"] == "denied"
+    read = call(tools["read_thread_messages"], {"thread_id": thread.thread_id})
+    assert read["status"] == "denied"
     assert memory_path(run.user_id).read_bytes() == b"Old fact.\n"
     assert not memory_path(other_run.user_id).exists()
 
@@ -397,7 +413,7 @@ def test_a_graph_for_a_uid_naming_no_user_builds_without_memory(run, uid):
     assert "Likes green tea." not in graph.system_prompt
 
 
-# §5 — agent input assembly
+# agent input assembly
 
 
 @pytest.mark.django_db
@@ -424,7 +440,7 @@ def test_chatbot_graph_with_memory_on_exposes_prompt_tools_and_the_middleware(ct
         "search_thread_messages",
         "read_thread_messages",
     ]
-    assert all(isinstance(tool.schema, dict) for tool in graph.tools)
+    assert all(isinstance(tool.args, dict) for tool in graph.tools)
     assert any(isinstance(m, YuxiMemoryMiddleware) for m in graph.middleware)
 
 
@@ -481,7 +497,7 @@ def test_the_prompt_marks_memory_and_history_as_low_trust_data(ctx, run):
         assert phrase in prompt
 
 
-# §6 — remember_memory
+# remember_memory
 
 
 def test_memory_write_result_has_exactly_status_and_size_bytes():
@@ -725,7 +741,7 @@ def test_the_remember_tool_speaks_only_the_spec_status_vocabulary(ctx, run):
         assert str(django_settings.WORKSPACE_ROOT) not in result["message"]
 
 
-# §7 — Workspace.replace_authorized_file and bounded reads
+# Workspace.replace_authorized_file and bounded reads
 
 
 @pytest.mark.django_db
@@ -746,7 +762,7 @@ def test_replace_authorized_file_creates_directories_and_publishes_the_bytes(run
 @pytest.mark.parametrize("relpath", ["../escape.md", "agents/../../escape.md", "/tmp/x", "a\x00b"])
 def test_a_relpath_that_could_leave_the_workspace_is_refused(run, relpath, tmp_path):
     workspace = Workspace.for_user(run.user_id)
-    with pytest.raises(Exception):  # noqa: B017 - SPEC names no exception for a refusal
+    with pytest.raises(Exception):  # noqa: B017 - the contract names no exception for a refusal
         workspace.replace_authorized_file(relpath, b"data")
     with pytest.raises(Exception):  # noqa: B017
         workspace.read_bounded(relpath, 10)
@@ -763,7 +779,7 @@ def test_a_symlinked_directory_on_the_path_is_refused_for_reads_and_writes(run, 
     user_root.mkdir(parents=True)
     (user_root / "agents").symlink_to(outside)
     workspace = Workspace.for_user(run.user_id)
-    with pytest.raises(Exception):  # noqa: B017 - SPEC names no exception for a refusal
+    with pytest.raises(Exception):  # noqa: B017 - the contract names no exception for a refusal
         workspace.replace_authorized_file("agents/MEMORY.md", b"data")
     with pytest.raises(Exception):  # noqa: B017
         workspace.read_bounded("agents/MEMORY.md", 100)
@@ -771,7 +787,7 @@ def test_a_symlinked_directory_on_the_path_is_refused_for_reads_and_writes(run, 
     assert (outside / "MEMORY.md").read_bytes() == b"outside\n"
 
 
-# §8 — history lookback
+# history lookback
 
 
 @pytest.fixture
@@ -1054,7 +1070,7 @@ def test_read_budgets_hold_for_huge_escaped_contents(run):
     assert response["has_more_before"] is True
 
 
-# §9 — admin
+# admin
 
 
 @pytest.mark.django_db
@@ -1069,7 +1085,7 @@ def test_every_model_has_a_read_only_admin_without_bulk_actions(model):
     assert not model_admin.get_actions(request)
 
 
-# §10 — operations
+# operations
 
 
 def test_the_spec_settings_exist_and_are_listed_in_env_example():

@@ -113,6 +113,19 @@ WSGI_APPLICATION = "yuxi_site.wsgi.application"
 DATABASES = {
     "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/yuxi_memory"),
 }
+# Django's psycopg pool: a chat holds a connection only while it talks to the database (never
+# while the model thinks), so concurrent chats are bounded by this pool, not by PostgreSQL's
+# max_connections. A caller waits up to `timeout` seconds for a free connection.
+DATABASES["default"]["OPTIONS"] = {
+    **DATABASES["default"].get("OPTIONS", {}),
+    "pool": {
+        "min_size": 1,
+        "max_size": 16,
+        "timeout": 10.0,
+        # Idle connections above min_size are closed after this many seconds.
+        "max_idle": 60.0,
+    },
+}
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise environ.ImproperlyConfigured(
         "DATABASE_URL must point at PostgreSQL (postgres://...): memory writes need its "
@@ -159,6 +172,8 @@ LLM_BASE_URL = env.str("LLM_BASE_URL", default="")
 LLM_API_KEY = env.str("LLM_API_KEY", default="")
 LLM_MODEL = env.str("LLM_MODEL", default="gpt-4o-mini")
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
+# Retries of a failed model request (ChatOpenAI's max_retries), all within the timeout above.
+LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=1)
 
 # One `key=value` line per event (yuxi_site.log_format). `yuxi.runs` logs run failures and
 # `yuxi.memory` every memory change (never memory text), at INFO.

@@ -115,6 +115,8 @@ class TestChatEndpoint:
         thread = Conversation.objects.get(thread_id=response.json()["thread_id"])
         assert thread.user_id == logged_in.user.pk
 
+    # The remember tool runs on a LangGraph pool thread, which cannot see a test transaction.
+    @pytest.mark.django_db(transaction=True)
     def test_a_turn_answers_with_thread_run_reply_and_tool_statuses(self, logged_in):
         response = post(logged_in, {"message": "remember that I drink oolong tea"})
         assert response.status_code == 200

@@ -17,6 +17,8 @@ def run_chat(*args: str, stdin: str | None = None, monkeypatch=None) -> str:
     return out.getvalue()
 
 
+# The remember tool runs on a LangGraph pool thread, which cannot see a test transaction.
+@pytest.mark.django_db(transaction=True)
 def test_one_message_starts_a_thread_for_the_named_user():
     user = UserConfigFactory(user__username="mei").user
     output = run_chat("--user", "mei", "remember that I drink oolong tea")

@@ -2,6 +2,7 @@ import json
 import os
 
 import pytest
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from memory_app import middleware
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
@@ -64,28 +65,27 @@ def test_off_reads_no_file_registers_no_tool_and_adds_no_prompt(
 ):
     ctx = context(enable_memory)
     memory_file(int(ctx.uid)).write_text("a remembered fact")
-    memory = YuxiMemoryMiddleware(ctx)
-    assert (memory.enabled, memory.tools, memory.snapshot) == (False, [], None)
-    assert memory.system_prompt_section == ""
+    assert YuxiMemoryMiddleware.for_run(ctx) is None
     assert "MEMORY.md" not in opened_files
 
 
 def test_on_registers_exactly_the_three_tools_in_order():
-    memory = YuxiMemoryMiddleware(context())
+    memory = YuxiMemoryMiddleware.for_run(context())
     assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
 
 
 def test_tool_schemas_expose_no_identity_path_or_run_field():
-    for tool in YuxiMemoryMiddleware(context()).tools:
-        names = property_names(tool.schema)
-        assert not names & FORBIDDEN_FIELDS, tool.name
-        assert tool.schema.get("additionalProperties") is False, tool.name
+    for tool in YuxiMemoryMiddleware.for_run(context()).tools:
+        schema = convert_to_openai_tool(tool)["function"]["parameters"]
+        assert not property_names(schema) & FORBIDDEN_FIELDS, tool.name
+        assert not set(tool.args) & FORBIDDEN_FIELDS, tool.name
+        assert schema.get("additionalProperties") is False, tool.name
 
 
 def test_on_wraps_memory_in_a_low_trust_block_after_the_rules(memory_file):
     ctx = context()
     memory_file(int(ctx.uid)).write_text("I drink oolong tea.\n")
-    section = YuxiMemoryMiddleware(ctx).system_prompt_section
+    section = YuxiMemoryMiddleware.for_run(ctx).system_prompt_section
     assert section.startswith(MEMORY_RULES)
     for rule in (
         "low trust",
@@ -104,21 +104,21 @@ def test_on_wraps_memory_in_a_low_trust_block_after_the_rules(memory_file):
 def test_the_switch_is_re_read_at_every_construction(memory_file):
     ctx = context()
     memory_file(int(ctx.uid)).write_text("fact")
-    assert YuxiMemoryMiddleware(ctx).enabled
+    assert YuxiMemoryMiddleware.for_run(ctx) is not None
     UserConfig.objects.filter(user_id=ctx.uid).update(enable_memory=False)
-    assert YuxiMemoryMiddleware(ctx).tools == []
+    assert YuxiMemoryMiddleware.for_run(ctx) is None
     UserConfig.objects.filter(user_id=ctx.uid).update(enable_memory=True)
-    assert "fact" in YuxiMemoryMiddleware(ctx).system_prompt_section
+    assert "fact" in YuxiMemoryMiddleware.for_run(ctx).system_prompt_section
 
 
 def test_a_10_mb_memory_costs_the_same_read_as_24_kib(memory_file, bytes_read):
     small, large = context(), context()
     memory_file(int(small.uid)).write_bytes(b"s" * MEMORY_PROMPT_MAX_BYTES)
     memory_file(int(large.uid)).write_bytes(b"l" * (10 * 1024 * 1024))
-    YuxiMemoryMiddleware(small)
+    YuxiMemoryMiddleware.for_run(small)
     small_cost = sum(bytes_read)
     bytes_read.clear()
-    large_section = YuxiMemoryMiddleware(large).system_prompt_section
+    large_section = YuxiMemoryMiddleware.for_run(large).system_prompt_section
     # One byte past the budget tells "cut" from "exactly full"; nothing more is ever read.
     assert small_cost <= sum(bytes_read) == MEMORY_PROMPT_MAX_BYTES + 1
     assert "l" * MEMORY_PROMPT_MAX_BYTES in large_section
@@ -129,7 +129,7 @@ def test_a_10_mb_memory_costs_the_same_read_as_24_kib(memory_file, bytes_read):
 def test_a_memory_of_exactly_the_budget_has_no_truncation_marker(memory_file):
     ctx = context()
     memory_file(int(ctx.uid)).write_bytes(b"x" * MEMORY_PROMPT_MAX_BYTES)
-    assert "is longer than" not in YuxiMemoryMiddleware(ctx).system_prompt_section
+    assert "is longer than" not in YuxiMemoryMiddleware.for_run(ctx).system_prompt_section
 
 
 @pytest.mark.parametrize("content", [None, b"", b"  \n\n"])
@@ -137,7 +137,7 @@ def test_missing_or_empty_memory_injects_no_block_but_keeps_the_tools(memory_fil
     ctx = context()
     if content is not None:
         memory_file(int(ctx.uid)).write_bytes(content)
-    memory = YuxiMemoryMiddleware(ctx)
+    memory = YuxiMemoryMiddleware.for_run(ctx)
     assert "USER MEMORY" not in memory.system_prompt_section
     assert memory.system_prompt_section.startswith(MEMORY_RULES)
     assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
@@ -148,7 +148,7 @@ def test_a_symlinked_memory_file_is_not_followed_and_the_tools_stay(memory_file,
     outside = tmp_path / "elsewhere.md"
     outside.write_text("followed-the-link")
     memory_file(int(ctx.uid)).symlink_to(outside)
-    memory = YuxiMemoryMiddleware(ctx)
+    memory = YuxiMemoryMiddleware.for_run(ctx)
     assert "followed-the-link" not in memory.system_prompt_section
     assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
 
@@ -162,7 +162,7 @@ def test_memory_containing_the_block_delimiter_cannot_close_the_block(memory_fil
     memory_file(int(ctx.uid)).write_text(injected)
     nonces = iter(["00aa", "11bb"])
     monkeypatch.setattr(middleware.secrets, "token_hex", lambda n: next(nonces))
-    section = YuxiMemoryMiddleware(ctx).system_prompt_section
+    section = YuxiMemoryMiddleware.for_run(ctx).system_prompt_section
     end_line = "\n<<<END USER MEMORY 11bb>>>"
     assert section.count(end_line) == 1
     begin = section.index("\n<<<BEGIN USER MEMORY 11bb>>>\n")
@@ -171,6 +171,6 @@ def test_memory_containing_the_block_delimiter_cannot_close_the_block(memory_fil
 
 def test_the_remember_tool_writes_under_the_runs_lease(memory_file):
     ctx = context()
-    remember = YuxiMemoryMiddleware(ctx).tools[0]
+    remember = YuxiMemoryMiddleware.for_run(ctx).tools[0]
     assert json.loads(remember.invoke({"content": "I like jasmine tea"}))["status"] == "added"
     assert memory_file(int(ctx.uid)).read_text() == "I like jasmine tea\n"

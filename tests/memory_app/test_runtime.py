@@ -1,24 +1,28 @@
 import functools
 import json
 import queue
-import threading
 from datetime import timedelta
 
 import pytest
 from django.db import OperationalError
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.repository import read_thread_messages
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from memory_app import runtime
-from memory_app.llm import ModelError, ModelReply, ModelToolCall, OpenAIChatModel, ScriptedModel
+from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
     CHAT_MESSAGE_MAX_BYTES,
     DIALOGUE_CUT_MARKER,
-    MAX_AGENT_STEPS,
+    MAX_MODEL_CALLS,
+    MAX_TOOL_CALLS_PER_REPLY,
     SUBAGENT_TOOL_NAME,
+    ChatError,
     ChatInputError,
     ChatModelUnavailable,
     ChatRunLost,
@@ -27,6 +31,7 @@ from memory_app.runtime import (
     build_subagent_graph,
     chat,
 )
+from memory_app.tools import build_memory_tools
 from tests.concurrency import race
 from tests.factories import (
     ConversationFactory,
@@ -36,39 +41,49 @@ from tests.factories import (
     UserFactory,
     context_for,
 )
-from tests.memory_app.wire_server import WireServer, completion
 from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
+# Tools run on LangGraph's pool threads, which cannot see a test's transaction.
+tools_run = pytest.mark.django_db(transaction=True)
 
 MEMORY_TOOLS = ["remember_memory", "search_thread_messages", "read_thread_messages"]
 
 
-class RecordingModel:
-    """The scripted model, recording what each step was shown; `before_step` runs first."""
+class RecordingModel(ScriptedChatModel):
+    """The scripted model, recording what each call was shown; `before_step(n)` runs first and
+    `replies` (AIMessages) answer before the script does."""
 
-    def __init__(self, before_step=None, replies=None):
-        self.calls: list[dict] = []
-        self.before_step = before_step
-        self.replies = list(replies or [])
+    calls: list = Field(default_factory=list)
+    replies: list = Field(default_factory=list)
+    before_step: object = None
 
-    def complete(self, *, messages, tools):
-        self.calls.append({"messages": [dict(m) for m in messages], "tools": list(tools)})
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls.append({"messages": list(messages), "tools": list(self.bound_tools)})
         if self.before_step:
             self.before_step(len(self.calls))
         if self.replies:
-            return self.replies.pop(0)
-        return ScriptedModel().complete(messages=messages, tools=tools)
+            return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
+        return super()._generate(messages, stop, run_manager, **kwargs)
 
     def system_prompt(self, step: int = 0) -> str:
-        return self.calls[step]["messages"][0]["content"]
+        return self.calls[step]["messages"][0].text
 
     def tool_names(self, step: int = 0) -> list[str]:
-        return [tool.name for tool in self.calls[step]["tools"]]
+        return self.calls[step]["tools"]
+
+
+def tool_reply(*calls: tuple) -> AIMessage:
+    """A model reply asking for tool calls `(id, name, args)`."""
+    return AIMessage(content="", tool_calls=[{"id": i, "name": n, "args": a} for i, n, a in calls])
 
 
 def memory_user(enable_memory: bool = True):
     return UserConfigFactory(enable_memory=enable_memory).user
+
+
+def has_memory(graph) -> bool:
+    return any(isinstance(m, YuxiMemoryMiddleware) for m in graph.middleware)
 
 
 # --- graphs -------------------------------------------------------------------------------
@@ -80,7 +95,7 @@ def test_chatbot_graph_with_memory_off_has_no_memory_prompt_tool_or_read(opened_
     agents_file(run.user_id, "AGENTS.md").write_text("Be brief.")
     agents_file(run.user_id, "MEMORY.md").write_text("remembered-fact")
     graph = build_chatbot_graph(context_for(run))
-    assert (graph.tools, graph.middleware) == ([], [])
+    assert graph.tools == [] and not has_memory(graph)
     assert "Be brief." in graph.system_prompt
     assert "remembered-fact" not in graph.system_prompt
     assert MEMORY_RULES not in graph.system_prompt
@@ -93,11 +108,12 @@ def test_chatbot_graph_with_memory_on_has_the_middleware_its_prompt_and_three_to
     agents_file(run.user_id, "AGENTS.md").write_text("Be brief.")
     agents_file(run.user_id, "MEMORY.md").write_text("remembered-fact")
     graph = build_chatbot_graph(context_for(run))
-    assert [type(m) for m in graph.middleware] == [YuxiMemoryMiddleware]
+    assert [type(m) for m in graph.middleware if isinstance(m, YuxiMemoryMiddleware)] == [
+        YuxiMemoryMiddleware
+    ]
     assert [tool.name for tool in graph.tools] == MEMORY_TOOLS
-    assert all(isinstance(tool.schema, dict) for tool in graph.tools)
     assert "Be brief." in graph.system_prompt
-    assert MEMORY_RULES in graph.system_prompt
+    assert graph.system_prompt.count(MEMORY_RULES) == 1
     assert "remembered-fact" in graph.system_prompt
 
 
@@ -107,17 +123,18 @@ def test_subagent_graph_never_has_memory_even_with_memory_on(opened_files, agent
     agents_file(run.user_id, "USER.md").write_text("I am a botanist.")
     agents_file(run.user_id, "MEMORY.md").write_text("remembered-fact")
     graph = build_subagent_graph(context_for(run))
-    assert (graph.tools, graph.middleware) == ([], [])
+    assert graph.tools == [] and not has_memory(graph)
     assert "I am a botanist." in graph.system_prompt
     assert "remembered-fact" not in graph.system_prompt
     assert "USER MEMORY" not in graph.system_prompt and MEMORY_RULES not in graph.system_prompt
     assert "MEMORY.md" not in opened_files
 
 
-def test_a_second_worker_cannot_write_through_the_graphs_tool(agents_file):
+def test_a_second_worker_gets_no_memory_and_cannot_write_through_a_tool(agents_file):
     run = RunningAgentRunFactory()
     UserConfigFactory(user=run.user)
-    remember = build_chatbot_graph(context_for(run, worker_id="intruder")).tools[0]
+    assert build_chatbot_graph(context_for(run, worker_id="intruder")).tools == []
+    remember = build_memory_tools(context_for(run, worker_id="intruder"))[0]
     assert json.loads(remember.invoke({"content": "forged"}))["status"] == "denied"
     assert not agents_file(run.user_id, "MEMORY.md").exists()
 
@@ -125,6 +142,7 @@ def test_a_second_worker_cannot_write_through_the_graphs_tool(agents_file):
 # --- the Chat service ---------------------------------------------------------------------
 
 
+@tools_run
 def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file):
     user = memory_user()
     turn = chat(user_id=user.pk, message="Please remember that I drink oolong tea", model=None)
@@ -149,10 +167,16 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     )
     assert json.loads(call.output)["status"] == "added"
     run = AgentRun.objects.get(run_id=turn.run_id)
-    assert (run.run_type, run.status, run.parent_run_id) == ("chat", "succeeded", None)
+    assert (run.run_type, run.status, run.parent_run_id, run.error) == (
+        "chat",
+        "succeeded",
+        None,
+        "",
+    )
     assert (run.worker_id, run.lease_expires_at) == (None, None)
 
 
+@tools_run
 def test_a_chat_turns_tool_call_is_read_back_through_lookback_with_include_tools():
     user = memory_user()
     turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=None)
@@ -179,21 +203,32 @@ def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
     assert not ToolCall.objects.exists()
 
 
+@tools_run
 def test_a_new_thread_sees_what_an_earlier_thread_remembered():
     user = memory_user()
     first = chat(user_id=user.pk, message="remember that my cat is called Miso")
     model = RecordingModel()
     second = chat(user_id=user.pk, message="What do you remember?", model=model)
     assert second.thread_id != first.thread_id
-    assert "my cat is called Miso" in model.system_prompt()
+    assert model.system_prompt().count("my cat is called Miso") == 1
+    assert model.system_prompt().count(MEMORY_RULES) == 1
     assert second.reply == "From memory:\nmy cat is called Miso"
 
 
-def test_a_tool_kept_after_its_run_finished_is_denied(agents_file):
+@tools_run
+def test_a_tool_kept_after_its_run_finished_is_denied(agents_file, monkeypatch):
     user = memory_user()
-    model = RecordingModel()
-    chat(user_id=user.pk, message="remember that I like tea", model=model)
-    remember = next(t for t in model.calls[0]["tools"] if t.name == "remember_memory")
+    built = []
+    real_build = runtime.build_chatbot_graph
+
+    def recording_build(ctx, **kwargs):
+        graph = real_build(ctx, **kwargs)
+        built.append(graph)
+        return graph
+
+    monkeypatch.setattr(runtime, "build_chatbot_graph", recording_build)
+    chat(user_id=user.pk, message="remember that I like tea")
+    remember = built[0].tools[0]
     assert json.loads(remember.invoke({"content": "written too late"}))["status"] == "denied"
     assert agents_file(user.pk, "MEMORY.md").read_text() == "I like tea\n"
 
@@ -203,11 +238,11 @@ def test_continuing_a_thread_shows_the_model_its_earlier_dialogue():
     first = chat(user_id=user.pk, message="hello there")
     model = RecordingModel()
     chat(user_id=user.pk, message="again", thread_id=first.thread_id, model=model)
-    shown = [(m["role"], m["content"]) for m in model.calls[0]["messages"][1:]]
+    shown = [(m.type, m.text) for m in model.calls[0]["messages"][1:]]
     assert shown == [
-        ("user", "hello there"),
-        ("assistant", "You said: hello there"),
-        ("user", "again"),
+        ("human", "hello there"),
+        ("ai", "You said: hello there"),
+        ("human", "again"),
     ]
 
 
@@ -232,36 +267,61 @@ def test_a_bad_message_is_refused_before_any_run(message):
     assert not AgentRun.objects.exists() and not Conversation.objects.exists()
 
 
-def test_a_model_failure_fails_the_run_and_keeps_the_user_message():
+def test_an_inactive_user_is_refused_before_any_run():
+    user = UserFactory(is_active=False)
+    with pytest.raises(ChatError):
+        chat(user_id=user.pk, message="hi")
+    assert not AgentRun.objects.exists() and not Conversation.objects.exists()
+
+
+@tools_run
+def test_a_chat_inside_a_callers_transaction_is_refused():
+    from django.db import transaction
+
+    user = UserFactory()
+    with transaction.atomic(), pytest.raises(ChatError, match="inside a database transaction"):
+        chat(user_id=user.pk, message="hi")
+    assert not AgentRun.objects.exists()
+
+
+def test_a_model_failure_fails_the_run_with_its_error_and_keeps_the_user_message():
     user = UserFactory()
 
     def broken(step):
-        raise ModelError("down")
+        raise ConnectionError("down")
 
     with pytest.raises(ChatModelUnavailable):
         chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=broken))
     run = AgentRun.objects.get()
     assert (run.status, run.worker_id) == ("failed", None)
+    assert "ConnectionError" in run.error
     assert list(run.conversation.messages.values_list("role", "content")) == [("user", "hi")]
 
 
-def test_a_model_that_never_answers_fails_the_run_after_the_step_cap():
+@tools_run
+def test_a_model_that_never_answers_fails_the_run_at_the_ninth_model_call():
     user = UserFactory()
-    replies = [
-        ModelReply(text="", tool_calls=[ModelToolCall(f"c{i}", "no_such_tool", {})])
-        for i in range(MAX_AGENT_STEPS)
-    ]
+    replies = [tool_reply((f"c{i}", "no_such_tool", {})) for i in range(MAX_MODEL_CALLS + 1)]
+    model = RecordingModel(replies=replies)
     with pytest.raises(ChatModelUnavailable):
-        chat(user_id=user.pk, message="loop", model=RecordingModel(replies=replies))
-    assert AgentRun.objects.get().status == "failed"
-    assert ToolCall.objects.filter(status="error").count() == MAX_AGENT_STEPS
+        chat(user_id=user.pk, message="loop", model=model)
+    assert len(model.calls) == MAX_MODEL_CALLS
+    run = AgentRun.objects.get()
+    assert run.status == "failed" and str(MAX_MODEL_CALLS) in run.error
+    assert ToolCall.objects.filter(status="error").count() == MAX_MODEL_CALLS
 
 
-def test_unknown_tools_and_non_object_arguments_are_refused_and_recorded_as_errors(agents_file):
+@tools_run
+def test_unknown_tools_and_unparsable_arguments_are_refused_and_recorded_as_errors(agents_file):
     user = memory_user()
-    calls = [ModelToolCall("c1", "edit_file", {"path": "/etc/passwd"})]
-    calls.append(ModelToolCall("c2", "remember_memory", None))
-    model = RecordingModel(replies=[ModelReply(text="", tool_calls=calls)])
+    reply = AIMessage(
+        content="",
+        tool_calls=[{"id": "c1", "name": "edit_file", "args": {"path": "/etc/passwd"}}],
+        invalid_tool_calls=[
+            {"id": "c2", "name": "remember_memory", "args": "[1, 2", "error": "not JSON"}
+        ],
+    )
+    model = RecordingModel(replies=[reply])
     turn = chat(user_id=user.pk, message="do things", model=model)
     assert turn.tool_calls == [
         {"name": "edit_file", "status": "error"},
@@ -272,6 +332,7 @@ def test_unknown_tools_and_non_object_arguments_are_refused_and_recorded_as_erro
     assert not agents_file(user.pk, "MEMORY.md").exists()
 
 
+@tools_run
 def test_a_subagent_call_runs_in_a_child_thread_without_memory(agents_file):
     user = memory_user()
     agents_file(user.pk, "MEMORY.md").write_text("remembered-fact\n")
@@ -289,7 +350,7 @@ def test_a_subagent_call_runs_in_a_child_thread_without_memory(agents_file):
     )
     sub_step = model.calls[1]
     assert sub_step["tools"] == []
-    assert "remembered-fact" not in sub_step["messages"][0]["content"]
+    assert "remembered-fact" not in sub_step["messages"][0].text
     assert list(child.messages.values_list("role", "content")) == [
         ("user", "what do you remember?"),
         ("assistant", "I have no saved memory."),
@@ -299,6 +360,7 @@ def test_a_subagent_call_runs_in_a_child_thread_without_memory(agents_file):
     assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "success"}]
 
 
+@tools_run
 def test_a_subagent_is_never_offered_the_subagent_tool_or_memory_tools(agents_file):
     user = memory_user()
     model = RecordingModel()
@@ -311,6 +373,7 @@ def test_a_subagent_is_never_offered_the_subagent_tool_or_memory_tools(agents_fi
 # --- leases -------------------------------------------------------------------------------
 
 
+@tools_run
 def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run(agents_file):
     user = memory_user()
 
@@ -323,8 +386,10 @@ def test_a_worker_that_lost_its_lease_cannot_write_and_does_not_finish_the_run(a
     with pytest.raises(ChatRunLost):
         chat(user_id=user.pk, message="remember that I like tea", model=model)
     assert not agents_file(user.pk, "MEMORY.md").exists()
-    remember = next(t for t in model.calls[0]["tools"] if t.name == "remember_memory")
-    assert json.loads(remember.invoke({"content": "I like tea"}))["status"] == "denied"
+    # The fenced-off worker stored nothing past the user's message, and left the run running.
+    run = AgentRun.objects.get()
+    assert list(run.conversation.messages.values_list("role", flat=True)) == ["user"]
+    assert not ToolCall.objects.exists()
     assert runs.fail_expired_runs() == 1
     assert AgentRun.objects.get().status == "failed"
 
@@ -337,36 +402,40 @@ KEEPER_WAIT_SECONDS = 5 * LONG_LEASE_SECONDS
 
 
 def watch_keeper_renewals(monkeypatch, *, fail_first: bool = False) -> queue.Queue:
-    """Every lease renewal by the keeper thread, as `("renewed", lease_expires_at)` or
-    `("failed", run_id)`, in order; the agent loop's own renewals pass through unrecorded."""
-    real_renew = runs.renew_lease
+    """Every beat of the lease keeper, as `("renewed", {run_id: lease_expires_at})` or
+    `("failed", None)` (a database blip, when `fail_first`), in order."""
+    real_renew = runs.LeaseKeeper._renew
     events: queue.Queue = queue.Queue()
     failed = []
 
-    def renew(**kwargs):
-        if not threading.current_thread().name.startswith("lease-"):
-            return real_renew(**kwargs)
+    def renew(keeper, held):
         if fail_first and not failed:
-            failed.append(kwargs["run_id"])
-            events.put(("failed", kwargs["run_id"]))
+            failed.append(True)
+            events.put(("failed", None))
             raise OperationalError("connection lost")  # a database blip at the OS boundary
-        run = real_renew(**kwargs)
-        events.put(("renewed", run.lease_expires_at))
-        return run
+        renewed, busy = real_renew(keeper, held)
+        leases = dict(
+            AgentRun.objects.filter(run_id__in=renewed).values_list("run_id", "lease_expires_at")
+        )
+        from django.db import connection
 
-    monkeypatch.setattr(runtime.runs, "renew_lease", renew)
+        connection.close()
+        events.put(("renewed", {str(k): v for k, v in leases.items()}))
+        return renewed, busy
+
+    monkeypatch.setattr(runs.LeaseKeeper, "_renew", renew)
     return events
 
 
-def keeper_events_until_renewed_past(events: queue.Queue, lease) -> list[tuple]:
-    """The keeper's renewals up to the first that moves the lease past `lease`."""
+def keeper_events_until_renewed_past(events: queue.Queue, run_id: str, lease) -> list[tuple]:
+    """The keeper's beats up to the first that moves `run_id`'s lease past `lease`."""
     seen = [events.get(timeout=KEEPER_WAIT_SECONDS)]
-    while not (seen[-1][0] == "renewed" and seen[-1][1] > lease):
+    while not (seen[-1][0] == "renewed" and seen[-1][1].get(run_id, lease) > lease):
         seen.append(events.get(timeout=KEEPER_WAIT_SECONDS))
     return seen
 
 
-@pytest.mark.django_db(transaction=True)
+@tools_run
 def test_a_model_call_in_progress_has_its_lease_extended_and_the_turn_completes(
     agents_file, settings, monkeypatch
 ):
@@ -378,12 +447,13 @@ def test_a_model_call_in_progress_has_its_lease_extended_and_the_turn_completes(
     def long_step(step):
         if step > 1:
             return
-        started_with = AgentRun.objects.get(run_type="chat").lease_expires_at
+        run = AgentRun.objects.get(run_type="chat")
         # The model call does not return until the keeper has extended the lease it began with.
-        keeper_events_until_renewed_past(events, started_with)
-        observed["started_with"] = started_with
+        keeper_events_until_renewed_past(events, str(run.run_id), run.lease_expires_at)
+        observed["started_with"] = run.lease_expires_at
         observed["stored"] = AgentRun.objects.get(run_type="chat").lease_expires_at
 
+    runs.lease_keeper()._wake.set()  # a beat now rather than a third of a lease from now
     model = RecordingModel(before_step=long_step)
     turn = chat(user_id=user.pk, message="remember that slow models are fine", model=model)
     assert observed["stored"] > observed["started_with"]
@@ -392,7 +462,7 @@ def test_a_model_call_in_progress_has_its_lease_extended_and_the_turn_completes(
     assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
 
 
-@pytest.mark.django_db(transaction=True)
+@tools_run
 def test_a_failed_lease_renewal_is_retried_rather_than_ending_the_renewals(
     agents_file, settings, monkeypatch
 ):
@@ -404,14 +474,16 @@ def test_a_failed_lease_renewal_is_retried_rather_than_ending_the_renewals(
     def long_step(step):
         if step > 1:
             return
-        started_with = AgentRun.objects.get(run_type="chat").lease_expires_at
-        observed["events"] = keeper_events_until_renewed_past(events, started_with)
-        observed["started_with"] = started_with
+        run = AgentRun.objects.get(run_type="chat")
+        observed["events"] = keeper_events_until_renewed_past(
+            events, str(run.run_id), run.lease_expires_at
+        )
+        observed["started_with"] = run.lease_expires_at
         observed["stored"] = AgentRun.objects.get(run_type="chat").lease_expires_at
 
     turn = chat(user_id=user.pk, message="hi", model=RecordingModel(before_step=long_step))
     [failure, *_, (outcome, _)] = observed["events"]
-    assert (failure, outcome) == (("failed", turn.run_id), "renewed")
+    assert (failure, outcome) == (("failed", None), "renewed")
     assert observed["stored"] > observed["started_with"]
     assert AgentRun.objects.get(run_id=turn.run_id).status == "succeeded"
 
@@ -427,8 +499,8 @@ def test_a_huge_earlier_reply_reaches_the_model_cut_and_marked():
     model = RecordingModel()
     chat(user_id=user.pk, message="and now?", thread_id=thread.thread_id, model=model)
     earlier = model.calls[0]["messages"][1]
-    assert earlier["role"] == "assistant"
-    assert earlier["content"] == "x" * DIALOGUE_CONTENT_MAX_BYTES + "\n" + DIALOGUE_CUT_MARKER
+    assert earlier.type == "ai"
+    assert earlier.text == "x" * DIALOGUE_CONTENT_MAX_BYTES + "\n" + DIALOGUE_CUT_MARKER
 
 
 def test_recent_messages_of_other_threads_never_reach_the_model():
@@ -436,37 +508,10 @@ def test_recent_messages_of_other_threads_never_reach_the_model():
     MessageFactory(conversation=ConversationFactory(user=user), content="other-thread-text")
     model = RecordingModel()
     chat(user_id=user.pk, message="hi", model=model)
-    assert "other-thread-text" not in json.dumps(model.calls[0]["messages"])
+    assert "other-thread-text" not in str([m.text for m in model.calls[0]["messages"]])
 
 
-def test_the_chat_service_drives_the_http_model_through_a_tool_round_trip(agents_file):
-    user = memory_user()
-    call = {"id": "call_9", "type": "function"}
-    call["function"] = {"name": "remember_memory", "arguments": '{"content": "I like rain"}'}
-    answers = [
-        completion({"role": "assistant", "content": None, "tool_calls": [call]}),
-        completion({"role": "assistant", "content": "Saved."}),
-    ]
-    with WireServer(answers) as server:
-        model = OpenAIChatModel(base_url=server.url, api_key="k", model="m", timeout=10)
-        turn = chat(user_id=user.pk, message="remember that I like rain", model=model)
-    assert turn.reply == "Saved."
-    assert agents_file(user.pk, "MEMORY.md").read_text() == "I like rain\n"
-    first, second = (request["body"] for request in server.requests)
-    assert [tool["function"]["name"] for tool in first["tools"]] == [
-        *MEMORY_TOOLS,
-        SUBAGENT_TOOL_NAME,
-    ]
-    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_9"
-    tool_message = second["messages"][-1]
-    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", "call_9")
-    assert json.loads(tool_message["content"])["status"] == "added"
-    run = AgentRun.objects.get(run_id=turn.run_id)
-    wire = json.dumps(server.requests)
-    assert turn.run_id not in wire and run.request_id not in wire
-
-
-@pytest.mark.django_db(transaction=True)
+@tools_run
 def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_file):
     user = memory_user()
     facts = [f"fact number {i}" for i in range(4)]
@@ -480,23 +525,39 @@ def test_concurrent_chats_of_one_user_each_keep_their_remembered_fact(agents_fil
     assert set(AgentRun.objects.values_list("status", flat=True)) == {"succeeded"}
 
 
+@tools_run
+def test_two_tool_calls_in_one_reply_run_in_order_and_both_succeed(agents_file):
+    user = memory_user()
+    reply = tool_reply(
+        ("c1", "remember_memory", {"content": "I live in Lyon"}),
+        ("c2", "remember_memory", {"content": "I live in Paris", "replaces": "I live in Lyon"}),
+    )
+    turn = chat(user_id=user.pk, message="moving", model=RecordingModel(replies=[reply]))
+    assert turn.tool_calls == [
+        {"name": "remember_memory", "status": "success"},
+        {"name": "remember_memory", "status": "success"},
+    ]
+    outputs = [json.loads(c.output)["status"] for c in ToolCall.objects.order_by("id")]
+    assert outputs == ["added", "replaced"]
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I live in Paris\n"
+
+
 # --- untrusted model output -----------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "reply",
     [
-        ModelReply(text="a NUL \x00 in the answer"),
-        ModelReply(text="a lone surrogate \ud800"),
-        ModelReply(text="", tool_calls=[ModelToolCall("c\x00", "remember_memory", {})]),
-        ModelReply(text="", tool_calls=[ModelToolCall("c" * 1000, "remember_memory", {})]),
-        ModelReply(text="", tool_calls=[ModelToolCall("c1", "n" * 1000, {})]),
-        ModelReply(
-            text="",
-            tool_calls=[
-                ModelToolCall(f"c{i}", SUBAGENT_TOOL_NAME, {"task": "spin"})
-                for i in range(runtime.MAX_TOOL_CALLS_PER_STEP + 1)
-            ],
+        AIMessage(content="a NUL \x00 in the answer"),
+        AIMessage(content="a lone surrogate \ud800"),
+        tool_reply(("c\x00", "remember_memory", {})),
+        tool_reply(("c" * 1000, "remember_memory", {})),
+        tool_reply(("c1", "n" * 1000, {})),
+        tool_reply(
+            *(
+                (f"c{i}", SUBAGENT_TOOL_NAME, {"task": "spin"})
+                for i in range(MAX_TOOL_CALLS_PER_REPLY + 1)
+            )
         ),
     ],
     ids=["nul-text", "surrogate-text", "nul-call-id", "long-call-id", "long-name", "call-flood"],
@@ -506,41 +567,47 @@ def test_a_model_reply_the_runtime_cannot_store_or_bound_fails_the_run_as_model_
     with pytest.raises(ChatModelUnavailable):
         chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[reply]))
     assert list(AgentRun.objects.values_list("run_type", "status")) == [("chat", "failed")]
+    assert AgentRun.objects.get().error
     assert not ToolCall.objects.exists()
 
 
+@tools_run
 @pytest.mark.parametrize(
     "arguments",
     [
         {"content": "a NUL \x00 fact"},
         {"content": "a lone surrogate \udc00"},
         {"content": ["\x00"]},
+        {"content": float("nan")},
+        {"content": float("inf")},
+        {"content": 10**5000},
         functools.reduce(lambda inner, _: {"content": inner}, range(10_000), "deep"),
+        {"content": functools.reduce(lambda inner, _: [inner], range(33), "deep")},
     ],
-    ids=["nul", "surrogate", "nested-nul", "too-deep"],
+    ids=["nul", "surrogate", "nested-nul", "nan", "infinity", "huge-int", "too-deep", "deep-33"],
 )
 def test_tool_arguments_no_database_can_store_are_rejected_and_the_run_goes_on(
     agents_file, arguments
 ):
     user = memory_user()
-    call = ModelToolCall("c1", "remember_memory", arguments)
-    model = RecordingModel(replies=[ModelReply(text="", tool_calls=[call])])
+    model = RecordingModel(replies=[tool_reply(("c1", "remember_memory", arguments))])
     turn = chat(user_id=user.pk, message="remember it", model=model)
     assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
     recorded = ToolCall.objects.get()
     assert (recorded.input, json.loads(recorded.output)["status"]) == ({}, "rejected")
     assert AgentRun.objects.get().status == "succeeded"
+    assert turn.reply.startswith("Tool results:")
     assert not agents_file(user.pk, "MEMORY.md").exists()
 
 
+@tools_run
 @pytest.mark.parametrize(
     "arguments",
     [{"task": "spin", "uid": "1"}, {"task": "spin", "thread_id": "thread-x"}, {"task": 5}, {}],
 )
 def test_the_subagent_tool_rejects_arguments_outside_its_schema(arguments):
     user = memory_user()
-    call = ModelToolCall("c1", SUBAGENT_TOOL_NAME, arguments)
-    model = RecordingModel(replies=[ModelReply(text="", tool_calls=[call])])
+    model = RecordingModel(replies=[tool_reply(("c1", SUBAGENT_TOOL_NAME, arguments))])
     turn = chat(user_id=user.pk, message="delegate", model=model)
     assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
     assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"

@@ -2,6 +2,7 @@ import json
 import os
 
 import pytest
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from memory_app import workspace as workspace_module
 from memory_app.models import UserConfig
@@ -37,12 +38,14 @@ def _assert_leaks_nothing(result: dict, run, settings) -> None:
 
 def test_the_schema_exposes_only_content_and_replaces(run):
     tool = make_remember_memory_tool(context_for(run))
+    schema = convert_to_openai_tool(tool)["function"]["parameters"]
     assert tool.name == "remember_memory"
-    assert tool.schema["type"] == "object"
-    assert set(tool.schema["properties"]) == {"content", "replaces"}
-    assert tool.schema["required"] == ["content"]
-    assert tool.schema["additionalProperties"] is False
-    json.dumps(tool.schema)
+    assert set(tool.args) == {"content", "replaces"}
+    assert schema["type"] == "object"
+    assert set(schema["properties"]) == {"content", "replaces"}
+    assert schema["required"] == ["content"]
+    assert schema["additionalProperties"] is False
+    json.dumps(schema)
 
 
 def test_added_unchanged_and_replaced_come_back_as_statuses(settings, run):
@@ -75,6 +78,9 @@ def test_added_unchanged_and_replaced_come_back_as_statuses(settings, run):
         {"content": "a lone surrogate \ud800"},
         {"content": "fact", "replaces": 10**100},
         {"content": "fact", "replaces": "\udc00"},
+        {"content": float("nan")},
+        {"content": "fact", "replaces": float("inf")},
+        {"content": "fact", "replaces": 10**5000},
     ],
 )
 def test_bad_arguments_are_rejected(settings, run, arguments):

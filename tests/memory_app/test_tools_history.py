@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import OperationalError, connection, connections, transaction
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from conversations import runs
 from conversations.models import AgentRun, Message
@@ -53,13 +54,17 @@ def _call(maker, ctx, arguments) -> dict:
 @pytest.mark.parametrize("maker", MAKERS)
 def test_schemas_expose_no_identity_path_or_run_field(maker, setup):
     tool = maker(setup[4])
-    assert tool.schema["additionalProperties"] is False
-    assert not FORBIDDEN_FIELDS & set(tool.schema["properties"])
+    schema = convert_to_openai_tool(tool)["function"]["parameters"]
+    assert schema["additionalProperties"] is False
+    assert not FORBIDDEN_FIELDS & set(schema["properties"])
+    assert not FORBIDDEN_FIELDS & set(tool.args)
     assert tool.name == maker.__name__.removeprefix("make_").removesuffix("_tool")
 
 
 def test_read_schema_takes_the_thread_to_read_and_the_window():
-    schema = make_read_thread_messages_tool(ToolRuntimeContext("1", "t", "r", "q", "w")).schema
+    tool = make_read_thread_messages_tool(ToolRuntimeContext("1", "t", "r", "q", "w"))
+    schema = convert_to_openai_tool(tool)["function"]["parameters"]
+    assert set(tool.args) == {"thread_id", "message_id", "limit", "include_tools"}
     assert set(schema["properties"]) == {"thread_id", "message_id", "limit", "include_tools"}
     assert schema["required"] == ["thread_id"]
 
@@ -192,6 +197,12 @@ def test_tools_recheck_the_run_and_the_switch_at_call_time(maker, spoil, setup):
         (make_read_thread_messages_tool, {"thread_id": "t", "message_id": "1"}),
         (make_read_thread_messages_tool, {"thread_id": "t", "include_tools": "yes"}),
         (make_read_thread_messages_tool, {"thread_id": "\udc00"}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": "7"}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": float("nan")}),
+        (make_read_thread_messages_tool, {"thread_id": "t", "limit": 1e999}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": "7"}),
+        (make_search_thread_messages_tool, {"query": "x", "limit": float("nan")}),
+        (make_read_thread_messages_tool, {"thread_id": "t", "limit": 1e999}),
     ],
 )
 def test_bad_arguments_are_rejected(maker, arguments, setup):

@@ -1,0 +1,349 @@
+"""The runtime as a LangChain integration: the middleware in a team's own `create_agent`,
+`agent_run`, `ChatOpenAI` on the wire, the run's limits over HTTP, leases and query budgets."""
+
+import asyncio
+import json
+
+import pytest
+from django.db import connection, connections
+from django.test import Client
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from pydantic import Field
+
+from conversations import runs
+from conversations.models import AgentRun, Message, ToolCall
+from memory_app import runtime
+from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
+from memory_app.runtime import (
+    MAX_MODEL_CALLS,
+    MAX_TOOL_CALLS_PER_REPLY,
+    SUBAGENT_TOOL_NAME,
+    ChatError,
+    ChatModelUnavailable,
+    ChatRunLost,
+    agent_run,
+    chat,
+)
+from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
+from yuxi_site.utils.statements import count_statements
+
+# Tools run on LangGraph's pool threads, which cannot see a test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MEMORY_TOOLS = ["remember_memory", "search_thread_messages", "read_thread_messages"]
+# Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
+CSRF_TOKEN = "a" * 32
+
+
+class TeamModel(GenericFakeChatModel):
+    """LangChain's own fake chat model, as a team might test with: canned replies, any tools
+    bound, and every request's messages recorded."""
+
+    seen: list = Field(default_factory=list)
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.seen.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def memory_user(enable_memory: bool = True):
+    return UserConfigFactory(enable_memory=enable_memory).user
+
+
+# --- a team's own create_agent ----------------------------------------------------------------
+
+
+def test_the_middleware_in_a_teams_own_agent_works_under_agent_run_and_not_after(agents_file):
+    user = memory_user()
+    agents_file(user.pk, "MEMORY.md").write_text("I drink oolong tea\n")
+    thread = ConversationFactory(user=user)
+    call = {"id": "c1", "name": "remember_memory", "args": {"content": "I live in Lyon"}}
+    model = TeamModel(messages=iter([AIMessage("", tool_calls=[call]), AIMessage("Noted.")]))
+    with agent_run(user_id=user.pk, thread_id=thread.thread_id) as run:
+        memory = YuxiMemoryMiddleware.for_run(run.ctx)
+        agent = create_agent(
+            model,
+            tools=[],
+            system_prompt="You are the team's assistant.",
+            middleware=[m for m in (memory,) if m],
+        )
+        result = agent.invoke({"messages": [HumanMessage("remember that I live in Lyon")]})
+        assert AgentRun.objects.get(run_id=run.run_id).status == "running"
+    assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
+    assert json.loads(result["messages"][2].text)["status"] == "added"
+    assert result["messages"][-1].text == "Noted."
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\nI live in Lyon\n"
+    # Every model call got the memory section, once, after the team's own prompt.
+    for messages in model.seen:
+        system = messages[0].text
+        assert system.startswith("You are the team's assistant.")
+        assert system.count(MEMORY_RULES) == 1 and system.count("I drink oolong tea") == 1
+    finished = AgentRun.objects.get(run_id=run.run_id)
+    assert (finished.status, finished.worker_id, finished.error) == ("succeeded", None, "")
+    remember = memory.tools[0]
+    assert json.loads(remember.invoke({"content": "too late"}))["status"] == "denied"
+    assert "too late" not in agents_file(user.pk, "MEMORY.md").read_text()
+
+
+def test_the_middleware_adds_memory_in_the_async_hook_too(agents_file):
+    user = memory_user()
+    agents_file(user.pk, "MEMORY.md").write_text("I drink oolong tea\n")
+    model = TeamModel(messages=iter([AIMessage("Hello.")]))
+    with agent_run(user_id=user.pk, thread_id=None) as run:
+        memory = YuxiMemoryMiddleware.for_run(run.ctx)
+        agent = create_agent(model, system_prompt="Team prompt.", middleware=[memory])
+        result = asyncio.run(agent.ainvoke({"messages": [HumanMessage("hi")]}))
+    assert result["messages"][-1].text == "Hello."
+    [messages] = model.seen
+    assert messages[0].text.count("I drink oolong tea") == 1
+    assert messages[0].text.startswith("Team prompt.")
+
+
+def test_an_exception_in_a_teams_loop_fails_the_run_with_its_error_and_is_re_raised():
+    user = memory_user()
+    with pytest.raises(KeyError), agent_run(user_id=user.pk, thread_id=None) as run:
+        raise KeyError("boom")
+    failed = AgentRun.objects.get(run_id=run.run_id)
+    assert (failed.status, failed.worker_id) == ("failed", None)
+    assert "KeyError" in failed.error
+
+
+def test_a_subagent_context_gets_no_middleware():
+    user = memory_user()
+    with agent_run(user_id=user.pk, thread_id=None) as run:
+        child = ConversationFactory(user=user)
+        sub = runs.start_run(
+            user_id=user.pk,
+            conversation=child,
+            request_id=run.ctx.request_id,
+            worker_id=run.ctx.worker_id,
+            run_type=AgentRun.RunType.SUBAGENT,
+            parent_run=AgentRun.objects.get(run_id=run.run_id),
+        )
+        sub_ctx = runtime.ToolRuntimeContext(
+            uid=str(user.pk),
+            thread_id=child.thread_id,
+            run_id=str(sub.run_id),
+            request_id=run.ctx.request_id,
+            worker_id=run.ctx.worker_id,
+        )
+        assert YuxiMemoryMiddleware.for_run(sub_ctx) is None
+        assert YuxiMemoryMiddleware.for_run(run.ctx) is not None
+
+
+def test_agent_run_refuses_inside_a_transaction_and_for_an_inactive_user():
+    from django.db import transaction
+
+    user = memory_user()
+    with transaction.atomic(), pytest.raises(ChatError), agent_run(user_id=user.pk, thread_id=None):
+        pass
+    inactive = UserFactory(is_active=False)
+    with pytest.raises(ChatError), agent_run(user_id=inactive.pk, thread_id=None):
+        pass
+    assert not AgentRun.objects.exists()
+
+
+# --- ChatOpenAI on the wire -------------------------------------------------------------------
+
+
+def logged_in(user) -> Client:
+    from django.conf import settings
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
+    return client
+
+
+def say(client: Client, message: str):
+    return client.post(
+        "/api/chat/",
+        data=json.dumps({"message": message}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+    )
+
+
+def test_chat_drives_chat_openai_through_a_tool_round_trip(settings, agents_file):
+    user = memory_user()
+    answers = [
+        completion(tool_calls_message(("call_9", "remember_memory", '{"content": "I like rain"}'))),
+        completion({"role": "assistant", "content": "Saved."}),
+    ]
+    with WireServer(answers) as server:
+        settings.LLM_BASE_URL = server.url
+        turn = chat(user_id=user.pk, message="remember that I like rain")
+    assert turn.reply == "Saved."
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I like rain\n"
+    first, second = (request["body"] for request in server.requests)
+    assert [tool["function"]["name"] for tool in first["tools"]] == [
+        *MEMORY_TOOLS,
+        SUBAGENT_TOOL_NAME,
+    ]
+    assert second["messages"][-2]["tool_calls"][0]["id"] == "call_9"
+    tool_message = second["messages"][-1]
+    assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", "call_9")
+    assert json.loads(tool_message["content"])["status"] == "added"
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    wire = json.dumps(server.requests)
+    assert turn.run_id not in wire and run.request_id not in wire and run.worker_id is None
+
+
+def test_an_http_error_of_the_model_fails_the_run_with_its_error_and_the_api_answers_502(
+    settings,
+):
+    settings.LLM_MAX_RETRIES = 0
+    user = memory_user()
+    with WireServer([(500, b'{"error": {"message": "boom"}}')]) as server:
+        settings.LLM_BASE_URL = server.url
+        response = say(logged_in(user), "hi")
+    assert (response.status_code, response.json()) == (
+        502,
+        {"error": "the model is unavailable, try again"},
+    )
+    run = AgentRun.objects.get()
+    assert (run.status, run.worker_id) == ("failed", None)
+    assert "HTTP 500" in run.error and "boom" not in run.error
+
+
+def test_a_model_timeout_is_retried_llm_max_retries_times_then_fails_the_run(settings):
+    settings.LLM_TIMEOUT_SECONDS = 0.5
+    settings.LLM_MAX_RETRIES = 1
+    user = memory_user()
+    with WireServer([(200, b"", "hang"), (200, b"", "hang")]) as server:
+        settings.LLM_BASE_URL = server.url
+        with pytest.raises(ChatModelUnavailable):
+            chat(user_id=user.pk, message="hi")
+        requests = len(server.requests)
+    assert requests == 1 + settings.LLM_MAX_RETRIES
+    run = AgentRun.objects.get()
+    assert run.status == "failed" and "Timeout" in run.error
+
+
+def test_a_reply_with_nine_tool_calls_fails_the_run_with_502_and_none_runs(settings, agents_file):
+    user = memory_user()
+    calls = [
+        (f"c{i}", "remember_memory", json.dumps({"content": f"fact {i}"}))
+        for i in range(MAX_TOOL_CALLS_PER_REPLY + 1)
+    ]
+    with WireServer([completion(tool_calls_message(*calls))]) as server:
+        settings.LLM_BASE_URL = server.url
+        response = say(logged_in(user), "remember many things")
+    assert response.status_code == 502
+    run = AgentRun.objects.get()
+    assert run.status == "failed" and str(MAX_TOOL_CALLS_PER_REPLY) in run.error
+    assert not ToolCall.objects.exists()
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+def test_a_ninth_model_call_fails_the_run_with_502(settings):
+    user = memory_user()
+    answers = [
+        completion(tool_calls_message((f"c{i}", "no_such_tool", "{}")))
+        for i in range(MAX_MODEL_CALLS + 1)
+    ]
+    with WireServer(answers) as server:
+        settings.LLM_BASE_URL = server.url
+        response = say(logged_in(user), "loop forever")
+        requests = len(server.requests)
+    assert response.status_code == 502
+    assert requests == MAX_MODEL_CALLS
+    run = AgentRun.objects.get()
+    assert run.status == "failed" and f"{MAX_MODEL_CALLS} model calls" in run.error
+    assert ToolCall.objects.filter(status="error").count() == MAX_MODEL_CALLS
+
+
+# --- leases -------------------------------------------------------------------------------
+
+
+# Only a guard against a keeper that never beats: the wait fails instead of hanging.
+KEEPER_WAIT_SECONDS = 60
+
+
+def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_its_tools(
+    monkeypatch, agents_file
+):
+    user = memory_user()
+
+    def renewal_fails(keeper, held):
+        return set(), set()  # nothing renewed, nothing busy: every held lease is lost
+
+    built = []
+    real_build = runtime.build_chatbot_graph
+
+    def recording_build(ctx, **kwargs):
+        built.append(real_build(ctx, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(runtime, "build_chatbot_graph", recording_build)
+
+    def lose_the_lease(step):
+        run = AgentRun.objects.get(run_type="chat")
+        lost = runs.lease_keeper().lost_event(str(run.run_id))
+        monkeypatch.setattr(runs.LeaseKeeper, "_renew", renewal_fails)
+        runs.lease_keeper()._wake.set()  # beat now rather than a third of a lease from now
+        assert lost.wait(KEEPER_WAIT_SECONDS)
+
+    reply = tool_reply(("c1", "remember_memory", {"content": "written after the loss"}))
+    model = RecordingModel(replies=[reply], before_step=lose_the_lease)
+    with pytest.raises(ChatRunLost):
+        chat(user_id=user.pk, message="remember it", model=model)
+    assert len(model.calls) == 1  # no model call after the loss
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+    run = AgentRun.objects.get()
+    # The database still shows this worker's lease (only renewal failed), yet its tools refuse.
+    assert run.status == "running" and run.worker_id
+    remember = built[0].tools[0]
+    assert json.loads(remember.invoke({"content": "later still"}))["status"] == "denied"
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+    assert list(Message.objects.values_list("role", flat=True)) == ["user"]
+
+
+# --- query budget ---------------------------------------------------------------------------
+
+PLAIN_TURN_MAX_STATEMENTS = 12
+REMEMBER_TURN_MAX_STATEMENTS = 20
+
+
+def test_a_plain_turn_in_an_existing_thread_sends_at_most_12_statements_on_all_connections():
+    user = memory_user()
+    first = chat(user_id=user.pk, message="hello")
+    with count_statements() as counted:
+        chat(user_id=user.pk, message="and again", thread_id=first.thread_id)
+    assert len(counted) <= PLAIN_TURN_MAX_STATEMENTS, counted.statements
+
+
+def test_a_remember_turn_sends_at_most_20_statements_on_all_connections(agents_file):
+    user = memory_user()
+    first = chat(user_id=user.pk, message="hello")
+    with count_statements() as counted:
+        turn = chat(user_id=user.pk, message="remember that I like tea", thread_id=first.thread_id)
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    # The tool ran on another thread, on another connection: the count includes it.
+    assert any("pg_advisory_xact_lock" in sql for sql in counted.statements)
+    assert len(counted) <= REMEMBER_TURN_MAX_STATEMENTS, counted.statements
+
+
+def checked_out_connections() -> int:
+    stats = connections["default"].pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
+
+
+def test_no_connection_outlives_a_turn_on_any_thread():
+    user = memory_user()
+    connection.close()
+    before = checked_out_connections()
+    turn = chat(user_id=user.pk, message="remember that I like tea")
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    # Every connection the turn took (its own, the tool thread's) is back in the pool.
+    assert checked_out_connections() == before
+    # The lease keeper closed its own connection when the process held no run any more.
+    assert runs.lease_keeper()._conn is None
