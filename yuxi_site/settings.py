@@ -5,6 +5,7 @@ import secrets
 from pathlib import Path
 
 import environ
+from psycopg_pool import ConnectionPool
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -124,6 +125,9 @@ DATABASES["default"]["OPTIONS"] = {
         "timeout": 10.0,
         # Idle connections above min_size are closed after this many seconds.
         "max_idle": 60.0,
+        # A connection is checked (an empty query) before it is handed out, so one that a
+        # database restart or failover broke is replaced instead of failing a request.
+        "check": ConnectionPool.check_connection,
     },
 }
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import Client
 
 from conversations.models import AgentRun, Conversation, Message
 from memory_app.models import MemoryEvent, UserConfig
+from tests.database import unreachable_database
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
@@ -262,26 +262,19 @@ def test_database_down_every_endpoint_answers_json_503_then_recovers(user, save_
     client = Client(enforce_csrf_checks=True, raise_request_exception=False)
     client.force_login(user)
     headers = csrf(client)
-    real_port = connection.settings_dict["PORT"]
-    connection.close()
-    connection.settings_dict["PORT"] = "1"  # nothing listens there
-    try:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(settings, "SESSION_SAVE_EVERY_REQUEST", save_every_request)
-            for method, path, body in OPERATIONS:
-                path = path.replace(FOREIGN, thread.thread_id)
-                response = send(client, method, path, body, **headers)
-                assert response.status_code == 503, (method, path, response.content[:200])
-                assert response.json() == {"error": "the service is unavailable, try again"}
-            if save_every_request:
-                # The view needs no database; the session save in middleware fails after it.
-                response = client.get("/api/openapi.json")
-                assert (response.status_code, response.json()) == (
-                    503,
-                    {"error": "the service is unavailable, try again"},
-                )
-    finally:
-        connection.close()
-        connection.settings_dict["PORT"] = real_port
+    with unreachable_database(), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(settings, "SESSION_SAVE_EVERY_REQUEST", save_every_request)
+        for method, path, body in OPERATIONS:
+            path = path.replace(FOREIGN, thread.thread_id)
+            response = send(client, method, path, body, **headers)
+            assert response.status_code == 503, (method, path, response.content[:200])
+            assert response.json() == {"error": "the service is unavailable, try again"}
+        if save_every_request:
+            # The view needs no database; the session save in middleware fails after it.
+            response = client.get("/api/openapi.json")
+            assert (response.status_code, response.json()) == (
+                503,
+                {"error": "the service is unavailable, try again"},
+            )
     response = send(client, "get", "/api/settings/", None, **headers)
     assert (response.status_code, response.json()) == (200, {"enable_memory": True})

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection, connections
+from django.db.backends.signals import connection_created
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app import lifecycle
@@ -244,17 +245,34 @@ def test_erasure_racing_a_running_chat_and_a_user_edit_leaves_nothing_and_no_wor
             ),
         ),
     ]
-    for thread in racers:
-        thread.start()
-    for pause in pauses.values():
-        assert pause.reached.wait(60)
+    # The chat's memory write runs on a tool thread of the agent: every connection opened
+    # outside this thread and the edit's carries the chat's pause.
+    own_threads = (threading.current_thread(), racers[1])
+    paused_connections = []
+
+    def pause_the_chats_connections(sender, connection, **kwargs):
+        outside = threading.current_thread() not in own_threads
+        if outside and pauses["chat"] not in connection.execute_wrappers:
+            connection.execute_wrappers.append(pauses["chat"])
+            paused_connections.append(connection)
+
+    connection_created.connect(pause_the_chats_connections, weak=False)
     try:
-        erase_user(user=user, actor=user)
-    finally:
-        for pause in pauses.values():
-            pause.release.set()
         for thread in racers:
-            thread.join(60)
+            thread.start()
+        for pause in pauses.values():
+            assert pause.reached.wait(60)
+        try:
+            erase_user(user=user, actor=user)
+        finally:
+            for pause in pauses.values():
+                pause.release.set()
+            for thread in racers:
+                thread.join(60)
+    finally:
+        connection_created.disconnect(pause_the_chats_connections)
+        for paused in paused_connections:
+            paused.execute_wrappers.remove(pauses["chat"])
     if any(rows_of(user.pk).values()):
         erase_user(user=user, actor=user)  # "or completes when run again"
     assert set(rows_of(user.pk).values()) == {0}

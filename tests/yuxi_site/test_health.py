@@ -1,16 +1,8 @@
-import socket
-
 import pytest
 from django.core.management import call_command
-from django.db import connection
 from django.test import Client
 
-
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.database import unreachable_database
 
 
 @pytest.mark.django_db
@@ -23,17 +15,11 @@ def test_healthz_answers_ok_after_a_database_round_trip():
 @pytest.mark.django_db(transaction=True)
 def test_healthz_answers_503_while_the_database_is_unreachable_and_recovers():
     client = Client()
-    saved = dict(connection.settings_dict)
-    connection.close()
-    connection.settings_dict.update(HOST="127.0.0.1", PORT=str(_closed_port()))
-    try:
+    with unreachable_database():
         response = client.get("/healthz")
         assert response.status_code == 503
         assert response["Content-Type"] == "application/json"
         assert response.json() == {"database": "unavailable"}
-    finally:
-        connection.close()
-        connection.settings_dict.update(saved)
     # Recovered without a restart: the next request connects afresh.
     response = client.get("/healthz")
     assert (response.status_code, response.json()) == (200, {"database": "ok"})
