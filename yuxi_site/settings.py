@@ -5,7 +5,6 @@ import secrets
 from pathlib import Path
 
 import environ
-from psycopg_pool import ConnectionPool
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -125,11 +124,11 @@ DATABASES["default"]["OPTIONS"] = {
         "timeout": 10.0,
         # Idle connections above min_size are closed after this many seconds.
         "max_idle": 60.0,
-        # A connection is checked (an empty query) before it is handed out, so one that a
-        # database restart or failover broke is replaced instead of failing a request.
-        "check": ConnectionPool.check_connection,
     },
 }
+# The pool checks a connection (an empty query) before handing it out, so one that a database
+# restart or failover broke is replaced instead of failing a request.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     raise environ.ImproperlyConfigured(
         "DATABASE_URL must point at PostgreSQL (postgres://...): memory writes need its "
