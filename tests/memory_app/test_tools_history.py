@@ -7,10 +7,11 @@ import pytest
 from django.db import OperationalError, connection, connections, transaction
 
 from conversations import runs
-from conversations.models import AgentRun, Message
+from conversations.models import AgentRun, Message, ToolCall
 from conversations.repository import read_thread_messages, search_thread_messages, to_json
 from conversations.runs import ToolRuntimeContext
 from memory_app.models import UserConfig
+from memory_app.runtime import chat
 from memory_app.tools import make_read_thread_messages_tool, make_search_thread_messages_tool
 from tests.factories import (
     AgentRunFactory,
@@ -69,6 +70,20 @@ def test_search_tool_returns_the_repository_response_as_it_is(setup):
     text = make_search_thread_messages_tool(ctx).invoke({"query": "kyoto", "limit": 3})
     assert text == to_json(search_thread_messages(user.pk, "kyoto", limit=3))
     assert json.loads(text)["results"][0]["snippet"] == "we booked the Kyoto hotel"
+
+
+def test_a_chat_turns_lookback_output_is_never_read_back_through_include_tools(setup):
+    user, _, _, _, _ = setup
+    turn = chat(user_id=user.pk, message="search my history for kyoto")
+    recorded = ToolCall.objects.get(message__conversation__thread_id=turn.thread_id)
+    assert recorded.name == "search_thread_messages" and "Kyoto hotel" in recorded.output
+    response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)
+    [call] = response["tool_calls"]
+    assert (call["name"], call["input"], call["output"]) == (
+        "search_thread_messages",
+        {"query": "kyoto"},
+        None,
+    )
 
 
 def test_read_tool_returns_the_repository_response_as_it_is(setup):
