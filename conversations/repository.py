@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
+from django.db.backends.utils import CursorWrapper
 
 from conversations.models import Conversation
 from yuxi_site.utils.ids import parse_uid
@@ -195,10 +196,9 @@ class HistoryQueryError(ValueError):
     """An argument is out of the contract's range."""
 
 
-def _fetch(sql: str, params: dict[str, Any]) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+def _fetch(cursor: CursorWrapper, sql: str, params: dict[str, Any]) -> list[tuple]:
+    cursor.execute(sql, params)
+    return cursor.fetchall()
 
 
 def to_json(response: dict[str, Any]) -> str:
@@ -297,6 +297,9 @@ def _snippet(window: str, match_offset: int) -> tuple[str, int]:
     return lead + body, match_offset - len(lead)
 
 
+_EMPTY_SEARCH_BYTES = _json_bytes({"results": [], "truncated": False})
+
+
 def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dict[str, Any]:
     """Newest visible messages of `uid` containing `query` (case-insensitive, literal).
 
@@ -317,10 +320,11 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
         "lead_chars": SNIPPET_LEAD_BYTES,
         "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
     }
-    if _is_cjk_pair(query):
-        rows = _fetch(SEARCH_CJK_PAIR_SQL, params)
-    else:
-        rows = _fetch(SEARCH_SQL, {**params, "pattern": _like_pattern(query)})
+    with connection.cursor() as cursor:
+        if _is_cjk_pair(query):
+            rows = _fetch(cursor, SEARCH_CJK_PAIR_SQL, params)
+        else:
+            rows = _fetch(cursor, SEARCH_SQL, {**params, "pattern": _like_pattern(query)})
 
     hits: list[dict[str, Any]] = []
     for thread_id, title_head, message_id, role, created_at, window, match_at, chars in rows:
@@ -339,8 +343,7 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
                 "truncated": title_cut or first > 1 or first + len(snippet) - 1 < chars,
             }
         )
-    empty = _json_bytes({"results": [], "truncated": False})
-    results, dropped = _take_within(hits, SEARCH_RESPONSE_MAX_BYTES - empty)
+    results, dropped = _take_within(hits, SEARCH_RESPONSE_MAX_BYTES - _EMPTY_SEARCH_BYTES)
     return {"results": results, "truncated": dropped or any(h["truncated"] for h in results)}
 
 
@@ -367,12 +370,15 @@ class _Window(NamedTuple):
     has_more_after: bool
 
 
-def _load_thread(owner: int, thread_id: str, anchor_id: int | None) -> tuple[_Thread, datetime]:
+def _load_thread(
+    cursor: CursorWrapper, owner: int, thread_id: str, anchor_id: int | None
+) -> tuple[_Thread, datetime]:
     """The visible thread and the anchor's timestamp (None without an anchor); not-found alike
     for an unknown thread, an invisible one, and an anchor that is not a visible message of it."""
     if len(thread_id) > THREAD_ID_MAX_CHARS or (anchor_id or 0) > MESSAGE_ID_MAX:
         raise HistoryNotFound(NOT_FOUND_MESSAGE)
     found = _fetch(
+        cursor,
         THREAD_SQL,
         {
             "owner": owner,
@@ -388,7 +394,11 @@ def _load_thread(owner: int, thread_id: str, anchor_id: int | None) -> tuple[_Th
 
 
 def _load_window(
-    conversation_pk: int, anchor_id: int | None, anchor_at: datetime | None, limit: int
+    cursor: CursorWrapper,
+    conversation_pk: int,
+    anchor_id: int | None,
+    anchor_at: datetime | None,
+    limit: int,
 ) -> _Window:
     """Up to `limit` visible messages: the latest, or `ceil(limit/2)` up to and including the
     anchor and the rest after it, a short side filled from the other."""
@@ -398,10 +408,10 @@ def _load_window(
         "content_chars": CONTENT_MAX_BYTES + 1,
     }
     if anchor_id is None:
-        rows = _fetch(LATEST_SQL, params)
+        rows = _fetch(cursor, LATEST_SQL, params)
         rows.reverse()
         return _Window(rows[-limit:], min(len(rows), limit) - 1, len(rows) > limit, False)
-    rows = _fetch(AROUND_SQL, {**params, "anchor": anchor_id, "anchor_at": anchor_at})
+    rows = _fetch(cursor, AROUND_SQL, {**params, "anchor": anchor_id, "anchor_at": anchor_at})
     before = sum(1 for row in rows if row[4])  # rows[:before] end at the anchor
     after = len(rows) - before
     want_before = math.ceil(limit / 2)
@@ -492,9 +502,12 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
     return item
 
 
-def _load_tool_calls(message_ids: list[int]) -> tuple[list[dict[str, Any]], bool]:
+def _load_tool_calls(
+    cursor: CursorWrapper, message_ids: list[int]
+) -> tuple[list[dict[str, Any]], bool]:
     """The allowlisted tool calls of `message_ids`, within count and byte caps."""
     rows = _fetch(
+        cursor,
         TOOL_CALLS_SQL,
         {
             "messages": message_ids,
@@ -556,9 +569,13 @@ def read_thread_messages(
     if not isinstance(include_tools, bool):
         raise HistoryQueryError("include_tools must be a boolean")
 
-    thread, anchor_at = _load_thread(owner, thread_id, anchor_id)
-    window = _load_window(thread.pk, anchor_id, anchor_at, limit)
-    items, kept, truncated = _budget_contents(window)
+    with connection.cursor() as cursor:
+        thread, anchor_at = _load_thread(cursor, owner, thread_id, anchor_id)
+        window = _load_window(cursor, thread.pk, anchor_id, anchor_at, limit)
+        items, kept, truncated = _budget_contents(window)
+        tool_calls = None
+        if include_tools:
+            tool_calls = _load_tool_calls(cursor, [window.rows[i][0] for i in kept])
     title, title_cut = _title(thread.title_head)
     response: dict[str, Any] = {
         "thread_id": thread_id,
@@ -568,8 +585,7 @@ def read_thread_messages(
         "has_more_after": False,
         "truncated": truncated or title_cut,
     }
-    if include_tools:
-        tool_calls, tools_cut = _load_tool_calls([window.rows[i][0] for i in kept])
-        response["tool_calls"] = tool_calls
+    if tool_calls is not None:
+        response["tool_calls"], tools_cut = tool_calls
         response["truncated"] = response["truncated"] or tools_cut
     return _fit(response, items, kept, window)
