@@ -10,7 +10,7 @@ comment above them). Every budget is counted on UTF-8 bytes; response caps on
 
 import json
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
@@ -87,7 +87,8 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # expressions of the inner one are computed for every candidate before the sort. `pattern` is
 # the query as a LIKE pattern (`%`, `_` and `\` escaped) for the trigram index.
 SEARCH_SQL = """
-SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role, hit.created_at,
+SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
+       hit.created_at AT TIME ZONE 'UTC',
        SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
        found.at, LENGTH(hit.content)
 FROM (
@@ -109,7 +110,8 @@ ORDER BY hit.created_at DESC, hit.id DESC
 # the substring match itself, served by the bigram index (and estimated as such, so a frequent
 # pair walks the user's newest messages instead).
 SEARCH_CJK_PAIR_SQL = """
-SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role, hit.created_at,
+SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
+       hit.created_at AT TIME ZONE 'UTC',
        SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
        found.at, LENGTH(hit.content)
 FROM (
@@ -142,7 +144,7 @@ WHERE c.user_id = %(owner)s AND c.thread_id = %(thread_id)s
 
 # The latest visible messages of a (visible) thread, newest first.
 LATEST_SQL = """
-SELECT m.id, m.role, m.created_at, LEFT(m.content, %(content_chars)s)
+SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC', LEFT(m.content, %(content_chars)s)
 FROM conversations_message m
 WHERE m.conversation_id = %(conversation)s
   AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
@@ -154,7 +156,8 @@ LIMIT %(limit)s
 # after it, the whole in (created_at, id) order.
 AROUND_SQL = """
 SELECT * FROM (
-    (SELECT m.id, m.role, m.created_at, LEFT(m.content, %(content_chars)s), TRUE
+    (SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC' AS created_at,
+            LEFT(m.content, %(content_chars)s), TRUE
      FROM conversations_message m
      WHERE m.conversation_id = %(conversation)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
@@ -162,7 +165,8 @@ SELECT * FROM (
      ORDER BY m.created_at DESC, m.id DESC
      LIMIT %(limit)s)
     UNION ALL
-    (SELECT m.id, m.role, m.created_at, LEFT(m.content, %(content_chars)s), FALSE
+    (SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC' AS created_at,
+            LEFT(m.content, %(content_chars)s), FALSE
      FROM conversations_message m
      WHERE m.conversation_id = %(conversation)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
@@ -282,8 +286,13 @@ def _title(head: str) -> tuple[str, bool]:
     return truncate_utf8(head, TITLE_MAX_BYTES)
 
 
-def _timestamp(value: datetime) -> str:
-    return value.isoformat()
+def _timestamp(utc: datetime) -> str:
+    """A message's `created_at` as ISO 8601 with its UTC offset.
+
+    The statements select it `AT TIME ZONE 'UTC'` (a plain timestamp): the driver loads that
+    in C, where Django's zone-aware loader runs Python for every row.
+    """
+    return utc.replace(tzinfo=UTC).isoformat()
 
 
 def _snippet(window: str, match_offset: int) -> tuple[str, int]:

@@ -654,3 +654,28 @@ def test_read_with_tools_never_returns_the_output_of_a_lookback_call():
     ]
     assert set(LOOKBACK_TOOL_NAMES) == {"search_thread_messages", "read_thread_messages"}
     assert to_json(response).count(MARKER) == 1
+
+
+def test_created_at_is_the_stored_instant_in_iso_8601_with_its_utc_offset():
+    user = UserFactory()
+    thread = _thread(user)
+    message = MessageFactory(
+        conversation=thread,
+        content="timed words",
+        created_at=datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC),
+    )
+    whole = MessageFactory(
+        conversation=thread, content="whole second", created_at=datetime(2026, 3, 5, tzinfo=UTC)
+    )
+    expected = {
+        message.pk: "2026-03-04T05:06:07.890123+00:00",
+        whole.pk: "2026-03-05T00:00:00+00:00",
+    }
+    searched = search_thread_messages(user.pk, "timed words")["results"]
+    latest = read_thread_messages(user.pk, thread.thread_id)["messages"]
+    around = read_thread_messages(user.pk, thread.thread_id, message_id=message.pk)["messages"]
+    for items in (searched, latest, around):
+        assert {item["message_id"]: item["created_at"] for item in items}.items() <= (
+            expected.items()
+        )
+    assert len(latest) == len(around) == 2
