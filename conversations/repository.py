@@ -68,6 +68,9 @@ TOOL_INPUT_LOAD_CHARS = 3 * TOOL_CALL_MAX_BYTES
 # tool calls never returns them: their `output` is null.
 LOOKBACK_TOOL_NAMES = ("search_thread_messages", "read_thread_messages")
 
+# The most bytes one character takes serialized (a control character, as `\u00XX`).
+JSON_CHAR_MAX_BYTES = 6
+
 # Larger ids cannot exist (bigint primary keys).
 MESSAGE_ID_MAX = 2**63 - 1
 THREAD_ID_MAX_CHARS = Conversation._meta.get_field("thread_id").max_length
@@ -219,8 +222,16 @@ def _escaped_bytes(text: str) -> int:
     return _json_bytes(text) - 2
 
 
+def _bounded_bytes(text: str | None) -> int:
+    """An upper bound of `text`'s serialized size, found without serializing it: a character
+    takes at most JSON_CHAR_MAX_BYTES, `null` 4."""
+    return 4 if text is None else JSON_CHAR_MAX_BYTES * len(text) + 2
+
+
 def _cut_serialized(text: str, max_bytes: int) -> tuple[str, bool]:
     """Longest prefix of `text` whose JSON-escaped form fits `max_bytes` (quotes excluded)."""
+    if _bounded_bytes(text) - 2 <= max_bytes:
+        return text, False
     head, cut = truncate_utf8(text, max_bytes)
     if _escaped_bytes(head) <= max_bytes:
         return head, cut
@@ -485,16 +496,18 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
     }
     # What is left once the three free-form fields are empty strings ("" is 2 bytes each).
     available = TOOL_CALL_MAX_BYTES - _json_bytes(item) + 6
+    # An input that must be cut becomes cut JSON text.
+    input_text = to_json(input_value) if input_whole else input_head
     needs = {
-        "input": _json_bytes(input_value),
-        "output": _json_bytes(output),
-        "error": _json_bytes(error),
+        "input": len(input_text.encode("utf-8")) if input_whole else _json_bytes(input_head),
+        "output": _bounded_bytes(output),
+        "error": _bounded_bytes(error),
     }
     values: dict[str, Any] = {"input": input_value, "output": output, "error": error}
-    # An input that must be cut becomes cut JSON text.
-    texts = {**values, "input": to_json(input_value) if input_whole else input_head}
+    texts = {**values, "input": input_text}
     cut_any = id_cut or name_cut or not input_whole
     if cut_any or sum(needs.values()) > available:
+        needs.update(output=_json_bytes(output), error=_json_bytes(error))
         # Water-filling: the smaller fields stay whole, the larger share what remains.
         left = len(needs)
         for field in sorted(needs, key=needs.__getitem__):

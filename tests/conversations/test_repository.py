@@ -679,3 +679,14 @@ def test_created_at_is_the_stored_instant_in_iso_8601_with_its_utc_offset():
             expected.items()
         )
     assert len(latest) == len(around) == 2
+
+
+def test_a_tool_call_that_fits_only_by_its_exact_size_is_returned_whole():
+    user = UserFactory()
+    thread = _thread(user)
+    message = _messages(thread, ["asked"])[0]
+    output = "o" * (TOOL_CALL_MAX_BYTES - 300)  # fits, though six bytes a character would not
+    ToolCallFactory(message=message, tool_call_id="c" * 60, input={"q": "x"}, output=output)
+    call = read_thread_messages(user.pk, thread.thread_id, include_tools=True)["tool_calls"][0]
+    assert (call["id"], call["output"], call["truncated"]) == ("c" * 60, output, False)
+    assert len(to_json(call).encode("utf-8")) <= TOOL_CALL_MAX_BYTES
