@@ -546,6 +546,29 @@ def _load_tool_calls(
     return items, cut
 
 
+# A message item's serialized bytes, but for its role, timestamp (both plain ASCII) and content.
+_MESSAGE_ITEM_BYTES = _json_bytes(
+    {"message_id": MESSAGE_ID_MAX, "role": "", "created_at": "", "content": "", "truncated": False}
+)
+
+
+def _read_bound(response: dict[str, Any]) -> int:
+    """An upper bound of the read response's serialized size that does not serialize the
+    message contents (most responses are far below their cap)."""
+    messages = response["messages"]
+    return (
+        _json_bytes({**response, "messages": []})
+        + max(len(messages) - 1, 0)
+        + sum(
+            _MESSAGE_ITEM_BYTES
+            + len(item["role"])
+            + len(item["created_at"])
+            + JSON_CHAR_MAX_BYTES * len(item["content"])
+            for item in messages
+        )
+    )
+
+
 def _fit(
     response: dict[str, Any],
     items: dict[int, dict[str, Any]],
@@ -561,6 +584,8 @@ def _fit(
         response["has_more_after"] = (
             window.has_more_after or max(kept, default=-1) < len(window.rows) - 1
         )
+        if _read_bound(response) <= READ_RESPONSE_MAX_BYTES:
+            return response
         if _json_bytes(response) <= READ_RESPONSE_MAX_BYTES:
             return response
         response["truncated"] = True

@@ -23,6 +23,7 @@ from conversations.repository import (
     TOOL_CALLS_MAX_BYTES,
     HistoryNotFound,
     HistoryQueryError,
+    _read_bound,
     read_thread_messages,
     search_thread_messages,
     to_json,
@@ -690,3 +691,30 @@ def test_a_tool_call_that_fits_only_by_its_exact_size_is_returned_whole():
     call = read_thread_messages(user.pk, thread.thread_id, include_tools=True)["tool_calls"][0]
     assert (call["id"], call["output"], call["truncated"]) == ("c" * 60, output, False)
     assert len(to_json(call).encode("utf-8")) <= TOOL_CALL_MAX_BYTES
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contents=st.lists(st.text(), max_size=20),
+    title=st.text(),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+)
+def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title, flags):
+    response = {
+        "thread_id": "thread-x",
+        "title": title,
+        "messages": [
+            {
+                "message_id": 2**63 - 1 - i,
+                "role": "assistant",
+                "created_at": "2026-03-04T05:06:07.890123+00:00",
+                "content": content,
+                "truncated": flags[0],
+            }
+            for i, content in enumerate(contents)
+        ],
+        "has_more_before": flags[1],
+        "has_more_after": flags[2],
+        "truncated": flags[0],
+    }
+    assert _read_bound(response) >= _size(response)
