@@ -454,8 +454,10 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
     """Message items cut to their budgets, nearest the anchor first (at equal distance the
     earlier one) until the contents' budget is spent. Returns the items by window index, the
     kept indexes in that priority order, and whether anything was cut or left out."""
-    anchor = window.anchor
-    priority = sorted(range(len(window.rows)), key=lambda i: (abs(i - anchor), i))
+    anchor, count = window.anchor, len(window.rows)
+    priority = [anchor] if count else []
+    for distance in range(1, count):
+        priority += [i for i in (anchor - distance, anchor + distance) if 0 <= i < count]
     items: dict[int, dict[str, Any]] = {}
     remaining = CONTENTS_MAX_BYTES
     truncated = False
@@ -463,7 +465,7 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
         if remaining == 0:
             truncated = True
             break
-        message_pk, role, created_at, head = window.rows[index][:4]
+        message_pk, role, created_at, head, *_ = window.rows[index]
         content, cut = truncate_utf8(head, min(CONTENT_MAX_BYTES, remaining))
         remaining -= len(content) if content.isascii() else len(content.encode("utf-8"))
         truncated = truncated or cut
