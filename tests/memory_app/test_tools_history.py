@@ -72,6 +72,8 @@ def test_search_tool_returns_the_repository_response_as_it_is(setup):
     assert json.loads(text)["results"][0]["snippet"] == "we booked the Kyoto hotel"
 
 
+# The chat's tools may run on other threads, which cannot see a test's transaction.
+@pytest.mark.django_db(transaction=True)
 def test_a_chat_turns_lookback_output_is_never_read_back_through_include_tools(setup):
     user, _, _, _, _ = setup
     turn = chat(user_id=user.pk, message="search my history for kyoto")
