@@ -6,12 +6,15 @@ Seeds the bench database once (reused when present): 1,000 ordinary users
 with about 950 messages each and one heavy user with 100,000+ (one thread of 20,000), Latin and
 Chinese text, hidden threads, tool messages and tool calls. Then prints, per scenario, median
 and p95 latency of the repository call, of the very SQL it sent run bare through psycopg
-(ratio), and of a naive unindexed ILIKE, followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
+(ratio; the two are timed alternately, so both see the same load on a shared machine; each
+statement is checked to be one of the repository's statement constants), and of a naive
+unindexed ILIKE, followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
 """
 
 import functools
 import json
 import random
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -26,6 +29,7 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
+from conversations import repository  # noqa: E402
 from conversations.models import Conversation, Message  # noqa: E402
 from conversations.repository import read_thread_messages, search_thread_messages  # noqa: E402
 
@@ -36,7 +40,7 @@ HEAVY_THREADS = 400
 HEAVY_THREAD_MESSAGES = 200
 BIG_THREAD_MESSAGES = 20_000
 HEAVY_USERNAME = "bench-heavy"
-RUNS = 60
+RUNS = 200
 NAIVE_RUNS = 5
 SEARCH_INDEXES = ("message_owner_recent_idx", "message_owner_trgm_idx", "message_owner_bigram_idx")
 
@@ -223,13 +227,37 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
 
 
 def _time(fn: Callable[[], object], runs: int) -> list[float]:
-    fn()  # warm up
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
+    return _time_alternately([fn], runs)[0]
+
+
+def _time_alternately(fns: list[Callable[[], object]], runs: int) -> list[list[float]]:
+    """Milliseconds per call of each of `fns`, called in turn `runs` times (after a warm-up)."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for fn in fns:
         fn()
-        samples.append((time.perf_counter() - started) * 1000)
+    for _ in range(runs):
+        for fn, taken in zip(fns, samples, strict=True):
+            started = time.perf_counter()
+            fn()
+            taken.append((time.perf_counter() - started) * 1000)
     return samples
+
+
+STATEMENTS = {
+    name: re.compile(
+        "(?:.+?)".join(re.escape(part) for part in re.split(r"%\(\w+\)s", sql)), re.DOTALL
+    )
+    for name, sql in vars(repository).items()
+    if name.endswith("_SQL")
+}
+
+
+def _statement_name(sql: str) -> str:
+    """Which of the repository's statement constants `sql` (as sent, parameters bound) is."""
+    names = [name for name, pattern in STATEMENTS.items() if pattern.fullmatch(sql)]
+    if len(names) != 1:
+        raise SystemExit(f"not one repository statement: {names}\n{sql}")
+    return names[0].removesuffix("_SQL")
 
 
 def _bare(conn: psycopg.Connection, statements: list[str]) -> Callable[[], None]:
@@ -340,8 +368,8 @@ def main() -> None:
     ]
     plans: list[tuple[str, str]] = []
     header = (
-        f"{'scenario':<24}{'hits':>5}{'repo med':>10}{'repo p95':>10}{'bare med':>10}"
-        f"{'bare p95':>10}{'ratio':>7}{'naive med':>11}{'naive/repo':>11}"
+        f"{'scenario':<26}{'statements':<28}{'hits':>5}{'repo med':>10}{'repo p95':>10}"
+        f"{'bare med':>10}{'bare p95':>10}{'ratio':>7}{'naive med':>11}{'naive/repo':>11}"
     )
     print(header)
     print("-" * len(header))
@@ -353,15 +381,17 @@ def main() -> None:
             with CaptureQueriesContext(connection) as captured:
                 result = call()
             statements = [q["sql"] for q in captured.captured_queries]
+            names = "+".join(_statement_name(sql) for sql in statements)
             hits = len(result.get("results", result.get("messages", [])))
-            repo_med, repo_p95 = _percentiles(_time(call, RUNS))
-            bare_med, bare_p95 = _percentiles(_time(_bare(bare_conn, statements), RUNS))
+            repo, bare = _time_alternately([call, _bare(bare_conn, statements)], RUNS)
+            repo_med, repo_p95 = _percentiles(repo)
+            bare_med, bare_p95 = _percentiles(bare)
             naive = ""
             if query is not None:
                 naive_med, _ = _percentiles(_time(_naive_search(bare_conn, uid, query), NAIVE_RUNS))
                 naive = f"{naive_med:>9.1f}ms{naive_med / repo_med:>10.0f}x"
             print(
-                f"{name:<24}{hits:>5}{repo_med:>8.2f}ms{repo_p95:>8.2f}ms{bare_med:>8.2f}ms"
+                f"{name:<26}{names:<28}{hits:>5}{repo_med:>8.2f}ms{repo_p95:>8.2f}ms{bare_med:>8.2f}ms"
                 f"{bare_p95:>8.2f}ms{repo_med / bare_med:>6.2f}x{naive}",
                 flush=True,
             )

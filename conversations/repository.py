@@ -1,31 +1,46 @@
 """History lookback: the agent's bounded view of its own user's past conversations.
 
-The one owner of history field choice, per-level byte budgets and truncation flags. Thread
-visibility is `VISIBLE_THREAD` (what `Conversation.objects.visible_to` applies), message
-visibility `VISIBLE_MESSAGE`; both are compiled by the ORM into the SQL below, once, so a call
-costs little more than its bare SQL, and only allowlisted columns are ever selected. Every
-budget is counted on UTF-8 bytes; response caps on `to_json(response)`, the form tools send.
+The one owner of history field choice, per-level byte budgets and truncation flags. Each call
+sends static, fully parameterised statements (the module constants below) through Django's
+connection: no ORM compilation per call, so a call costs little more than its bare SQL. The
+statements select allowlisted columns only and spell out visibility themselves (see the
+comment above them). Every budget is counted on UTF-8 bytes; response caps on
+`to_json(response)`, the form tools send.
 """
 
-import functools
 import json
 import math
-from collections.abc import Iterable
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
 
-from django.db import connection, models
+from django.db import connection
+from django.db.backends.utils import CursorWrapper
 
-from conversations.models import (
-    VISIBLE_MESSAGE,
-    VISIBLE_THREAD,
-    CjkBigrams,
-    Conversation,
-    Message,
-    ToolCall,
-)
+from conversations.models import Conversation
 from yuxi_site.utils.ids import parse_uid
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+
+__all__ = [
+    "CONTENTS_MAX_BYTES",
+    "CONTENT_MAX_BYTES",
+    "LOOKBACK_TOOL_NAMES",
+    "NOT_FOUND_MESSAGE",
+    "QUERY_MAX_CHARS",
+    "READ_LIMIT_MAX",
+    "READ_RESPONSE_MAX_BYTES",
+    "SEARCH_LIMIT_MAX",
+    "SEARCH_RESPONSE_MAX_BYTES",
+    "SNIPPET_MAX_BYTES",
+    "TITLE_MAX_BYTES",
+    "TOOL_CALLS_MAX",
+    "TOOL_CALLS_MAX_BYTES",
+    "TOOL_CALL_MAX_BYTES",
+    "HistoryNotFound",
+    "HistoryQueryError",
+    "read_thread_messages",
+    "search_thread_messages",
+    "to_json",
+]
 
 QUERY_MAX_CHARS = 256
 SEARCH_LIMIT_MAX = 10
@@ -48,12 +63,136 @@ TOOL_LABEL_MAX_BYTES = 256
 # jsonb's text form is at most 1.5x the compact form, so this many characters always hold an
 # input that could fit its item whole.
 TOOL_INPUT_LOAD_CHARS = 3 * TOOL_CALL_MAX_BYTES
+# The lookback tools are named after the functions below. Their recorded outputs are copies of
+# other threads' text (which may since be archived or deleted), so reading a thread with its
+# tool calls never returns them: their `output` is null.
+LOOKBACK_TOOL_NAMES = ("search_thread_messages", "read_thread_messages")
+
+# The most bytes one character takes serialized (a control character, as `\u00XX`).
+JSON_CHAR_MAX_BYTES = 6
 
 # Larger ids cannot exist (bigint primary keys).
 MESSAGE_ID_MAX = 2**63 - 1
 THREAD_ID_MAX_CHARS = Conversation._meta.get_field("thread_id").max_length
 
 NOT_FOUND_MESSAGE = "no such thread or message"
+
+# Visibility, spelled out literally in every statement below (PostgreSQL uses a partial index
+# only when the statement's own text implies the index's condition):
+#   a thread (c): the user's, c.parent_id IS NULL AND c.status = 'active'
+#                 AND NOT (c.source IN ('agent_call', 'agent_evaluation'))  -- VISIBLE_THREAD
+#   a message (m): in such a thread, m.message_type = 'text'
+#                 AND m.role IN ('user', 'assistant')                        -- VISIBLE_MESSAGE
+# tests/conversations/test_repository.py proves the statements select exactly the rows those
+# two model conditions select, over every value of every field they name.
+
+# Substring search. The outer query cuts snippets for the kept hits only: select-list
+# expressions of the inner one are computed for every candidate before the sort. `pattern` is
+# the query as a LIKE pattern (`%`, `_` and `\` escaped) for the trigram index.
+SEARCH_SQL = """
+SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
+       hit.created_at AT TIME ZONE 'UTC',
+       SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
+       found.at, LENGTH(hit.content)
+FROM (
+    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
+    FROM conversations_message m
+    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+    WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+      AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+      AND UPPER(m.content) LIKE UPPER(%(pattern)s)
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(limit)s
+) hit
+CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) found
+ORDER BY hit.created_at DESC, hit.id DESC
+"""
+
+# A query of two caseless CJK characters, which trigrams cannot serve: containing the pair is
+# the substring match itself, served by the bigram index (and estimated as such, so a frequent
+# pair walks the user's newest messages instead).
+SEARCH_CJK_PAIR_SQL = """
+SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
+       hit.created_at AT TIME ZONE 'UTC',
+       SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
+       found.at, LENGTH(hit.content)
+FROM (
+    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
+    FROM conversations_message m
+    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+    WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+      AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+      AND yuxi_cjk_bigrams(UPPER(m.content)) @> ARRAY[%(query)s]
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(limit)s
+) hit
+CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) found
+ORDER BY hit.created_at DESC, hit.id DESC
+"""
+
+# The thread, and the anchor's timestamp when it is a visible message of that thread (NULL
+# when there is no anchor or it is not), in one round trip.
+THREAD_SQL = """
+SELECT c.id, LEFT(c.title, %(title_chars)s),
+       (SELECT m.created_at FROM conversations_message m
+        WHERE m.id = %(anchor)s AND m.conversation_id = c.id
+          AND m.message_type = 'text' AND m.role IN ('user', 'assistant'))
+FROM conversations_conversation c
+WHERE c.user_id = %(owner)s AND c.thread_id = %(thread_id)s
+  AND c.parent_id IS NULL AND c.status = 'active'
+  AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+"""
+
+# The latest visible messages of a (visible) thread, newest first.
+LATEST_SQL = """
+SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC', LEFT(m.content, %(content_chars)s)
+FROM conversations_message m
+WHERE m.conversation_id = %(conversation)s
+  AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+ORDER BY m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+
+# Visible messages around an anchor: up to `limit` at or before it (flag true), up to `limit`
+# after it, the whole in (created_at, id) order.
+AROUND_SQL = """
+SELECT * FROM (
+    (SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC' AS created_at,
+            LEFT(m.content, %(content_chars)s), TRUE
+     FROM conversations_message m
+     WHERE m.conversation_id = %(conversation)s
+       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+       AND (m.created_at, m.id) <= (%(anchor_at)s, %(anchor)s)
+     ORDER BY m.created_at DESC, m.id DESC
+     LIMIT %(limit)s)
+    UNION ALL
+    (SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC' AS created_at,
+            LEFT(m.content, %(content_chars)s), FALSE
+     FROM conversations_message m
+     WHERE m.conversation_id = %(conversation)s
+       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+       AND (m.created_at, m.id) > (%(anchor_at)s, %(anchor)s)
+     ORDER BY m.created_at ASC, m.id ASC
+     LIMIT %(limit)s)
+) around
+ORDER BY created_at, id
+"""
+
+# The allowlisted fields of the returned messages' tool calls, in message order.
+TOOL_CALLS_SQL = """
+SELECT t.tool_call_id, t.message_id, t.name, t.status,
+       LEFT(t.input::text, %(input_chars)s),
+       CASE WHEN t.name = ANY(%(lookback_tools)s) THEN NULL
+            ELSE LEFT(t.output, %(field_chars)s) END,
+       LEFT(t.error, %(field_chars)s)
+FROM conversations_toolcall t
+INNER JOIN conversations_message m ON m.id = t.message_id
+WHERE t.message_id = ANY(%(messages)s)
+ORDER BY m.created_at, t.message_id, t.created_at, t.id
+LIMIT %(count)s
+"""
 
 
 class HistoryNotFound(LookupError):
@@ -64,112 +203,9 @@ class HistoryQueryError(ValueError):
     """An argument is out of the contract's range."""
 
 
-MESSAGE = Message._meta.db_table
-CONVERSATION = Conversation._meta.db_table
-TOOL_CALL = ToolCall._meta.db_table
-
-
-def _where(model: type[models.Model], condition: models.Q) -> tuple[str, list[Any]]:
-    """`condition` as SQL on `model`'s table (named in full), with its parameters."""
-    query = model.objects.filter(condition).query
-    sql, params = query.where.as_sql(query.get_compiler(connection=connection), connection)
-    return sql, list(params)
-
-
-@functools.cache
-def _visibility() -> tuple[str, list[Any], str, list[Any]]:
-    """SQL and parameters of VISIBLE_THREAD and VISIBLE_MESSAGE, compiled once."""
-    return (*_where(Conversation, VISIBLE_THREAD), *_where(Message, VISIBLE_MESSAGE))
-
-
-@functools.cache
-def _search_sql(pair: bool) -> str:
-    """Parameters, in order: query, query, visibility, owner, owner, LIKE pattern (or the
-    pair), limit."""
-    thread_sql, _, message_sql, _ = _visibility()
-    content = f'"{MESSAGE}"."content"'
-    match_at = "STRPOS(UPPER(hit.content), UPPER(%s))"
-    if pair:
-        match = f"{CjkBigrams.function}(UPPER({content})) @> ARRAY[%s]"
-    else:
-        match = f"UPPER({content}) LIKE UPPER(%s)"
-    # The outer query cuts snippets for the kept hits only: select-list expressions of the
-    # inner one are computed for every candidate before the sort.
-    return f"""
-        SELECT hit.thread_id, LEFT(hit.title, {TITLE_MAX_BYTES + 1}), hit.id, hit.role,
-               hit.created_at,
-               SUBSTRING(hit.content, GREATEST({match_at} - {SNIPPET_LEAD_BYTES}, 1),
-                         {SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES}),
-               {match_at}, LENGTH(hit.content)
-        FROM (
-            SELECT "{CONVERSATION}"."thread_id", "{CONVERSATION}"."title", "{MESSAGE}"."id",
-                   "{MESSAGE}"."role", "{MESSAGE}"."created_at", {content}
-            FROM "{MESSAGE}" INNER JOIN "{CONVERSATION}"
-                ON "{MESSAGE}"."conversation_id" = "{CONVERSATION}"."id"
-            WHERE {message_sql} AND {thread_sql}
-              AND "{MESSAGE}"."owner_id" = %s AND "{CONVERSATION}"."user_id" = %s
-              AND {match}
-            ORDER BY "{MESSAGE}"."created_at" DESC, "{MESSAGE}"."id" DESC
-            LIMIT %s
-        ) hit
-        ORDER BY hit.created_at DESC, hit.id DESC
-    """
-
-
-@functools.cache
-def _read_sqls() -> dict[str, str]:
-    """The read queries; parameters in the order their placeholders appear."""
-    thread_sql, _, message_sql, _ = _visibility()
-    columns = (
-        f'"{MESSAGE}"."id", "{MESSAGE}"."role", "{MESSAGE}"."created_at", '
-        f'LEFT("{MESSAGE}"."content", {CONTENT_MAX_BYTES + 1})'
-    )
-    in_thread = f'{message_sql} AND "{MESSAGE}"."conversation_id" = %s'
-    order = f'"{MESSAGE}"."created_at" {{0}}, "{MESSAGE}"."id" {{0}}'
-    key = f'("{MESSAGE}"."created_at", "{MESSAGE}"."id")'
-    return {
-        # visible message params, anchor id, visible thread params, owner, thread id
-        "thread": f"""
-            SELECT "{CONVERSATION}"."id", LEFT("{CONVERSATION}"."title", {TITLE_MAX_BYTES + 1}),
-                   (SELECT "{MESSAGE}"."created_at" FROM "{MESSAGE}"
-                    WHERE {message_sql}
-                      AND "{MESSAGE}"."conversation_id" = "{CONVERSATION}"."id"
-                      AND "{MESSAGE}"."id" = %s)
-            FROM "{CONVERSATION}"
-            WHERE {thread_sql} AND "{CONVERSATION}"."user_id" = %s
-              AND "{CONVERSATION}"."thread_id" = %s
-        """,
-        # visible message params, conversation, limit
-        "latest": f"""
-            SELECT {columns} FROM "{MESSAGE}" WHERE {in_thread}
-            ORDER BY {order.format("DESC")} LIMIT %s
-        """,
-        # twice: visible message params, conversation, anchor created_at, anchor id, limit
-        "around": f"""
-            (SELECT {columns}, TRUE FROM "{MESSAGE}" WHERE {in_thread} AND {key} <= (%s, %s)
-             ORDER BY {order.format("DESC")} LIMIT %s)
-            UNION ALL
-            (SELECT {columns}, FALSE FROM "{MESSAGE}" WHERE {in_thread} AND {key} > (%s, %s)
-             ORDER BY {order.format("ASC")} LIMIT %s)
-        """,
-        # message ids
-        "tool_calls": f"""
-            SELECT t."tool_call_id", t."message_id", t."name", t."status",
-                   LEFT(t."input"::text, {TOOL_INPUT_LOAD_CHARS + 1}),
-                   LEFT(t."output", {TOOL_CALL_MAX_BYTES + 1}),
-                   LEFT(t."error", {TOOL_CALL_MAX_BYTES + 1})
-            FROM "{TOOL_CALL}" t INNER JOIN "{MESSAGE}" m ON m."id" = t."message_id"
-            WHERE t."message_id" = ANY(%s)
-            ORDER BY m."created_at", t."message_id", t."created_at", t."id"
-            LIMIT {TOOL_CALLS_MAX + 1}
-        """,
-    }
-
-
-def _fetch(sql: str, params: list[Any]) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+def _fetch(cursor: CursorWrapper, sql: str, params: dict[str, Any]) -> list[tuple]:
+    cursor.execute(sql, params)
+    return cursor.fetchall()
 
 
 def to_json(response: dict[str, Any]) -> str:
@@ -186,8 +222,16 @@ def _escaped_bytes(text: str) -> int:
     return _json_bytes(text) - 2
 
 
+def _bounded_bytes(text: str | None) -> int:
+    """An upper bound of `text`'s serialized size, found without serializing it: a character
+    takes at most JSON_CHAR_MAX_BYTES, `null` 4."""
+    return 4 if text is None else JSON_CHAR_MAX_BYTES * len(text) + 2
+
+
 def _cut_serialized(text: str, max_bytes: int) -> tuple[str, bool]:
     """Longest prefix of `text` whose JSON-escaped form fits `max_bytes` (quotes excluded)."""
+    if _bounded_bytes(text) - 2 <= max_bytes:
+        return text, False
     head, cut = truncate_utf8(text, max_bytes)
     if _escaped_bytes(head) <= max_bytes:
         return head, cut
@@ -203,6 +247,8 @@ def _cut_serialized(text: str, max_bytes: int) -> tuple[str, bool]:
 
 def _take_within(items: list[dict[str, Any]], max_bytes: int) -> tuple[list[dict[str, Any]], bool]:
     """The leading `items` whose serialized list body fits `max_bytes`; whether any was left."""
+    if _json_bytes(items) - 2 <= max_bytes:
+        return items, False
     size = 0
     for count, item in enumerate(items):
         size += _json_bytes(item) + (1 if count else 0)
@@ -241,20 +287,37 @@ def _is_cjk_pair(text: str) -> bool:
     )
 
 
+def _like_pattern(text: str) -> str:
+    """`text` as a LIKE pattern matching it literally anywhere (backslash is LIKE's escape)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 def _title(head: str) -> tuple[str, bool]:
     return truncate_utf8(head, TITLE_MAX_BYTES)
 
 
-def _timestamp(value: datetime) -> str:
-    return value.isoformat()
+def _timestamp(utc: datetime) -> str:
+    """A message's `created_at` as ISO 8601 with its UTC offset.
+
+    The statements select it `AT TIME ZONE 'UTC'` (a plain timestamp): the driver loads that
+    in C, where Django's zone-aware loader runs Python for every row.
+    """
+    return utc.replace(tzinfo=UTC).isoformat()
 
 
 def _snippet(window: str, match_offset: int) -> tuple[str, int]:
     """Up to SNIPPET_MAX_BYTES of `window` around the match; returns it and its start offset."""
+    if window.isascii():  # one byte per character: plain slicing is the byte cut
+        start = max(match_offset - SNIPPET_LEAD_BYTES, 0)
+        return window[start : start + SNIPPET_MAX_BYTES], start
     lead, _ = truncate_utf8(window[:match_offset][::-1], SNIPPET_LEAD_BYTES)
     lead = lead[::-1]  # reversed code points: the cut keeps the end nearest the match
     body, _ = truncate_utf8(window[match_offset:], SNIPPET_MAX_BYTES - len(lead.encode("utf-8")))
     return lead + body, match_offset - len(lead)
+
+
+_EMPTY_SEARCH_BYTES = _json_bytes({"results": [], "truncated": False})
 
 
 def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dict[str, Any]:
@@ -269,14 +332,19 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
         raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
     limit = _limit(limit, SEARCH_LIMIT_MAX)
 
-    # Trigrams cannot serve a 2-character query; for a CJK pair the bigram index can, and
-    # containing the pair is the substring match itself (and is estimated as such, so a
-    # frequent pair walks the user's newest messages instead).
-    pair = _is_cjk_pair(query)
-    _, thread_params, _, message_params = _visibility()
-    match = query if pair else f"%{connection.ops.prep_for_like_query(query)}%"
-    params = [query, query, *message_params, *thread_params, owner, owner, match, limit]
-    rows = _fetch(_search_sql(pair), params)
+    params = {
+        "owner": owner,
+        "query": query,
+        "limit": limit,
+        "title_chars": TITLE_MAX_BYTES + 1,
+        "lead_chars": SNIPPET_LEAD_BYTES,
+        "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
+    }
+    with connection.cursor() as cursor:
+        if _is_cjk_pair(query):
+            rows = _fetch(cursor, SEARCH_CJK_PAIR_SQL, params)
+        else:
+            rows = _fetch(cursor, SEARCH_SQL, {**params, "pattern": _like_pattern(query)})
 
     hits: list[dict[str, Any]] = []
     for thread_id, title_head, message_id, role, created_at, window, match_at, chars in rows:
@@ -284,19 +352,18 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
         snippet, offset = _snippet(window, match_at - window_at)
         first = window_at + offset  # 1-based position of the snippet in the content
         title, title_cut = _title(title_head)
-        hit_cut = title_cut or first > 1 or first + len(snippet) - 1 < chars
-        hit = {
-            "thread_id": thread_id,
-            "title": title,
-            "message_id": message_id,
-            "role": role,
-            "created_at": _timestamp(created_at),
-            "snippet": snippet,
-            "truncated": hit_cut,
-        }
-        hits.append(hit)
-    empty = _json_bytes({"results": [], "truncated": False})
-    results, dropped = _take_within(hits, SEARCH_RESPONSE_MAX_BYTES - empty)
+        hits.append(
+            {
+                "thread_id": thread_id,
+                "title": title,
+                "message_id": message_id,
+                "role": role,
+                "created_at": _timestamp(created_at),
+                "snippet": snippet,
+                "truncated": title_cut or first > 1 or first + len(snippet) - 1 < chars,
+            }
+        )
+    results, dropped = _take_within(hits, SEARCH_RESPONSE_MAX_BYTES - _EMPTY_SEARCH_BYTES)
     return {"results": results, "truncated": dropped or any(h["truncated"] for h in results)}
 
 
@@ -308,24 +375,108 @@ def _message_id(value: object) -> int | None:
     raise HistoryQueryError("message_id must be a positive integer")
 
 
-def _window(
-    before: list[tuple], after: list[tuple], limit: int
-) -> tuple[list[tuple], int, bool, bool]:
-    """Pick `limit` rows around the anchor, which is `before[0]`.
+class _Thread(NamedTuple):
+    pk: int
+    title_head: str
 
-    `before` runs backwards from the anchor and `after` forwards from it, each up to
-    `limit + 1` rows. Returns the rows in order, the anchor's index and the has_more flags.
-    """
+
+class _Window(NamedTuple):
+    """Message rows `(id, role, created_at, content head, ...)` in order, the index of the
+    anchor (the latest message without one), and whether more lie beyond either end."""
+
+    rows: list[tuple]
+    anchor: int
+    has_more_before: bool
+    has_more_after: bool
+
+
+def _load_thread(
+    cursor: CursorWrapper, owner: int, thread_id: str, anchor_id: int | None
+) -> tuple[_Thread, datetime]:
+    """The visible thread and the anchor's timestamp (None without an anchor); not-found alike
+    for an unknown thread, an invisible one, and an anchor that is not a visible message of it."""
+    if len(thread_id) > THREAD_ID_MAX_CHARS or (anchor_id or 0) > MESSAGE_ID_MAX:
+        raise HistoryNotFound(NOT_FOUND_MESSAGE)
+    found = _fetch(
+        cursor,
+        THREAD_SQL,
+        {
+            "owner": owner,
+            "thread_id": thread_id,
+            "anchor": anchor_id,
+            "title_chars": TITLE_MAX_BYTES + 1,
+        },
+    )
+    if not found or (anchor_id is not None and found[0][2] is None):
+        raise HistoryNotFound(NOT_FOUND_MESSAGE)
+    conversation_pk, title_head, anchor_at = found[0]
+    return _Thread(conversation_pk, title_head), anchor_at
+
+
+def _load_window(
+    cursor: CursorWrapper,
+    conversation_pk: int,
+    anchor_id: int | None,
+    anchor_at: datetime | None,
+    limit: int,
+) -> _Window:
+    """Up to `limit` visible messages: the latest, or `ceil(limit/2)` up to and including the
+    anchor and the rest after it, a short side filled from the other."""
+    params = {
+        "conversation": conversation_pk,
+        "limit": limit + 1,
+        "content_chars": CONTENT_MAX_BYTES + 1,
+    }
+    if anchor_id is None:
+        rows = _fetch(cursor, LATEST_SQL, params)
+        rows.reverse()
+        return _Window(rows[-limit:], min(len(rows), limit) - 1, len(rows) > limit, False)
+    rows = _fetch(cursor, AROUND_SQL, {**params, "anchor": anchor_id, "anchor_at": anchor_at})
+    before = sum(1 for row in rows if row[4])  # rows[:before] end at the anchor
+    after = len(rows) - before
     want_before = math.ceil(limit / 2)
     want_after = limit - want_before
-    if len(after) < want_after:
-        want_before = min(len(before), limit - len(after))
-        want_after = len(after)
-    elif len(before) < want_before:
-        want_after = min(len(after), limit - len(before))
-        want_before = len(before)
-    rows = before[:want_before][::-1] + after[:want_after]
-    return rows, want_before - 1, len(before) > want_before, len(after) > want_after
+    if after < want_after:
+        want_before = min(before, limit - after)
+        want_after = after
+    elif before < want_before:
+        want_after = min(after, limit - before)
+        want_before = before
+    return _Window(
+        rows[before - want_before : before + want_after],
+        want_before - 1,
+        before > want_before,
+        after > want_after,
+    )
+
+
+def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[int], bool]:
+    """Message items cut to their budgets, nearest the anchor first (at equal distance the
+    earlier one) until the contents' budget is spent. Returns the items by window index, the
+    kept indexes in that priority order, and whether anything was cut or left out."""
+    anchor, count = window.anchor, len(window.rows)
+    priority = [anchor] if count else []
+    for distance in range(1, count):
+        priority += [i for i in (anchor - distance, anchor + distance) if 0 <= i < count]
+    items: dict[int, dict[str, Any]] = {}
+    remaining = CONTENTS_MAX_BYTES
+    truncated = False
+    for index in priority:
+        if remaining == 0:
+            truncated = True
+            break
+        message_pk, role, created_at, head, *_ = window.rows[index]
+        content, cut = truncate_utf8(head, min(CONTENT_MAX_BYTES, remaining))
+        remaining -= len(content) if content.isascii() else len(content.encode("utf-8"))
+        truncated = truncated or cut
+        items[index] = {
+            "message_id": message_pk,
+            "role": role,
+            "created_at": _timestamp(created_at),
+            "content": content,
+            "truncated": cut,
+        }
+    return items, [i for i in priority if i in items], truncated
 
 
 def _tool_call_item(row: tuple) -> dict[str, Any]:
@@ -347,16 +498,18 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
     }
     # What is left once the three free-form fields are empty strings ("" is 2 bytes each).
     available = TOOL_CALL_MAX_BYTES - _json_bytes(item) + 6
+    # An input that must be cut becomes cut JSON text.
+    input_text = to_json(input_value) if input_whole else input_head
     needs = {
-        "input": _json_bytes(input_value),
-        "output": _json_bytes(output),
-        "error": _json_bytes(error),
+        "input": len(input_text.encode("utf-8")) if input_whole else _json_bytes(input_head),
+        "output": _bounded_bytes(output),
+        "error": _bounded_bytes(error),
     }
     values: dict[str, Any] = {"input": input_value, "output": output, "error": error}
-    # An input that must be cut becomes cut JSON text.
-    texts = {**values, "input": to_json(input_value) if input_whole else input_head}
+    texts = {**values, "input": input_text}
     cut_any = id_cut or name_cut or not input_whole
     if cut_any or sum(needs.values()) > available:
+        needs.update(output=_json_bytes(output), error=_json_bytes(error))
         # Water-filling: the smaller fields stay whole, the larger share what remains.
         left = len(needs)
         for field in sorted(needs, key=needs.__getitem__):
@@ -373,14 +526,75 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
     return item
 
 
-def _tool_calls(message_ids: Iterable[int]) -> tuple[list[dict[str, Any]], bool]:
+def _load_tool_calls(
+    cursor: CursorWrapper, message_ids: list[int]
+) -> tuple[list[dict[str, Any]], bool]:
     """The allowlisted tool calls of `message_ids`, within count and byte caps."""
-    rows = _fetch(_read_sqls()["tool_calls"], [list(message_ids)])
+    rows = _fetch(
+        cursor,
+        TOOL_CALLS_SQL,
+        {
+            "messages": message_ids,
+            "lookback_tools": list(LOOKBACK_TOOL_NAMES),
+            "input_chars": TOOL_INPUT_LOAD_CHARS + 1,
+            "field_chars": TOOL_CALL_MAX_BYTES + 1,
+            "count": TOOL_CALLS_MAX + 1,
+        },
+    )
     items, dropped = _take_within(
         [_tool_call_item(row) for row in rows[:TOOL_CALLS_MAX]], TOOL_CALLS_MAX_BYTES - 2
     )
     cut = len(rows) > TOOL_CALLS_MAX or dropped or any(item["truncated"] for item in items)
     return items, cut
+
+
+# A message item's serialized bytes, but for its role, timestamp (both plain ASCII) and content.
+_MESSAGE_ITEM_BYTES = _json_bytes(
+    {"message_id": MESSAGE_ID_MAX, "role": "", "created_at": "", "content": "", "truncated": False}
+)
+
+
+def _read_bound(response: dict[str, Any]) -> int:
+    """An upper bound of the read response's serialized size that does not serialize the
+    message contents (most responses are far below their cap)."""
+    messages = response["messages"]
+    return (
+        _json_bytes({**response, "messages": []})
+        + max(len(messages) - 1, 0)
+        + sum(
+            _MESSAGE_ITEM_BYTES
+            + len(item["role"])
+            + len(item["created_at"])
+            + JSON_CHAR_MAX_BYTES * len(item["content"])
+            for item in messages
+        )
+    )
+
+
+def _fit(
+    response: dict[str, Any],
+    items: dict[int, dict[str, Any]],
+    kept: list[int],
+    window: _Window,
+) -> dict[str, Any]:
+    """Fill in `response`'s messages and flags; while it would pass its cap, drop tool calls
+    first, then the kept messages farthest from the anchor (the end of `kept`)."""
+    tool_calls = response.get("tool_calls", [])
+    while True:
+        response["messages"] = [items[i] for i in sorted(kept)]
+        response["has_more_before"] = window.has_more_before or min(kept, default=0) > 0
+        response["has_more_after"] = (
+            window.has_more_after or max(kept, default=-1) < len(window.rows) - 1
+        )
+        if _read_bound(response) <= READ_RESPONSE_MAX_BYTES:
+            return response
+        if _json_bytes(response) <= READ_RESPONSE_MAX_BYTES:
+            return response
+        response["truncated"] = True
+        if tool_calls:
+            tool_calls.pop()
+        else:
+            kept.pop()
 
 
 def read_thread_messages(
@@ -403,77 +617,24 @@ def read_thread_messages(
     limit = _limit(limit, READ_LIMIT_MAX)
     if not isinstance(include_tools, bool):
         raise HistoryQueryError("include_tools must be a boolean")
-    if len(thread_id) > THREAD_ID_MAX_CHARS or (anchor_id or 0) > MESSAGE_ID_MAX:
-        raise HistoryNotFound(NOT_FOUND_MESSAGE)
 
-    _, thread_params, _, message_params = _visibility()
-    found = _fetch(
-        _read_sqls()["thread"], [*message_params, anchor_id, *thread_params, owner, thread_id]
-    )
-    if not found or (anchor_id is not None and found[0][2] is None):
-        raise HistoryNotFound(NOT_FOUND_MESSAGE)
-    conversation_pk, title_head, anchor_at = found[0]
-
-    if anchor_id is None:
-        before = _fetch(_read_sqls()["latest"], [*message_params, conversation_pk, limit + 1])
-        after: list[tuple] = []
-    else:
-        side = [*message_params, conversation_pk, anchor_at, anchor_id, limit + 1]
-        rows = _fetch(_read_sqls()["around"], [*side, *side])
-        before = sorted((r for r in rows if r[4]), key=lambda r: (r[2], r[0]), reverse=True)
-        after = sorted((r for r in rows if not r[4]), key=lambda r: (r[2], r[0]))
-    window, anchor, has_more_before, has_more_after = _window(before, after, limit)
-    if anchor_id is None:
-        anchor = len(window) - 1  # the latest message stands in for the anchor
-
-    # Nearest the anchor first; at equal distance the earlier message.
-    priority = sorted(range(len(window)), key=lambda i: (abs(i - anchor), i))
-    items: dict[int, dict[str, Any]] = {}
-    remaining = CONTENTS_MAX_BYTES
-    truncated = False
-    for index in priority:
-        if remaining == 0:
-            truncated = True
-            break
-        message_pk, role, created_at, head = window[index][:4]
-        content, cut = truncate_utf8(head, min(CONTENT_MAX_BYTES, remaining))
-        remaining -= len(content.encode("utf-8"))
-        truncated = truncated or cut
-        items[index] = {
-            "message_id": message_pk,
-            "role": role,
-            "created_at": _timestamp(created_at),
-            "content": content,
-            "truncated": cut,
-        }
-    kept = [i for i in priority if i in items]
-
-    title, title_cut = _title(title_head)
+    with connection.cursor() as cursor:
+        thread, anchor_at = _load_thread(cursor, owner, thread_id, anchor_id)
+        window = _load_window(cursor, thread.pk, anchor_id, anchor_at, limit)
+        items, kept, truncated = _budget_contents(window)
+        tool_calls = None
+        if include_tools:
+            tool_calls = _load_tool_calls(cursor, [window.rows[i][0] for i in kept])
+    title, title_cut = _title(thread.title_head)
     response: dict[str, Any] = {
         "thread_id": thread_id,
         "title": title,
         "messages": [],
         "has_more_before": False,
         "has_more_after": False,
-        "truncated": False,
+        "truncated": truncated or title_cut,
     }
-    tool_calls: list[dict[str, Any]] = []
-    if include_tools:
-        tool_calls, tools_cut = _tool_calls(window[i][0] for i in kept)
-        truncated = truncated or tools_cut
-        response["tool_calls"] = tool_calls
-
-    def settle() -> int:
-        response["messages"] = [items[i] for i in sorted(kept)]
-        response["has_more_before"] = has_more_before or min(kept, default=0) > 0
-        response["has_more_after"] = has_more_after or max(kept, default=-1) < len(window) - 1
-        response["truncated"] = truncated or title_cut
-        return _json_bytes(response)
-
-    while settle() > READ_RESPONSE_MAX_BYTES:
-        truncated = True
-        if tool_calls:
-            tool_calls.pop()
-        else:
-            kept.pop()
-    return response
+    if tool_calls is not None:
+        response["tool_calls"], tools_cut = tool_calls
+        response["truncated"] = response["truncated"] or tools_cut
+    return _fit(response, items, kept, window)

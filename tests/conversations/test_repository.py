@@ -1,16 +1,19 @@
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import Q
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.models import Conversation, Message
+from conversations.models import VISIBLE_MESSAGE, VISIBLE_THREAD, Conversation, Message
 from conversations.repository import (
     CONTENT_MAX_BYTES,
     CONTENTS_MAX_BYTES,
+    LOOKBACK_TOOL_NAMES,
     READ_RESPONSE_MAX_BYTES,
     SEARCH_RESPONSE_MAX_BYTES,
     SNIPPET_MAX_BYTES,
@@ -20,6 +23,7 @@ from conversations.repository import (
     TOOL_CALLS_MAX_BYTES,
     HistoryNotFound,
     HistoryQueryError,
+    _read_bound,
     read_thread_messages,
     search_thread_messages,
     to_json,
@@ -568,3 +572,149 @@ def test_read_of_a_visible_thread_without_visible_messages_is_empty_not_missing(
         "has_more_after": False,
         "truncated": False,
     }
+
+
+def _lookups(condition: Q) -> set[str]:
+    """The field lookups a model condition names."""
+    found = set()
+    for child in condition.children:
+        found |= _lookups(child) if isinstance(child, Q) else {child[0]}
+    return found
+
+
+def test_the_statements_select_exactly_what_the_model_visibility_conditions_select():
+    # The statements spell visibility out by hand; every value of every field the model
+    # conditions name is tried here, so the two cannot drift apart unnoticed.
+    assert _lookups(VISIBLE_THREAD) == {"parent__isnull", "status", "source__in"}
+    assert _lookups(VISIBLE_MESSAGE) == {"role__in", "message_type"}
+    user = UserFactory()
+    top = _thread(user)
+    threads = [
+        _thread(owner, status=status, source=source, parent=parent)
+        for owner, status, source, parent in itertools.product(
+            [user, UserFactory()],
+            Conversation.Status.values,
+            Conversation.Source.values,
+            [None, top],
+        )
+    ]
+    kinds = list(itertools.product(Message.Role.values, Message.Type.values))
+    Message.objects.bulk_create(
+        Message(conversation=thread, role=role, message_type=kind, content=f"[{thread.pk}]")
+        for thread in threads
+        for role, kind in kinds
+    )
+    visible_threads = set(Conversation.objects.visible_to(user.pk))
+    expected = set(
+        Message.objects.filter(VISIBLE_MESSAGE, conversation__in=visible_threads).values_list(
+            "pk", flat=True
+        )
+    )
+    assert visible_threads and expected
+
+    searched, read, anchored = set(), set(), set()
+    for thread in threads:
+        searched |= set(_ids(search_thread_messages(user.pk, f"[{thread.pk}]"), "results"))
+        try:
+            read |= set(_ids(read_thread_messages(user.pk, thread.thread_id)))
+        except HistoryNotFound:
+            assert thread not in visible_threads
+        else:
+            assert thread in visible_threads
+        for message in thread.messages.all():
+            try:
+                read_thread_messages(user.pk, thread.thread_id, message_id=message.pk)
+            except HistoryNotFound:
+                continue
+            anchored.add(message.pk)
+    assert searched == read == anchored == expected
+
+
+def test_read_with_tools_never_returns_the_output_of_a_lookback_call():
+    user = UserFactory()
+    thread = _thread(user)
+    message = _messages(thread, ["look back for me"])[0]
+    calls = [
+        ("search_thread_messages", {"query": "kyoto"}),
+        ("read_thread_messages", {"thread_id": "thread-other"}),
+        ("remember_memory", {"content": "likes tea"}),
+    ]
+    for i, (name, arguments) in enumerate(calls):
+        ToolCallFactory(
+            message=message,
+            name=name,
+            input=arguments,
+            output=f"copied from another thread {MARKER}",
+            created_at=T0 + timedelta(seconds=i),
+        )
+    response = read_thread_messages(user.pk, thread.thread_id, include_tools=True)
+    assert [(c["name"], c["input"], c["output"]) for c in response["tool_calls"]] == [
+        ("search_thread_messages", {"query": "kyoto"}, None),
+        ("read_thread_messages", {"thread_id": "thread-other"}, None),
+        ("remember_memory", {"content": "likes tea"}, f"copied from another thread {MARKER}"),
+    ]
+    assert set(LOOKBACK_TOOL_NAMES) == {"search_thread_messages", "read_thread_messages"}
+    assert to_json(response).count(MARKER) == 1
+
+
+def test_created_at_is_the_stored_instant_in_iso_8601_with_its_utc_offset():
+    user = UserFactory()
+    thread = _thread(user)
+    message = MessageFactory(
+        conversation=thread,
+        content="timed words",
+        created_at=datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC),
+    )
+    whole = MessageFactory(
+        conversation=thread, content="whole second", created_at=datetime(2026, 3, 5, tzinfo=UTC)
+    )
+    expected = {
+        message.pk: "2026-03-04T05:06:07.890123+00:00",
+        whole.pk: "2026-03-05T00:00:00+00:00",
+    }
+    searched = search_thread_messages(user.pk, "timed words")["results"]
+    latest = read_thread_messages(user.pk, thread.thread_id)["messages"]
+    around = read_thread_messages(user.pk, thread.thread_id, message_id=message.pk)["messages"]
+    for items in (searched, latest, around):
+        assert {item["message_id"]: item["created_at"] for item in items}.items() <= (
+            expected.items()
+        )
+    assert len(latest) == len(around) == 2
+
+
+def test_a_tool_call_that_fits_only_by_its_exact_size_is_returned_whole():
+    user = UserFactory()
+    thread = _thread(user)
+    message = _messages(thread, ["asked"])[0]
+    output = "o" * (TOOL_CALL_MAX_BYTES - 300)  # fits, though six bytes a character would not
+    ToolCallFactory(message=message, tool_call_id="c" * 60, input={"q": "x"}, output=output)
+    call = read_thread_messages(user.pk, thread.thread_id, include_tools=True)["tool_calls"][0]
+    assert (call["id"], call["output"], call["truncated"]) == ("c" * 60, output, False)
+    assert len(to_json(call).encode("utf-8")) <= TOOL_CALL_MAX_BYTES
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    contents=st.lists(st.text(), max_size=20),
+    title=st.text(),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+)
+def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title, flags):
+    response = {
+        "thread_id": "thread-x",
+        "title": title,
+        "messages": [
+            {
+                "message_id": 2**63 - 1 - i,
+                "role": "assistant",
+                "created_at": "2026-03-04T05:06:07.890123+00:00",
+                "content": content,
+                "truncated": flags[0],
+            }
+            for i, content in enumerate(contents)
+        ],
+        "has_more_before": flags[1],
+        "has_more_after": flags[2],
+        "truncated": flags[0],
+    }
+    assert _read_bound(response) >= _size(response)

@@ -8,10 +8,11 @@ from django.db import OperationalError, connection, connections, transaction
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from conversations import runs
-from conversations.models import AgentRun, Message
+from conversations.models import AgentRun, Message, ToolCall
 from conversations.repository import read_thread_messages, search_thread_messages, to_json
 from conversations.runs import ToolRuntimeContext
 from memory_app.models import UserConfig
+from memory_app.runtime import chat
 from memory_app.tools import make_read_thread_messages_tool, make_search_thread_messages_tool
 from tests.factories import (
     AgentRunFactory,
@@ -74,6 +75,22 @@ def test_search_tool_returns_the_repository_response_as_it_is(setup):
     text = make_search_thread_messages_tool(ctx).invoke({"query": "kyoto", "limit": 3})
     assert text == to_json(search_thread_messages(user.pk, "kyoto", limit=3))
     assert json.loads(text)["results"][0]["snippet"] == "we booked the Kyoto hotel"
+
+
+# The chat's tools may run on other threads, which cannot see a test's transaction.
+@pytest.mark.django_db(transaction=True)
+def test_a_chat_turns_lookback_output_is_never_read_back_through_include_tools(setup):
+    user, _, _, _, _ = setup
+    turn = chat(user_id=user.pk, message="search my history for kyoto")
+    recorded = ToolCall.objects.get(message__conversation__thread_id=turn.thread_id)
+    assert recorded.name == "search_thread_messages" and "Kyoto hotel" in recorded.output
+    response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)
+    [call] = response["tool_calls"]
+    assert (call["name"], call["input"], call["output"]) == (
+        "search_thread_messages",
+        {"query": "kyoto"},
+        None,
+    )
 
 
 def test_read_tool_returns_the_repository_response_as_it_is(setup):

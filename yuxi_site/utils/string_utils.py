@@ -9,7 +9,10 @@ def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     """
     if max_bytes < 0:
         raise ValueError("max_bytes must be >= 0")
-    head = text[: max_bytes + 1].encode("utf-8")
+    prefix = text[: max_bytes + 1]
+    if prefix.isascii():  # one byte per character: the cut is a slice
+        return (text, False) if len(prefix) <= max_bytes else (prefix[:max_bytes], True)
+    head = prefix.encode("utf-8")
     if len(head) <= max_bytes:
         return text, False
     return head[:max_bytes].decode("utf-8", errors="ignore"), True
