@@ -21,10 +21,6 @@ FORBIDDEN = {
 # The URL configuration routes requests to the apps' views: site wiring, not a dependency of
 # the site's utilities on an app.
 WIRING = {"yuxi_site/urls.py"}
-# Known exceptions, each with its reason. The run page of the staff admin shows whether the
-# run's worker may write memory now (`memory_write_refusal`), a memory_app rule; moving that
-# page's verdict into memory_app/admin.py would remove this entry.
-EXCEPTIONS = {("conversations/admin.py", "memory_app")}
 
 
 def _imported_packages(path: Path, package: str) -> set[str]:
@@ -51,7 +47,7 @@ def _violations() -> set[tuple[str, str]]:
 
 
 def test_imports_run_from_memory_app_to_conversations_to_yuxi_site():
-    assert _violations() - EXCEPTIONS == set()
+    assert _violations() == set()
 
 
 @pytest.mark.parametrize(
