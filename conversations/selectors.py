@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import F, Q, QuerySet
+from django.db.models.fields.json import KeyTextTransform
 
 from conversations.models import (
     HIDDEN_SOURCES,
@@ -197,35 +198,43 @@ def message_tool_calls(*, message_id: int) -> RelatedRows:
 
 
 def tool_calls_during_runs(*, runs: list[AgentRun], name: str) -> dict[int, list[ToolCall]]:
-    """Per run (by pk), the `name` tool calls issued in its thread while it ran, in order.
+    """Per run (by pk), the `name` tool calls it issued, in order.
 
-    Tool calls carry no run; a run's calls are those of its thread created between the run's
-    creation and its end (a thread runs one turn at a time). One query for all `runs`, each
-    bounded by `RELATED_ROWS_SHOWN`; no input or output read.
+    Tool calls carry no run. The Chat service marks every message it stores with its run
+    (`metadata.run_id`), and stores them as the run finishes, so after `finished_at`; a message
+    without that mark (imported or demo data) counts for the run of its thread that was open
+    when the call was created (a thread runs one turn at a time). One query for all `runs`,
+    each bounded by `RELATED_ROWS_SHOWN`; no input or output read.
     """
     if not runs:
         return {}
     windows = Q()
     for run in runs:
-        window = Q(message__conversation_id=run.conversation_id, created_at__gte=run.created_at)
+        window = Q(created_at__gte=run.created_at, message__metadata__run_id__isnull=True)
         if run.finished_at is not None:
             window &= Q(created_at__lte=run.finished_at)
-        windows |= window
+        marked = Q(message__metadata__run_id=str(run.run_id))
+        windows |= Q(message__conversation_id=run.conversation_id) & (marked | window)
     calls = (
         ToolCall.objects.filter(windows, name=name)
-        .annotate(conversation_id=F("message__conversation_id"))
+        .annotate(
+            conversation_id=F("message__conversation_id"),
+            issuing_run=KeyTextTransform("run_id", "message__metadata"),
+        )
         .only("id", "tool_call_id", "name", "status", "created_at", "message_id")
         .order_by("created_at", "id")[: RELATED_ROWS_SHOWN * len(runs)]
     )
     found: dict[int, list[ToolCall]] = {run.pk: [] for run in runs}
     for call in calls:
         for run in runs:
-            ended = run.finished_at is None or call.created_at <= run.finished_at
-            if (
-                call.conversation_id == run.conversation_id
-                and call.created_at >= run.created_at
-                and ended
-            ):
+            if call.conversation_id != run.conversation_id:
+                continue
+            if call.issuing_run is not None:
+                issued = call.issuing_run == str(run.run_id)
+            else:
+                ended = run.finished_at is None or call.created_at <= run.finished_at
+                issued = call.created_at >= run.created_at and ended
+            if issued:
                 found[run.pk].append(call)
     return found
 

@@ -8,14 +8,17 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from conversations.models import ToolCall
 from memory_app.ledger_selectors import LEDGER_EVENTS_SHOWN
 from memory_app.models import MemoryEvent
+from memory_app.runtime import chat
 from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
 from tests.factories import (
     AgentRunFactory,
     MemoryEventFactory,
     ToolCallFactory,
     UserConfigFactory,
+    memory_user,
 )
 
 pytestmark = pytest.mark.django_db
@@ -170,6 +173,18 @@ def test_ledger_lists_events_newest_first_linked_to_run_thread_and_tool_call(sta
     assert reverse("admin:memory_app_memoryevent_change", args=[event.pk]) in ledger
     assert "the agent" in ledger and config.user.username in ledger
     assert "The chain is unbroken" in ledger
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ledger_links_the_remember_memory_call_of_a_real_chat_turn(staff_client):
+    """The Chat service stores a turn's tool calls as the run finishes (after `finished_at`):
+    the ledger still finds the call through the run its message is marked with."""
+    user = memory_user()
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea")
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    call = ToolCall.objects.get(name="remember_memory")
+    ledger = _ledger(_page(staff_client, user.memory_config))
+    assert reverse("admin:conversations_toolcall_change", args=[call.pk]) in ledger
 
 
 def test_ledger_points_out_a_break_in_the_chain(staff_client):
