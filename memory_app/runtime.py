@@ -623,7 +623,8 @@ def _serve(
             stream_mode="values",
         ):
             produced = state["messages"][len(messages) :]
-        reply = produced[-1].text if produced else ""
+        # LangChain's `.text` is a callable str subclass; the turn carries plain text.
+        reply = str(produced[-1].text) if produced else ""
     except _LeaseLost as exc:
         runs.lease_keeper().unregister(handle.run_id)
         release_connection()

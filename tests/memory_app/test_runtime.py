@@ -149,6 +149,7 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\n"
     assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
     assert '"status": "added"' in turn.reply
+    assert type(turn.reply) is str  # plain text, not LangChain's callable accessor
     thread = Conversation.objects.get(thread_id=turn.thread_id)
     assert (thread.user_id, thread.source, thread.parent_id) == (user.pk, "chat", None)
     rows = [(m.role, m.message_type) for m in thread.messages.all()]
