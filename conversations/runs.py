@@ -97,6 +97,19 @@ def _require_worker_id(worker_id: str) -> None:
         raise ValueError("worker_id must be a non-empty string")
 
 
+def _insert_run(
+    *, user_id: int, conversation: Conversation, request_id: str, **fields: object
+) -> AgentRun:
+    """Insert a run after the checks every new run passes, pending or already claimed."""
+    if not request_id:
+        raise ValueError("request_id must be a non-empty string")
+    if conversation.user_id != int(user_id):
+        raise ValueError("the conversation belongs to another user")
+    return AgentRun.objects.create(
+        user_id=user_id, conversation=conversation, request_id=request_id, **fields
+    )
+
+
 def create_run(
     *,
     user_id: int,
@@ -106,11 +119,7 @@ def create_run(
     parent_run: AgentRun | None = None,
 ) -> AgentRun:
     """Record a pending run for a worker to claim."""
-    if not request_id:
-        raise ValueError("request_id must be a non-empty string")
-    if conversation.user_id != int(user_id):
-        raise ValueError("the conversation belongs to another user")
-    return AgentRun.objects.create(
+    return _insert_run(
         user_id=user_id,
         conversation=conversation,
         request_id=request_id,
@@ -202,11 +211,7 @@ def start_run(
     in between for another worker to claim.
     """
     _require_worker_id(worker_id)
-    if not request_id:
-        raise ValueError("request_id must be a non-empty string")
-    if conversation.user_id != int(user_id):
-        raise ValueError("the conversation belongs to another user")
-    return AgentRun.objects.create(
+    return _insert_run(
         user_id=user_id,
         conversation=conversation,
         request_id=request_id,
