@@ -40,6 +40,7 @@ __all__ = [
     "finish_run",
     "lease_keeper",
     "lock_run_for_tool",
+    "parse_context",
     "renew_lease",
     "start_run",
     "tool_run_refusal",
@@ -296,9 +297,16 @@ def fail_expired_runs() -> int:
     return expired + stale
 
 
-def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
-    """The run of `ctx` among `candidates`, refused unless every field of `ctx` matches it."""
-    for field in ("uid", "thread_id", "run_id", "request_id", "worker_id"):
+_CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
+
+
+def parse_context(ctx: ToolRuntimeContext) -> tuple[int, uuid.UUID]:
+    """The user id and run id of `ctx`, once every field is a non-empty string and both parse.
+
+    The first check of every tool's trust in its context; `RunContextInvalid` says which field
+    failed (its reason names no value).
+    """
+    for field in _CONTEXT_FIELDS:
         value = getattr(ctx, field, None)
         if not isinstance(value, str) or not value:
             raise RunContextInvalid(f"{field} is missing")
@@ -309,6 +317,12 @@ def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
         run_uuid = uuid.UUID(ctx.run_id)
     except ValueError as exc:
         raise RunContextInvalid("run_id is malformed") from exc
+    return uid, run_uuid
+
+
+def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
+    """The run of `ctx` among `candidates`, refused unless every field of `ctx` matches it."""
+    uid, run_uuid = parse_context(ctx)
     run = candidates.select_related("conversation").filter(run_id=run_uuid).first()
     if run is None or run.user_id != uid:
         raise RunContextInvalid("no such run for this user")

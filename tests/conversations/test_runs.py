@@ -310,3 +310,34 @@ def test_fail_expired_runs_says_why_a_lapsed_lease_failed():
     assert runs.fail_expired_runs() == 1
     run.refresh_from_db()
     assert (run.status, run.error) == ("failed", runs.EXPIRED_LEASE_ERROR)
+
+
+_GOOD_CONTEXT = {
+    "uid": "7",
+    "thread_id": "thread-1",
+    "run_id": "6f1c2f5e-8a4b-4c1d-9e2f-3a4b5c6d7e8f",
+    "request_id": "req-1",
+    "worker_id": "worker-1",
+}
+
+
+def test_parse_context_returns_the_user_id_and_run_uuid() -> None:
+    uid, run_uuid = runs.parse_context(runs.ToolRuntimeContext(**_GOOD_CONTEXT))
+
+    assert (uid, str(run_uuid)) == (7, _GOOD_CONTEXT["run_id"])
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ({"worker_id": ""}, "worker_id is missing"),
+        ({"thread_id": None}, "thread_id is missing"),
+        ({"uid": "07"}, "uid is malformed"),
+        ({"run_id": "nope"}, "run_id is malformed"),
+    ],
+)
+def test_parse_context_refuses_a_missing_or_malformed_field(override, reason) -> None:
+    ctx = runs.ToolRuntimeContext(**{**_GOOD_CONTEXT, **override})
+
+    with pytest.raises(RunContextInvalid, match=f"^{reason}$"):
+        runs.parse_context(ctx)
