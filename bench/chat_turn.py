@@ -33,6 +33,7 @@ from conversations.models import AgentRun  # noqa: E402
 from memory_app.llm import ScriptedChatModel  # noqa: E402
 from memory_app.models import UserConfig  # noqa: E402
 from memory_app.runtime import agent_run, build_chatbot_graph, chat  # noqa: E402
+from yuxi_site.utils.connections import direct_connection  # noqa: E402
 from yuxi_site.utils.statements import count_statements  # noqa: E402
 
 GRAPH_ROUNDS = 100
@@ -141,15 +142,7 @@ def concurrent_chats(made: list) -> None:
     users = [_user(True) for _ in range(CONCURRENT_CHATS)]
     made += users
     connection.close()
-    params = connections["default"].settings_dict
-    monitor = psycopg.connect(
-        dbname=params["NAME"],
-        user=params["USER"] or None,
-        password=params["PASSWORD"] or None,
-        host=params["HOST"] or None,
-        port=params["PORT"] or None,
-        autocommit=True,
-    )
+    monitor = direct_connection(autocommit=True)
     before = _backends(monitor)
     peak = [before]
     done = threading.Event()

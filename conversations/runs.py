@@ -15,11 +15,12 @@ from datetime import datetime, timedelta
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import CombinedExpression
 
 from conversations.models import AgentRun, Conversation
+from yuxi_site.utils.connections import direct_connection
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.ids import parse_uid
 
@@ -502,16 +503,7 @@ class LeaseKeeper:
 
     def _connection(self) -> "psycopg.Connection":
         if self._conn is None or self._conn.closed:
-            params = connections[DEFAULT_DB_ALIAS].settings_dict
-            self._conn = psycopg.connect(
-                dbname=params["NAME"],
-                user=params["USER"] or None,
-                password=params["PASSWORD"] or None,
-                host=params["HOST"] or None,
-                port=params["PORT"] or None,
-                autocommit=True,
-                application_name="yuxi-lease-keeper",
-            )
+            self._conn = direct_connection(autocommit=True, application_name="yuxi-lease-keeper")
         return self._conn
 
     def _close(self) -> None:
