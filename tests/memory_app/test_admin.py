@@ -8,9 +8,8 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from memory_app.ledger_selectors import LEDGER_EVENTS_SHOWN
 from memory_app.models import MemoryEvent
-from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
+from memory_app.selectors import LEDGER_EVENTS_SHOWN, MEMORY_PROMPT_MAX_BYTES
 from tests.factories import (
     AgentRunFactory,
     MemoryEventFactory,
