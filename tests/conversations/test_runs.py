@@ -1,8 +1,7 @@
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from conversations import runs
@@ -12,7 +11,7 @@ from conversations.runs import (
     RunContextInvalid,
     RunNotFound,
 )
-from tests.concurrency import race
+from tests.concurrency import race, row_locked_elsewhere
 from tests.factories import AgentRunFactory, ConversationFactory, context_for
 from yuxi_site.utils.db_functions import ClockTimestamp
 
@@ -81,27 +80,10 @@ def test_claim_requires_a_worker_id():
 @pytest.mark.django_db(transaction=True)
 def test_claim_skips_a_run_another_connection_is_claiming():
     run = AgentRunFactory()
-    locked = threading.Event()
-    release = threading.Event()
 
-    def hold_row_lock():
-        try:
-            with transaction.atomic():
-                list(AgentRun.objects.select_for_update().filter(pk=run.pk))
-                locked.set()
-                release.wait(10)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_row_lock)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with row_locked_elsewhere(run):
         # SKIP LOCKED: no wait, and no run, while the other connection holds the row.
         assert runs.claim_run(worker_id="w2", run_id=run.run_id) is None
-    finally:
-        release.set()
-        holder.join()
     assert runs.claim_run(worker_id="w2", run_id=run.run_id).worker_id == "w2"
 
 
