@@ -30,3 +30,24 @@ def setup_django() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+def bench_user(*, prefix: str, enabled: bool, memory_bytes: int | None = None):
+    """A fresh user with the memory switch set, and a MEMORY.md of `memory_bytes` if given.
+
+    Call after `setup_django()` (the models are imported here for that reason).
+    """
+    import time
+
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+
+    from memory_app.models import UserConfig
+
+    user = get_user_model().objects.create(username=f"{prefix}-{time.time_ns()}")
+    UserConfig.objects.create(user=user, enable_memory=enabled)
+    if memory_bytes is not None:
+        agents = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents"
+        agents.mkdir(parents=True)
+        (agents / "MEMORY.md").write_bytes(b"m" * memory_bytes)
+    return user

@@ -19,7 +19,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchenv import setup_django
+from benchenv import bench_user, setup_django
 
 setup_django()
 
@@ -31,8 +31,8 @@ from django.db.models import Count  # noqa: E402
 
 from conversations.models import AgentRun  # noqa: E402
 from memory_app.llm import ScriptedChatModel  # noqa: E402
-from memory_app.models import UserConfig  # noqa: E402
 from memory_app.runtime import agent_run, build_chatbot_graph, chat  # noqa: E402
+from yuxi_site.utils.connections import direct_connection  # noqa: E402
 from yuxi_site.utils.statements import count_statements  # noqa: E402
 
 GRAPH_ROUNDS = 100
@@ -56,20 +56,13 @@ CASES = [
 ]
 
 
-def _user(enabled: bool, memory_bytes: int | None = None):
-    user = get_user_model().objects.create(username=f"bench-chat-{time.time_ns()}")
-    UserConfig.objects.create(user=user, enable_memory=enabled)
-    if memory_bytes is not None:
-        agents = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents"
-        agents.mkdir(parents=True)
-        (agents / "MEMORY.md").write_bytes(b"m" * memory_bytes)
-    return user
-
-
 def graph_builds(made: list) -> None:
     model = ScriptedChatModel()
     timings: dict[str, list[float]] = {label: [] for label, _, _ in CASES}
-    users = [(label, _user(enabled, size)) for label, enabled, size in CASES]
+    users = [
+        (label, bench_user(prefix="bench-chat", enabled=enabled, memory_bytes=size))
+        for label, enabled, size in CASES
+    ]
     made += [user for _, user in users]
     with agent_run(user_id=users[0][1].pk, thread_id=None) as first:
         runs_ = [(users[0][0], first)]
@@ -96,7 +89,7 @@ def graph_builds(made: list) -> None:
 
 
 def turns(made: list) -> None:
-    user = _user(True)
+    user = bench_user(prefix="bench-chat", enabled=True)
     made.append(user)
     thread = chat(user_id=user.pk, message="hello").thread_id
     rows = []
@@ -138,18 +131,10 @@ def _backends(monitor: psycopg.Connection) -> int:
 
 def concurrent_chats(made: list) -> None:
     settings.AGENT_RUN_LEASE_SECONDS = CONCURRENT_LEASE_SECONDS
-    users = [_user(True) for _ in range(CONCURRENT_CHATS)]
+    users = [bench_user(prefix="bench-chat", enabled=True) for _ in range(CONCURRENT_CHATS)]
     made += users
     connection.close()
-    params = connections["default"].settings_dict
-    monitor = psycopg.connect(
-        dbname=params["NAME"],
-        user=params["USER"] or None,
-        password=params["PASSWORD"] or None,
-        host=params["HOST"] or None,
-        port=params["PORT"] or None,
-        autocommit=True,
-    )
+    monitor = direct_connection(autocommit=True)
     before = _backends(monitor)
     peak = [before]
     done = threading.Event()

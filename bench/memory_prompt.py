@@ -10,17 +10,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchenv import setup_django
+from benchenv import bench_user, setup_django
 
 setup_django()
 
 from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import transaction  # noqa: E402
 
 from conversations import runs  # noqa: E402
 from conversations.models import Conversation  # noqa: E402
-from memory_app.models import UserConfig  # noqa: E402
 from memory_app.runtime import build_chatbot_graph  # noqa: E402
 
 ROUNDS = 200
@@ -37,12 +35,7 @@ class _Rollback(Exception):
 
 
 def _case_context(index: int, enabled: bool, size: int | None) -> runs.ToolRuntimeContext:
-    user = get_user_model().objects.create(username=f"bench-{index}-{time.time_ns()}")
-    UserConfig.objects.create(user=user, enable_memory=enabled)
-    if size is not None:
-        agents = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents"
-        agents.mkdir(parents=True)
-        (agents / "MEMORY.md").write_bytes(b"m" * size)
+    user = bench_user(prefix=f"bench-{index}", enabled=enabled, memory_bytes=size)
     thread = Conversation.objects.create(thread_id=f"bench-{user.pk}", user=user)
     run = runs.create_run(user_id=user.pk, conversation=thread, request_id="bench")
     runs.claim_run(worker_id="bench", run_id=run.run_id)

@@ -15,11 +15,12 @@ from datetime import datetime, timedelta
 
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import CombinedExpression
 
 from conversations.models import AgentRun, Conversation
+from yuxi_site.utils.connections import direct_connection
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.ids import parse_uid
 
@@ -40,6 +41,7 @@ __all__ = [
     "finish_run",
     "lease_keeper",
     "lock_run_for_tool",
+    "parse_context",
     "renew_lease",
     "start_run",
     "tool_run_refusal",
@@ -97,6 +99,19 @@ def _require_worker_id(worker_id: str) -> None:
         raise ValueError("worker_id must be a non-empty string")
 
 
+def _insert_run(
+    *, user_id: int, conversation: Conversation, request_id: str, **fields: object
+) -> AgentRun:
+    """Insert a run after the checks every new run passes, pending or already claimed."""
+    if not request_id:
+        raise ValueError("request_id must be a non-empty string")
+    if conversation.user_id != int(user_id):
+        raise ValueError("the conversation belongs to another user")
+    return AgentRun.objects.create(
+        user_id=user_id, conversation=conversation, request_id=request_id, **fields
+    )
+
+
 def create_run(
     *,
     user_id: int,
@@ -106,11 +121,7 @@ def create_run(
     parent_run: AgentRun | None = None,
 ) -> AgentRun:
     """Record a pending run for a worker to claim."""
-    if not request_id:
-        raise ValueError("request_id must be a non-empty string")
-    if conversation.user_id != int(user_id):
-        raise ValueError("the conversation belongs to another user")
-    return AgentRun.objects.create(
+    return _insert_run(
         user_id=user_id,
         conversation=conversation,
         request_id=request_id,
@@ -202,11 +213,7 @@ def start_run(
     in between for another worker to claim.
     """
     _require_worker_id(worker_id)
-    if not request_id:
-        raise ValueError("request_id must be a non-empty string")
-    if conversation.user_id != int(user_id):
-        raise ValueError("the conversation belongs to another user")
-    return AgentRun.objects.create(
+    return _insert_run(
         user_id=user_id,
         conversation=conversation,
         request_id=request_id,
@@ -291,9 +298,16 @@ def fail_expired_runs() -> int:
     return expired + stale
 
 
-def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
-    """The run of `ctx` among `candidates`, refused unless every field of `ctx` matches it."""
-    for field in ("uid", "thread_id", "run_id", "request_id", "worker_id"):
+_CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
+
+
+def parse_context(ctx: ToolRuntimeContext) -> tuple[int, uuid.UUID]:
+    """The user id and run id of `ctx`, once every field is a non-empty string and both parse.
+
+    The first check of every tool's trust in its context; `RunContextInvalid` says which field
+    failed (its reason names no value).
+    """
+    for field in _CONTEXT_FIELDS:
         value = getattr(ctx, field, None)
         if not isinstance(value, str) or not value:
             raise RunContextInvalid(f"{field} is missing")
@@ -304,6 +318,12 @@ def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
         run_uuid = uuid.UUID(ctx.run_id)
     except ValueError as exc:
         raise RunContextInvalid("run_id is malformed") from exc
+    return uid, run_uuid
+
+
+def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
+    """The run of `ctx` among `candidates`, refused unless every field of `ctx` matches it."""
+    uid, run_uuid = parse_context(ctx)
     run = candidates.select_related("conversation").filter(run_id=run_uuid).first()
     if run is None or run.user_id != uid:
         raise RunContextInvalid("no such run for this user")
@@ -483,16 +503,7 @@ class LeaseKeeper:
 
     def _connection(self) -> "psycopg.Connection":
         if self._conn is None or self._conn.closed:
-            params = connections[DEFAULT_DB_ALIAS].settings_dict
-            self._conn = psycopg.connect(
-                dbname=params["NAME"],
-                user=params["USER"] or None,
-                password=params["PASSWORD"] or None,
-                host=params["HOST"] or None,
-                port=params["PORT"] or None,
-                autocommit=True,
-                application_name="yuxi-lease-keeper",
-            )
+            self._conn = direct_connection(autocommit=True, application_name="yuxi-lease-keeper")
         return self._conn
 
     def _close(self) -> None:

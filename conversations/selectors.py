@@ -170,22 +170,23 @@ def thread_child_threads(*, conversation_id: int) -> RelatedRows:
     )
 
 
-def thread_runs(*, conversation_id: int) -> RelatedRows:
-    """The runs that worked on a thread, newest first, bounded."""
+def _listed_runs(**filters: int) -> RelatedRows:
+    """Runs as a staff page lists them (the columns it shows), newest first, bounded."""
     return first_related(
-        AgentRun.objects.filter(conversation_id=conversation_id)
+        AgentRun.objects.filter(**filters)
         .only("id", "run_id", "run_type", "status", "created_at")
         .order_by("-id")
     )
+
+
+def thread_runs(*, conversation_id: int) -> RelatedRows:
+    """The runs that worked on a thread, newest first, bounded."""
+    return _listed_runs(conversation_id=conversation_id)
 
 
 def child_runs(*, run_id: int) -> RelatedRows:
     """The sub-agent runs a run started, newest first, bounded."""
-    return first_related(
-        AgentRun.objects.filter(parent_run_id=run_id)
-        .only("id", "run_id", "run_type", "status", "created_at")
-        .order_by("-id")
-    )
+    return _listed_runs(parent_run_id=run_id)
 
 
 def message_tool_calls(*, message_id: int) -> RelatedRows:

@@ -19,9 +19,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from conversations.models import AgentRun, Conversation
-from conversations.runs import ToolRuntimeContext, tool_run_refusal
+from conversations.runs import (
+    RunContextInvalid,
+    ToolRuntimeContext,
+    parse_context,
+    tool_run_refusal,
+)
 from memory_app.models import UserConfig
-from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
     "MemoryRunRefused",
@@ -30,8 +34,6 @@ __all__ = [
     "memory_run_refusal",
     "read_memory_state",
 ]
-
-_CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
 
 
 class MemoryRunRefused(Exception):
@@ -122,17 +124,10 @@ def authorize_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> Agen
     """
     if lock and not connection.in_atomic_block:
         raise RuntimeError("authorize_memory_run(lock=True) must run inside transaction.atomic()")
-    for field in _CONTEXT_FIELDS:
-        value = getattr(ctx, field, None)
-        if not isinstance(value, str) or not value:
-            raise MemoryRunRefused(f"{field} is missing")
-    uid = parse_uid(ctx.uid)
-    if uid is None:
-        raise MemoryRunRefused("uid is malformed")
     try:
-        run_uuid = uuid.UUID(ctx.run_id)
-    except ValueError as exc:
-        raise MemoryRunRefused("run_id is malformed") from exc
+        uid, run_uuid = parse_context(ctx)
+    except RunContextInvalid as exc:
+        raise MemoryRunRefused(str(exc)) from exc
     loaded = _load_run(run_uuid, lock=lock)
     if loaded is None or loaded[0].user_id != uid:
         raise MemoryRunRefused("no such run for this user")

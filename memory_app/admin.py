@@ -23,16 +23,14 @@ from conversations.admin import (
 )
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.selectors import first_related
-from memory_app.ledger_selectors import (
-    ledger_events,
-    remember_calls_for,
-    user_ledger,
-)
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
+    ledger_events,
     memory_write_refusal,
     read_memory_for_prompt,
+    remember_calls_for,
+    user_ledger,
 )
 from memory_app.user_admin import ErasingUserAdmin
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused

@@ -265,26 +265,17 @@ def _publish_recorded(
     Returns the new file's SHA-256 (hex).
     """
     after = hashlib.sha256(data).hexdigest()
-    record = partial(
-        _record_event,
-        held,
-        user_id=workspace.uid,
-        kind=kind,
-        actor_id=actor_id,
-        run_id=run_id,
-        before=before,
-        after=after,
-        size_bytes=len(data),
-    )
+    fields = {
+        "user_id": workspace.uid,
+        "kind": kind,
+        "actor_id": actor_id,
+        "run_id": run_id,
+        "before": before,
+        "after": after,
+    }
+    record = partial(_record_event, held, size_bytes=len(data), **fields)
     workspace.publish(MEMORY_RELPATH, data, before_rename=record)
-    _log_change(
-        user_id=workspace.uid,
-        kind=kind,
-        actor_id=actor_id,
-        run_id=run_id,
-        before=before,
-        after=after,
-    )
+    _log_change(**fields)
     return after
 
 

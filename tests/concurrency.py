@@ -1,10 +1,12 @@
 """Racing real database connections from threads, started together."""
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from django.db import connections
+from django.db import connections, transaction
+from django.db.models import Model
 
 
 def race(work: Callable[..., Any], arguments: Iterable[tuple]) -> list[Any]:
@@ -35,3 +37,31 @@ def race(work: Callable[..., Any], arguments: Iterable[tuple]) -> list[Any]:
     if errors:
         raise errors[0]
     return results
+
+
+@contextmanager
+def row_locked_elsewhere(instance: Model) -> Iterator[None]:
+    """`instance`'s row held `FOR UPDATE` by another connection (a thread) for the body.
+
+    The body starts once the lock is granted; the lock is released and the thread joined on
+    exit. Needs `django_db(transaction=True)`: the other connection must see the row.
+    """
+    locked, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic():
+                type(instance)._default_manager.select_for_update().get(pk=instance.pk)
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert locked.wait(30), "the other connection never got the row lock"
+        yield
+    finally:
+        release.set()
+        holder.join()

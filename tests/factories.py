@@ -108,6 +108,11 @@ def memory_user(**kwargs: object) -> object:
     return UserConfigFactory(**kwargs).user
 
 
+def memory_run(**kwargs: object) -> AgentRun:
+    """A running top-level chat run, leased to its worker, of a user whose memory is on."""
+    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()), **kwargs)
+
+
 def context_for(run: AgentRun, **overrides: str) -> ToolRuntimeContext:
     """The trusted context the Chat service would write for `run`, with fields overridden."""
     fields = {

@@ -49,12 +49,11 @@ from memory_app.workspace import Workspace
 from tests.factories import (
     ConversationFactory,
     MessageFactory,
-    RunningAgentRunFactory,
     StaffUserFactory,
     ToolCallFactory,
     UserFactory,
     context_for,
-    memory_user,
+    memory_run,
 )
 from yuxi_site.utils.string_utils import truncate_utf8
 
@@ -98,7 +97,7 @@ def call(tool, arguments: dict) -> dict:
 @pytest.fixture
 def run():
     """A running top-level chat run of a user whose memory is on."""
-    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    return memory_run()
 
 
 @pytest.fixture
@@ -389,7 +388,7 @@ def test_every_tool_refuses_a_context_field_that_is_empty_or_does_not_match(run,
     thread = ConversationFactory(user=run.user)
     MessageFactory(conversation=thread, content="findable words")
     # "other": a well-formed value of something real (another memory user, run or thread).
-    other_run = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    other_run = memory_run()
     value = "" if forge == "empty" else getattr(context_for(other_run), field)
     forged = context_for(run, **{field: value})
     # The graph for a context naming no running run of that user registers no tool at all.

@@ -1,14 +1,13 @@
 """The process's lease keeper: one thread, one statement per beat, busy is not lost."""
 
-import threading
 from datetime import timedelta
 
 import psycopg
 import pytest
-from django.db import connections, transaction
 
 from conversations import runs
 from conversations.models import AgentRun
+from tests.concurrency import row_locked_elsewhere
 from tests.factories import ConversationFactory
 from yuxi_site.utils.db_functions import ClockTimestamp
 
@@ -63,27 +62,12 @@ def test_a_row_a_tool_holds_is_busy_and_an_expired_or_taken_one_is_lost():
         lease_expires_at=ClockTimestamp() - timedelta(seconds=1)
     )
     AgentRun.objects.filter(pk=taken.pk).update(worker_id="another-worker")
-    holding, release = threading.Event(), threading.Event()
-
-    def tool_holds_the_row() -> None:
-        try:
-            with transaction.atomic():
-                AgentRun.objects.select_for_update().get(pk=locked.pk)
-                holding.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=tool_holds_the_row)
-    holder.start()
     try:
-        assert holding.wait(30)
-        held = {str(run.run_id): run.worker_id for run in (locked, expired, taken, fine)}
-        held[str(taken.run_id)] = "w2"
-        renewed, busy = keeper._renew(held)
+        with row_locked_elsewhere(locked):  # as a tool's write holds it
+            held = {str(run.run_id): run.worker_id for run in (locked, expired, taken, fine)}
+            held[str(taken.run_id)] = "w2"
+            renewed, busy = keeper._renew(held)
     finally:
-        release.set()
-        holder.join()
         keeper._close()
     assert renewed == {str(fine.run_id)}
     assert busy == {str(locked.run_id)}

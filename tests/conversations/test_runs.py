@@ -1,8 +1,7 @@
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from conversations import runs
@@ -12,7 +11,7 @@ from conversations.runs import (
     RunContextInvalid,
     RunNotFound,
 )
-from tests.concurrency import race
+from tests.concurrency import race, row_locked_elsewhere
 from tests.factories import AgentRunFactory, ConversationFactory, context_for
 from yuxi_site.utils.db_functions import ClockTimestamp
 
@@ -81,27 +80,10 @@ def test_claim_requires_a_worker_id():
 @pytest.mark.django_db(transaction=True)
 def test_claim_skips_a_run_another_connection_is_claiming():
     run = AgentRunFactory()
-    locked = threading.Event()
-    release = threading.Event()
 
-    def hold_row_lock():
-        try:
-            with transaction.atomic():
-                list(AgentRun.objects.select_for_update().filter(pk=run.pk))
-                locked.set()
-                release.wait(10)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_row_lock)
-    holder.start()
-    try:
-        assert locked.wait(10)
+    with row_locked_elsewhere(run):
         # SKIP LOCKED: no wait, and no run, while the other connection holds the row.
         assert runs.claim_run(worker_id="w2", run_id=run.run_id) is None
-    finally:
-        release.set()
-        holder.join()
     assert runs.claim_run(worker_id="w2", run_id=run.run_id).worker_id == "w2"
 
 
@@ -310,3 +292,34 @@ def test_fail_expired_runs_says_why_a_lapsed_lease_failed():
     assert runs.fail_expired_runs() == 1
     run.refresh_from_db()
     assert (run.status, run.error) == ("failed", runs.EXPIRED_LEASE_ERROR)
+
+
+_GOOD_CONTEXT = {
+    "uid": "7",
+    "thread_id": "thread-1",
+    "run_id": "6f1c2f5e-8a4b-4c1d-9e2f-3a4b5c6d7e8f",
+    "request_id": "req-1",
+    "worker_id": "worker-1",
+}
+
+
+def test_parse_context_returns_the_user_id_and_run_uuid() -> None:
+    uid, run_uuid = runs.parse_context(runs.ToolRuntimeContext(**_GOOD_CONTEXT))
+
+    assert (uid, str(run_uuid)) == (7, _GOOD_CONTEXT["run_id"])
+
+
+@pytest.mark.parametrize(
+    ("override", "reason"),
+    [
+        ({"worker_id": ""}, "worker_id is missing"),
+        ({"thread_id": None}, "thread_id is missing"),
+        ({"uid": "07"}, "uid is malformed"),
+        ({"run_id": "nope"}, "run_id is malformed"),
+    ],
+)
+def test_parse_context_refuses_a_missing_or_malformed_field(override, reason) -> None:
+    ctx = runs.ToolRuntimeContext(**{**_GOOD_CONTEXT, **override})
+
+    with pytest.raises(RunContextInvalid, match=f"^{reason}$"):
+        runs.parse_context(ctx)

@@ -6,6 +6,13 @@ import pytest
 from django.conf import settings
 
 from memory_app import workspace as workspace_module
+from tests.factories import memory_run
+
+
+@pytest.fixture
+def run():
+    """A running top-level chat run of a user whose memory is on: a run that may use memory."""
+    return memory_run()
 
 
 @pytest.fixture

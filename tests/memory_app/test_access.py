@@ -11,19 +11,12 @@ from memory_app.selectors import memory_write_refusal
 from memory_app.services import MemoryAccessDenied, remember_memory
 from memory_app.tools import make_search_thread_messages_tool
 from tests.factories import (
-    ConversationFactory,
-    RunningAgentRunFactory,
     UserConfigFactory,
     context_for,
     memory_user,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run():
-    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
 
 
 def _refusal(ctx, *, lock: bool = False) -> str:

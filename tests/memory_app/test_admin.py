@@ -9,10 +9,9 @@ from django.conf import settings
 from django.urls import reverse
 
 from conversations.models import ToolCall
-from memory_app.ledger_selectors import LEDGER_EVENTS_SHOWN
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
-from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
+from memory_app.selectors import LEDGER_EVENTS_SHOWN, MEMORY_PROMPT_MAX_BYTES
 from tests.factories import (
     AgentRunFactory,
     MemoryEventFactory,

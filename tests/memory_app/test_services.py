@@ -39,6 +39,7 @@ from tests.factories import (
     RunningAgentRunFactory,
     UserConfigFactory,
     context_for,
+    memory_run,
     memory_user,
 )
 from tests.memory_app.writer_process import append_facts
@@ -46,11 +47,6 @@ from tests.memory_app.writer_process import append_facts
 pytestmark = pytest.mark.django_db
 
 ORIGINAL = "# Memory\n对花生过敏 🥜\nPrefers tea.\n".encode()
-
-
-@pytest.fixture
-def run():
-    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
 
 
 def _memory_path(settings, uid: int):
@@ -233,7 +229,7 @@ def test_a_context_without_a_field_at_all_is_denied(settings, run, field):
 
 
 def test_another_users_run_is_denied_and_neither_file_changes(settings, run):
-    other = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    other = memory_run()
     _seed(other.user_id, b"other user's memory\n")
     ctx = context_for(other, uid=str(run.user_id))
     _assert_refused(settings, run, MemoryAccessDenied, ctx=ctx)
@@ -532,7 +528,7 @@ def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
 @pytest.mark.django_db(transaction=True)
 def test_a_writer_for_the_same_uid_waits_while_another_uid_does_not(settings, run):
     settings.MEMORY_LOCK_TIMEOUT_MS = 200
-    other = RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
+    other = memory_run()
     holder = _new_connection()
     try:
         holder.execute("SELECT pg_advisory_lock(%s)", [memory_lock_key(str(run.user_id))])

@@ -8,19 +8,9 @@ from memory_app import workspace as workspace_module
 from memory_app.models import UserConfig
 from memory_app.tools import make_remember_memory_tool
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from tests.factories import (
-    ConversationFactory,
-    RunningAgentRunFactory,
-    context_for,
-    memory_user,
-)
+from tests.factories import context_for
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def run():
-    return RunningAgentRunFactory(conversation=ConversationFactory(user=memory_user()))
 
 
 def _call(ctx, arguments) -> dict:

@@ -1,10 +1,9 @@
 import json
-import threading
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError, connection, connections, transaction
+from django.db import OperationalError, connection
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from conversations import runs
@@ -14,6 +13,7 @@ from conversations.runs import ToolRuntimeContext
 from memory_app.models import UserConfig
 from memory_app.runtime import chat
 from memory_app.tools import make_read_thread_messages_tool, make_search_thread_messages_tool
+from tests.concurrency import row_locked_elsewhere
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -246,28 +246,13 @@ def test_an_unknown_or_invisible_thread_or_anchor_is_not_found(setup):
 @pytest.mark.django_db(transaction=True)
 def test_a_history_read_neither_waits_on_nor_blocks_a_locked_run_row(setup):
     user, past, _, run, ctx = setup
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_run_row() -> None:
-        try:
-            with transaction.atomic():
-                AgentRun.objects.select_for_update().get(pk=run.pk)
-                locked.set()
-                release.wait(timeout=30)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold_run_row)
-    holder.start()
     try:
-        assert locked.wait(timeout=30)
-        # Any wait on a lock would fail fast as `unavailable`.
-        with connection.cursor() as cursor:
-            cursor.execute("SET lock_timeout = '50ms'")
-        text = make_search_thread_messages_tool(ctx).invoke({"query": "kyoto"})
+        with row_locked_elsewhere(run):
+            # Any wait on a lock would fail fast as `unavailable`.
+            with connection.cursor() as cursor:
+                cursor.execute("SET lock_timeout = '50ms'")
+            text = make_search_thread_messages_tool(ctx).invoke({"query": "kyoto"})
     finally:
-        release.set()
-        holder.join()
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
     assert [hit["thread_id"] for hit in json.loads(text)["results"]] == [past.thread_id]

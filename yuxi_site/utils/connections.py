@@ -1,8 +1,27 @@
-"""Handing a thread's database connection back as soon as its database work is done."""
+"""Database connections outside Django's own: handing one back early, opening a direct one."""
 
-from django.db import connection
+import psycopg
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
-__all__ = ["release_connection"]
+__all__ = ["direct_connection", "release_connection"]
+
+
+def direct_connection(**kwargs: object) -> psycopg.Connection:
+    """A new psycopg connection to the default database, outside Django's pool.
+
+    For work that must not hold or wait for a pooled connection (the lease keeper's renewals,
+    a bench's monitor); `kwargs` (e.g. `autocommit`, `application_name`) go to `psycopg.connect`.
+    The caller closes it.
+    """
+    params = connections[DEFAULT_DB_ALIAS].settings_dict
+    return psycopg.connect(
+        dbname=params["NAME"],
+        user=params["USER"] or None,
+        password=params["PASSWORD"] or None,
+        host=params["HOST"] or None,
+        port=params["PORT"] or None,
+        **kwargs,
+    )
 
 
 def release_connection() -> None:
