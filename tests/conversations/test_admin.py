@@ -356,6 +356,23 @@ def test_thread_filter_lists_tool_calls_newest_message_first_and_no_other_thread
     ]
 
 
+def test_thread_filtered_tool_calls_cost_the_same_queries_for_two_calls_and_forty(staff_client):
+    message = MessageFactory(role=Message.Role.ASSISTANT)
+    thread = message.conversation
+    ToolCallFactory.create_batch(2, message=message)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            response = staff_client.get(_changelist(ToolCall), {"thread": thread.pk})
+        assert response.status_code == 200
+        return len(captured)
+
+    few = queries()
+    ToolCallFactory.create_batch(19, message=message)
+    ToolCallFactory.create_batch(19, message__conversation=thread)
+    assert queries() == few
+
+
 def test_run_page_shows_its_error_and_links_thread_parent_and_child_runs(staff_client):
     parent = AgentRunFactory(status=AgentRun.Status.FAILED, error="model error: 8 steps used")
     child = AgentRunFactory(
