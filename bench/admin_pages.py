@@ -1,6 +1,7 @@
 """Server time of every staff admin page on the 1M-message bench database, beside the figures
 the same pages cost with an exact `COUNT(*)` and a substring search (the admin before it
-learned to estimate and to search only what an index serves).
+learned to estimate and to search only what an index serves), and one thread's tool calls
+beside the table-wide (created_at, id) order they had before they came in their messages' order.
 
     .venv/bin/python bench/history.py       (once: seeds 1,050,000 messages; minutes)
     .venv/bin/python bench/admin_pages.py   (BENCH_DATABASE_URL picks the database)
@@ -200,6 +201,23 @@ def main() -> None:
 
         return render
 
+    def table_order_changelist(model, query):
+        """The page before one thread's tool calls came in their messages' order."""
+        model_admin = admins[model]
+        cls = type(
+            f"TableOrder{type(model_admin).__name__}",
+            (type(model_admin),),
+            {"get_ordering": admin.ModelAdmin.get_ordering},
+        )
+        before = cls(model, admin.AdminSite(name="before"))
+
+        def render():
+            request = factory.get("/", query)
+            request.user = staff
+            return before.changelist_view(request)
+
+        return render
+
     msg_search = ("conversation__thread_id", "content")
     pages = [
         (
@@ -262,7 +280,16 @@ def main() -> None:
             before_changelist(ToolCall, ("tool_call_id", "name"), {"q": tool_call.tool_call_id}),
         ),
         ("tool calls ?user=<heavy>", changelist(ToolCall, {"user": heavy.pk}), None),
-        ("tool calls ?thread=<20k thread>", changelist(ToolCall, {"thread": big_thread.pk}), None),
+        (
+            "tool calls ?thread=<20k thread>",
+            changelist(ToolCall, {"thread": big_thread.pk}),
+            table_order_changelist(ToolCall, {"thread": big_thread.pk}),
+        ),
+        (
+            "tool calls ?thread=<20k thread>, last page",
+            changelist(ToolCall, {"thread": big_thread.pk, "p": "40"}),
+            table_order_changelist(ToolCall, {"thread": big_thread.pk, "p": "40"}),
+        ),
         ("tool calls ?status=error", changelist(ToolCall, {"status__exact": "error"}), None),
         (
             "runs",

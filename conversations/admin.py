@@ -490,6 +490,11 @@ class ToolCallAdmin(ReadOnlyAdmin):
     search_help_text = "An exact tool call id (the tool's name is a filter: ?name=remember_memory)."
     list_select_related = ()
     ordering = ("-created_at", "-id")
+    # One thread's calls, newest message first: PostgreSQL walks the thread's messages backwards
+    # on their (conversation, created_at, id) index and each message's calls on theirs, so a
+    # page stops after its rows. The table-wide (created_at, id) order would walk every thread's
+    # calls and drop the rest.
+    thread_ordering = ("-message__created_at", "-message_id", "-created_at", "-id")
     heavy_fields = ("input", "output", "error", "metadata")
     fields = (
         "tool_call_id",
@@ -524,6 +529,11 @@ class ToolCallAdmin(ReadOnlyAdmin):
                 owner_username=F("message__owner__username"),
             )
         )
+
+    def get_ordering(self, request: HttpRequest) -> tuple[str, ...]:
+        if request.GET.get(ThreadFilter.parameter_name):
+            return self.thread_ordering
+        return super().get_ordering(request)
 
     def search_filter(self, term: str) -> Q:
         return Q(tool_call_id=term)

@@ -331,6 +331,48 @@ def test_thread_filter_lists_the_threads_runs_and_tool_calls(staff_client):
         assert [row.pk for row in response.context["cl"].result_list] == [expected]
 
 
+def test_thread_filter_lists_tool_calls_newest_message_first_and_no_other_threads(staff_client):
+    thread = ConversationFactory()
+    older = MessageFactory(conversation=thread, role=Message.Role.ASSISTANT)
+    newer = MessageFactory(conversation=thread, role=Message.Role.ASSISTANT)
+    # Stored after the newer message's calls, the older message's call still lists below them:
+    # a thread's calls come in their messages' order, each message's calls newest first.
+    now = newer.created_at
+    newer_first = ToolCallFactory(message=newer, created_at=now + timedelta(seconds=1))
+    newer_second = ToolCallFactory(message=newer, created_at=now + timedelta(seconds=2))
+    late_older = ToolCallFactory(message=older, created_at=now + timedelta(seconds=3))
+    ToolCallFactory(created_at=now + timedelta(seconds=4))
+    response = staff_client.get(_changelist(ToolCall), {"thread": thread.pk})
+    assert [row.pk for row in response.context["cl"].result_list] == [
+        newer_second.pk,
+        newer_first.pk,
+        late_older.pk,
+    ]
+    unfiltered = staff_client.get(_changelist(ToolCall))
+    assert [row.pk for row in unfiltered.context["cl"].result_list][1:] == [
+        late_older.pk,
+        newer_second.pk,
+        newer_first.pk,
+    ]
+
+
+def test_thread_filtered_tool_calls_cost_the_same_queries_for_two_calls_and_forty(staff_client):
+    message = MessageFactory(role=Message.Role.ASSISTANT)
+    thread = message.conversation
+    ToolCallFactory.create_batch(2, message=message)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            response = staff_client.get(_changelist(ToolCall), {"thread": thread.pk})
+        assert response.status_code == 200
+        return len(captured)
+
+    few = queries()
+    ToolCallFactory.create_batch(19, message=message)
+    ToolCallFactory.create_batch(19, message__conversation=thread)
+    assert queries() == few
+
+
 def test_run_page_shows_its_error_and_links_thread_parent_and_child_runs(staff_client):
     parent = AgentRunFactory(status=AgentRun.Status.FAILED, error="model error: 8 steps used")
     child = AgentRunFactory(
