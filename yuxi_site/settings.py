@@ -124,6 +124,10 @@ DATABASES["default"]["OPTIONS"] = {
         "timeout": 10.0,
         # Idle connections above min_size are closed after this many seconds.
         "max_idle": 60.0,
+        # After an outage the pool retries with a doubling delay; giving up after this many
+        # seconds starts the next request's attempt afresh, so recovery is not left waiting on
+        # a back-off that grew as long as the outage.
+        "reconnect_timeout": 10.0,
     },
 }
 # The pool checks a connection (an empty query) before handing it out, so one that a database
