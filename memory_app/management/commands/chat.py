@@ -1,8 +1,8 @@
 """Chat with the agent from the terminal as a given user (through the same Chat service)."""
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from memory_app.management.commands.memory import find_user
 from memory_app.runtime import ChatError, chat
 
 
@@ -15,9 +15,7 @@ class Command(BaseCommand):
         parser.add_argument("message", nargs="?", help="one message; omit for interactive mode")
 
     def handle(self, *args: object, **options: object) -> None:
-        user = get_user_model().objects.filter(username=options["user"]).first()
-        if user is None:
-            raise CommandError(f"no user named {options['user']!r}")
+        user = find_user(options["user"])
         thread_id = options["thread"]
         if options["message"] is not None:
             self._turn(user.pk, thread_id, options["message"])
