@@ -40,7 +40,7 @@ HEAVY_THREADS = 400
 HEAVY_THREAD_MESSAGES = 200
 BIG_THREAD_MESSAGES = 20_000
 HEAVY_USERNAME = "bench-heavy"
-RUNS = 200
+RUNS = 500
 NAIVE_RUNS = 5
 SEARCH_INDEXES = ("message_owner_recent_idx", "message_owner_trgm_idx", "message_owner_bigram_idx")
 
