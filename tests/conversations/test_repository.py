@@ -413,6 +413,37 @@ def test_read_orders_equal_timestamps_by_id_and_skips_hidden_messages():
     assert _ids(response) == [same[0].pk, same[1].pk, same[2].pk]
 
 
+@pytest.mark.parametrize("session_zone", ["UTC", "Asia/Shanghai", "America/St_Johns"])
+def test_read_window_splits_at_the_anchor_to_the_microsecond_in_any_session_zone(session_zone):
+    # The anchor's timestamp makes a round trip (out of the thread statement, into the window
+    # statement as a parameter): losing a microsecond or an offset would move the split.
+    user = UserFactory()
+    thread = _thread(user)
+    at = datetime(2026, 3, 4, 5, 6, 7, 890123, tzinfo=UTC)
+    messages = [
+        MessageFactory(
+            conversation=thread, content=f"m{i}", created_at=at + timedelta(microseconds=i)
+        )
+        for i in range(-3, 4)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('TimeZone', %s, false)", [session_zone])
+    try:
+        response = read_thread_messages(
+            user.pk, thread.thread_id, message_id=messages[3].pk, limit=3
+        )
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT set_config('TimeZone', 'UTC', false)")
+    assert _ids(response) == [messages[2].pk, messages[3].pk, messages[4].pk]
+    assert [m["created_at"] for m in response["messages"]] == [
+        "2026-03-04T05:06:07.890122+00:00",
+        "2026-03-04T05:06:07.890123+00:00",
+        "2026-03-04T05:06:07.890124+00:00",
+    ]
+    assert (response["has_more_before"], response["has_more_after"]) == (True, True)
+
+
 def test_read_without_tools_is_two_queries_none_on_tool_calls(planted, django_assert_num_queries):
     user, visible, text, _ = planted
     with CaptureQueriesContext(connection) as captured:
