@@ -278,7 +278,11 @@ class Message(models.Model):
 
 class ToolCall(models.Model):
     Status = ToolCallStatus
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="tool_calls")
+    # No index of its own: `toolcall_msg_idx` leads with the message and serves every lookup
+    # by it (and the cascade from Message).
+    message = models.ForeignKey(
+        Message, on_delete=models.CASCADE, related_name="tool_calls", db_index=False
+    )
     tool_call_id = models.CharField(max_length=128)
     name = models.CharField(max_length=128)
     input = models.JSONField(default=dict, blank=True)

@@ -460,6 +460,24 @@ def test_read_with_tools_adds_exactly_one_query(planted, django_assert_num_queri
         read_thread_messages(user.pk, visible.thread_id, message_id=text[1].pk, include_tools=True)
 
 
+def test_the_tool_call_query_is_served_by_the_message_order_index(planted):
+    # ToolCall.message has no index of its own: the composite index leads with it.
+    user, visible, text, _ = planted
+    with CaptureQueriesContext(connection) as captured:
+        read_thread_messages(user.pk, visible.thread_id, include_tools=True)
+    tool_query = captured.captured_queries[-1]["sql"]
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + tool_query)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'conversations_toolcall' "
+            "AND indexdef LIKE '%%(message_id)'"
+        )
+        assert cursor.fetchall() == []
+    assert "toolcall_msg_idx" in plan
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [
