@@ -86,13 +86,17 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #                 AND m.role IN ('user', 'assistant')                        -- VISIBLE_MESSAGE
 # tests/conversations/test_repository.py proves the statements select exactly the rows those
 # two model conditions select, over every value of every field they name.
+#
+# Messages' timestamps leave the statements as text, formatted by `yuxi_utc_iso` (a SQL
+# function from migration 0008, equal to Python's `isoformat()` of the UTC value): no Python
+# per message for them.
 
 # Substring search. The outer query cuts snippets for the kept hits only: select-list
 # expressions of the inner one are computed for every candidate before the sort. `pattern` is
 # the query as a LIKE pattern (`%`, `_` and `\` escaped) for the trigram index.
 SEARCH_SQL = """
 SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
-       hit.created_at AT TIME ZONE 'UTC',
+       yuxi_utc_iso(hit.created_at),
        SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
        found.at, LENGTH(hit.content)
 FROM (
@@ -115,7 +119,7 @@ ORDER BY hit.created_at DESC, hit.id DESC
 # pair walks the user's newest messages instead).
 SEARCH_CJK_PAIR_SQL = """
 SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
-       hit.created_at AT TIME ZONE 'UTC',
+       yuxi_utc_iso(hit.created_at),
        SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
        found.at, LENGTH(hit.content)
 FROM (
@@ -134,8 +138,8 @@ ORDER BY hit.created_at DESC, hit.id DESC
 """
 
 # The thread, and the anchor's timestamp when it is a visible message of that thread (NULL
-# when there is no anchor or it is not), in one round trip. Like every timestamp these
-# statements return, it is plain UTC (see `_timestamp`).
+# when there is no anchor or it is not), in one round trip. The timestamp is plain UTC: the
+# driver loads that in C, where Django's zone-aware loader runs Python for every value.
 THREAD_SQL = """
 SELECT c.id, LEFT(c.title, %(title_chars)s),
        (SELECT m.created_at AT TIME ZONE 'UTC' FROM conversations_message m
@@ -149,7 +153,7 @@ WHERE c.user_id = %(owner)s AND c.thread_id = %(thread_id)s
 
 # The latest visible messages of a (visible) thread, newest first.
 LATEST_SQL = """
-SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC', LEFT(m.content, %(content_chars)s)
+SELECT m.id, m.role, yuxi_utc_iso(m.created_at), LEFT(m.content, %(content_chars)s)
 FROM conversations_message m
 WHERE m.conversation_id = %(conversation)s
   AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
@@ -161,9 +165,10 @@ LIMIT %(limit)s
 # after it, the whole in (created_at, id) order. `anchor_at` is the anchor's plain UTC
 # timestamp, as the thread statement gave it.
 AROUND_SQL = """
-SELECT * FROM (
-    (SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC' AS created_at,
-            LEFT(m.content, %(content_chars)s), TRUE
+SELECT id, role, created_at, content, at_or_before FROM (
+    (SELECT m.id, m.role, yuxi_utc_iso(m.created_at) AS created_at,
+            LEFT(m.content, %(content_chars)s) AS content, TRUE AS at_or_before,
+            m.created_at AS sort_at
      FROM conversations_message m
      WHERE m.conversation_id = %(conversation)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
@@ -171,8 +176,8 @@ SELECT * FROM (
      ORDER BY m.created_at DESC, m.id DESC
      LIMIT %(limit)s)
     UNION ALL
-    (SELECT m.id, m.role, m.created_at AT TIME ZONE 'UTC' AS created_at,
-            LEFT(m.content, %(content_chars)s), FALSE
+    (SELECT m.id, m.role, yuxi_utc_iso(m.created_at), LEFT(m.content, %(content_chars)s), FALSE,
+            m.created_at
      FROM conversations_message m
      WHERE m.conversation_id = %(conversation)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
@@ -180,7 +185,7 @@ SELECT * FROM (
      ORDER BY m.created_at ASC, m.id ASC
      LIMIT %(limit)s)
 ) around
-ORDER BY created_at, id
+ORDER BY sort_at, id
 """
 
 # The allowlisted fields of the returned messages' tool calls, in message order. Both arrays
@@ -305,17 +310,6 @@ def _title(head: str) -> tuple[str, bool]:
     return truncate_utf8(head, TITLE_MAX_BYTES)
 
 
-def _timestamp(utc: datetime) -> str:
-    """A message's `created_at` as ISO 8601 with its UTC offset.
-
-    The statements select it `AT TIME ZONE 'UTC'` (a plain timestamp): the driver loads that
-    in C, where Django's zone-aware loader runs Python for every row. Formatting the plain
-    value and appending the offset gives what the aware one's `isoformat()` gives, at a third
-    of its cost.
-    """
-    return f"{utc.isoformat()}+00:00"
-
-
 def _snippet(window: str, match_offset: int) -> tuple[str, int]:
     """Up to SNIPPET_MAX_BYTES of `window` around the match; returns it and its start offset."""
     if window.isascii():  # one byte per character: plain slicing is the byte cut
@@ -368,7 +362,7 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
                 "title": title,
                 "message_id": message_id,
                 "role": role,
-                "created_at": _timestamp(created_at),
+                "created_at": created_at,
                 "snippet": snippet,
                 "truncated": title_cut or first > 1 or first + len(snippet) - 1 < chars,
             }
@@ -474,14 +468,20 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
         if remaining == 0:
             truncated = True
             break
-        message_pk, role, created_at, head, *_ = window.rows[index]
-        content, cut = truncate_utf8(head, min(CONTENT_MAX_BYTES, remaining))
-        remaining -= len(content) if content.isascii() else len(content.encode("utf-8"))
-        truncated = truncated or cut
+        row = window.rows[index]
+        content = row[3]
+        size = len(content) if content.isascii() else len(content.encode("utf-8"))
+        allowed = CONTENT_MAX_BYTES if remaining > CONTENT_MAX_BYTES else remaining
+        cut = size > allowed
+        if cut:  # the rare case: cut, and count what is left
+            content, _ = truncate_utf8(content, allowed)
+            size = len(content.encode("utf-8"))
+            truncated = True
+        remaining -= size
         items[index] = {
-            "message_id": message_pk,
-            "role": role,
-            "created_at": _timestamp(created_at),
+            "message_id": row[0],
+            "role": row[1],
+            "created_at": row[2],
             "content": content,
             "truncated": cut,
         }
@@ -573,11 +573,18 @@ _MESSAGE_ITEM_BYTES = _json_bytes(
 
 
 def _read_bound(response: dict[str, Any]) -> int:
-    """An upper bound of the read response's serialized size that does not serialize the
-    message contents (most responses are far below their cap)."""
+    """An upper bound of the read response's serialized size that serializes neither the
+    message contents nor the tool calls (most responses are far below their cap). Tool calls
+    count as their whole budget: `_load_tool_calls` keeps their list within it."""
     messages = response["messages"]
+    rest = {**response, "messages": []}
+    tools_bound = 0
+    if "tool_calls" in response:
+        rest["tool_calls"] = []
+        tools_bound = TOOL_CALLS_MAX_BYTES - 2
     return (
-        _json_bytes({**response, "messages": []})
+        _json_bytes(rest)
+        + tools_bound
         + max(len(messages) - 1, 0)
         + sum(
             _MESSAGE_ITEM_BYTES

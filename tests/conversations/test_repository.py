@@ -24,6 +24,7 @@ from conversations.repository import (
     HistoryNotFound,
     HistoryQueryError,
     _read_bound,
+    _take_within,
     read_thread_messages,
     search_thread_messages,
     to_json,
@@ -747,8 +748,9 @@ def test_a_tool_call_that_fits_only_by_its_exact_size_is_returned_whole():
     contents=st.lists(st.text(), max_size=20),
     title=st.text(),
     flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+    tool_texts=st.none() | st.lists(st.text(), max_size=TOOL_CALLS_MAX),
 )
-def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title, flags):
+def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title, flags, tool_texts):
     response = {
         "thread_id": "thread-x",
         "title": title,
@@ -766,4 +768,20 @@ def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title,
         "has_more_after": flags[2],
         "truncated": flags[0],
     }
+    if tool_texts is not None:
+        # As `_load_tool_calls` hands them over: each item and the list within their caps.
+        items = [
+            {
+                "id": f"call_{i}",
+                "message_id": 2**63 - 1,
+                "name": "lookup",
+                "status": "success",
+                "input": text[:500],
+                "output": text[:500],
+                "error": text[:100],
+                "truncated": False,
+            }
+            for i, text in enumerate(tool_texts)
+        ]
+        response["tool_calls"], _ = _take_within(items, TOOL_CALLS_MAX_BYTES - 2)
     assert _read_bound(response) >= _size(response)
