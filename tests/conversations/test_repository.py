@@ -1,6 +1,6 @@
 import itertools
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from django.db import connection
@@ -785,3 +785,20 @@ def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title,
         ]
         response["tool_calls"], _ = _take_within(items, TOOL_CALLS_MAX_BYTES - 2)
     assert _read_bound(response) >= _size(response)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    moment=st.datetimes(
+        min_value=datetime(1, 1, 2),
+        max_value=datetime(9999, 12, 30),
+        timezones=st.sampled_from(
+            [UTC, timezone(timedelta(hours=8)), timezone(-timedelta(hours=3, minutes=30))]
+        ),
+    )
+)
+def test_timestamps_formatted_in_sql_read_as_python_isoformat_of_the_utc_value(moment):
+    # The statements format `created_at` with yuxi_utc_iso; the tools promise isoformat().
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT yuxi_utc_iso(%s)", [moment])
+        assert cursor.fetchone()[0] == moment.astimezone(UTC).isoformat()
