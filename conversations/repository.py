@@ -488,8 +488,9 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
     return items, priority[: len(items)], truncated
 
 
-def _tool_call_item(row: tuple) -> dict[str, Any]:
-    """One allowlisted tool call, at most TOOL_CALL_MAX_BYTES serialized."""
+def _tool_call_item(row: tuple) -> tuple[dict[str, Any], int]:
+    """One allowlisted tool call, at most TOOL_CALL_MAX_BYTES serialized, and an upper bound
+    of its serialized size found without serializing it whole."""
     call_id, message_id, name, status, input_head, output, error = row
     call_id, id_cut = _cut_serialized(call_id, TOOL_LABEL_MAX_BYTES)
     name, name_cut = _cut_serialized(name, TOOL_LABEL_MAX_BYTES)
@@ -517,7 +518,9 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
     values: dict[str, Any] = {"input": input_value, "output": output, "error": error}
     texts = {**values, "input": input_text}
     cut_any = id_cut or name_cut or not input_whole
-    if cut_any or sum(needs.values()) > available:
+    bound = TOOL_CALL_MAX_BYTES - available + sum(needs.values())
+    if cut_any or bound > TOOL_CALL_MAX_BYTES:
+        bound = TOOL_CALL_MAX_BYTES
         needs.update(output=_json_bytes(output), error=_json_bytes(error))
         # Water-filling: the smaller fields stay whole, the larger share what remains.
         left = len(needs)
@@ -532,7 +535,7 @@ def _tool_call_item(row: tuple) -> dict[str, Any]:
             available -= _json_bytes(values[field])
             cut_any = True
     item.update(values, truncated=cut_any)
-    return item
+    return item, bound
 
 
 def _array_text(values: Iterable[int | str]) -> str:
@@ -559,9 +562,12 @@ def _load_tool_calls(
             "count": TOOL_CALLS_MAX + 1,
         },
     )
-    items, dropped = _take_within(
-        [_tool_call_item(row) for row in rows[:TOOL_CALLS_MAX]], TOOL_CALLS_MAX_BYTES - 2
-    )
+    built = [_tool_call_item(row) for row in rows[:TOOL_CALLS_MAX]]
+    items = [item for item, _ in built]
+    dropped = False
+    # Serialize the list only when the items' bounds do not already show that it fits.
+    if sum(bound for _, bound in built) + len(built) - 1 > TOOL_CALLS_MAX_BYTES - 2:
+        items, dropped = _take_within(items, TOOL_CALLS_MAX_BYTES - 2)
     cut = len(rows) > TOOL_CALLS_MAX or dropped or any(item["truncated"] for item in items)
     return items, cut
 

@@ -580,6 +580,30 @@ def test_tool_calls_with_huge_inputs_are_cut_flagged_and_capped():
     assert _size(response) <= READ_RESPONSE_MAX_BYTES
 
 
+def test_whole_tool_calls_that_overflow_together_are_dropped_from_the_end():
+    # Each call fits its own cap uncut (a control character serializes to six bytes, so its
+    # output is as large as the cap allows); ten of them pass the list's cap.
+    user = UserFactory()
+    thread = _thread(user)
+    message = _messages(thread, ["asked"])[0]
+    for i in range(TOOL_CALLS_MAX):
+        ToolCallFactory(
+            message=message,
+            tool_call_id=f"call_{i:02d}",
+            output="\x01" * 600,
+            created_at=T0 + timedelta(seconds=i),
+        )
+    response = read_thread_messages(user.pk, thread.thread_id, include_tools=True)
+    calls = response["tool_calls"]
+    assert not any(call["truncated"] for call in calls)
+    assert [c["id"] for c in calls] == [f"call_{i:02d}" for i in range(len(calls))]
+    assert len(to_json(calls).encode("utf-8")) <= TOOL_CALLS_MAX_BYTES
+    assert len(to_json(calls).encode("utf-8")) + len(to_json(calls[0]).encode("utf-8")) > (
+        TOOL_CALLS_MAX_BYTES
+    )
+    assert 0 < len(calls) < TOOL_CALLS_MAX and response["truncated"] is True
+
+
 def test_a_small_tool_call_is_returned_whole():
     user = UserFactory()
     thread = _thread(user)
