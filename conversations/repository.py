@@ -231,7 +231,10 @@ def _json_bytes(value: Any) -> int:
 
 
 def _escaped_bytes(text: str) -> int:
-    """Bytes of `text` as a JSON string literal, quotes excluded."""
+    """Bytes of `text` as a JSON string literal, quotes excluded. Printable ASCII without `"`
+    or `\\` (ids, names, statuses) is itself; anything else is measured by serializing it."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return len(text)
     return _json_bytes(text) - 2
 
 
@@ -488,6 +491,37 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
     return items, priority[: len(items)], truncated
 
 
+# A tool-call item's serialized bytes with every string empty, `message_id` 0 and the three
+# free-form fields left out (their empty strings and quotes: 6 bytes).
+_TOOL_CALL_FRAME_BYTES = (
+    _json_bytes(
+        {
+            "id": "",
+            "message_id": 0,
+            "name": "",
+            "status": "",
+            "input": "",
+            "output": "",
+            "error": "",
+            "truncated": False,
+        }
+    )
+    - 1
+    - 6
+)
+
+
+def _tool_call_frame_bytes(call_id: str, message_id: int, name: str, status: str) -> int:
+    """A tool-call item's serialized bytes without its three free-form fields' values."""
+    return (
+        _TOOL_CALL_FRAME_BYTES
+        + _escaped_bytes(call_id)
+        + len(str(message_id))
+        + _escaped_bytes(name)
+        + _escaped_bytes(status)
+    )
+
+
 def _tool_call_item(row: tuple) -> tuple[dict[str, Any], int]:
     """One allowlisted tool call, at most TOOL_CALL_MAX_BYTES serialized, and an upper bound
     of its serialized size found without serializing it whole."""
@@ -507,7 +541,7 @@ def _tool_call_item(row: tuple) -> tuple[dict[str, Any], int]:
         "truncated": False,
     }
     # What is left once the three free-form fields are empty strings ("" is 2 bytes each).
-    available = TOOL_CALL_MAX_BYTES - _json_bytes(item) + 6
+    available = TOOL_CALL_MAX_BYTES - _tool_call_frame_bytes(call_id, message_id, name, status)
     # An input that must be cut becomes cut JSON text.
     input_text = to_json(input_value) if input_whole else input_head
     needs = {

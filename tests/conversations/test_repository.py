@@ -23,8 +23,10 @@ from conversations.repository import (
     TOOL_CALLS_MAX_BYTES,
     HistoryNotFound,
     HistoryQueryError,
+    _escaped_bytes,
     _read_bound,
     _take_within,
+    _tool_call_frame_bytes,
     read_thread_messages,
     search_thread_messages,
     to_json,
@@ -826,3 +828,33 @@ def test_timestamps_formatted_in_sql_read_as_python_isoformat_of_the_utc_value(m
     with connection.cursor() as cursor:
         cursor.execute("SELECT yuxi_utc_iso(%s)", [moment])
         assert cursor.fetchone()[0] == moment.astimezone(UTC).isoformat()
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text() | st.text(alphabet=st.characters(max_codepoint=0x7F)))
+def test_the_escaped_size_of_a_string_is_its_serialized_size(text):
+    assert _escaped_bytes(text) == len(to_json(text).encode("utf-8")) - 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    labels=st.tuples(st.text(), st.text(), st.text()),
+    message_id=st.integers(min_value=1, max_value=2**63 - 1),
+)
+def test_the_tool_call_frame_size_is_the_item_serialized_without_its_free_fields(
+    labels, message_id
+):
+    call_id, name, status = labels
+    item = {
+        "id": call_id,
+        "message_id": message_id,
+        "name": name,
+        "status": status,
+        "input": "",
+        "output": "",
+        "error": "",
+        "truncated": False,
+    }
+    assert _tool_call_frame_bytes(call_id, message_id, name, status) == (
+        len(to_json(item).encode("utf-8")) - 6
+    )
