@@ -27,6 +27,7 @@ from conversations.repository import (
     _read_bound,
     _take_within,
     _tool_call_frame_bytes,
+    _tool_call_item,
     read_thread_messages,
     search_thread_messages,
     to_json,
@@ -838,23 +839,16 @@ def test_the_escaped_size_of_a_string_is_its_serialized_size(text):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    labels=st.tuples(st.text(), st.text(), st.text()),
+    labels=st.tuples(*[st.text(max_size=40)] * 3),
     message_id=st.integers(min_value=1, max_value=2**63 - 1),
 )
 def test_the_tool_call_frame_size_is_the_item_serialized_without_its_free_fields(
     labels, message_id
 ):
     call_id, name, status = labels
-    item = {
-        "id": call_id,
-        "message_id": message_id,
-        "name": name,
-        "status": status,
-        "input": "",
-        "output": "",
-        "error": "",
-        "truncated": False,
-    }
+    item, _ = _tool_call_item((call_id, message_id, name, status, "{}", "", ""))
+    assert not item["truncated"]
+    # The free fields hold `{}`, `""` and `""`: six bytes in all.
     assert _tool_call_frame_bytes(call_id, message_id, name, status) == (
         len(to_json(item).encode("utf-8")) - 6
     )
