@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.admin.utils import flatten_fieldsets, quote
 from django.contrib.auth import get_user_model
 from django.core.exceptions import EmptyResultSet, PermissionDenied
-from django.core.paginator import Paginator
+from django.core.paginator import EmptyPage, Page, Paginator
 from django.db import connections
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -148,6 +148,30 @@ class EstimatedCountPaginator(Paginator):
             self.estimated = True
             return estimate
         return self.object_list.count()
+
+    def validate_number(self, number: Any) -> int:
+        """A page number; past the estimated last page is valid too (`page` counts there)."""
+        try:
+            return super().validate_number(number)
+        except EmptyPage:
+            if self.estimated and int(number) > self.num_pages:
+                return int(number)
+            raise
+
+    def page(self, number: Any) -> Page:
+        """A page; at or past the estimated last page, the count is made exact first.
+
+        The estimate may fall short of the real count, and the last pages are cut at the
+        count: without this, the rows past the estimate could not be reached at all. A number
+        past the real last page is then refused, as Django refuses it on an exact count.
+        """
+        number = self.validate_number(number)
+        if self.estimated and number >= self.num_pages:
+            for name in ("num_pages", "page_range"):
+                self.__dict__.pop(name, None)
+            self.__dict__["count"] = self.object_list.count()
+            self.estimated = False
+        return super().page(number)
 
 
 class ChosenRowFilter(admin.SimpleListFilter):
