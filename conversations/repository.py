@@ -474,7 +474,7 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
         row = window.rows[index]
         content = row[3]
         size = len(content) if content.isascii() else len(content.encode("utf-8"))
-        allowed = CONTENT_MAX_BYTES if remaining > CONTENT_MAX_BYTES else remaining
+        allowed = min(CONTENT_MAX_BYTES, remaining)
         cut = size > allowed
         if cut:  # the rare case: cut, and count what is left
             content, _ = truncate_utf8(content, allowed)
@@ -491,24 +491,23 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
     return items, priority[: len(items)], truncated
 
 
-# A tool-call item's serialized bytes with every string empty, `message_id` 0 and the three
-# free-form fields left out (their empty strings and quotes: 6 bytes).
-_TOOL_CALL_FRAME_BYTES = (
-    _json_bytes(
-        {
-            "id": "",
-            "message_id": 0,
-            "name": "",
-            "status": "",
-            "input": "",
-            "output": "",
-            "error": "",
-            "truncated": False,
-        }
-    )
-    - 1
-    - 6
-)
+def _tool_call_frame(call_id: str, message_id: int, name: str, status: str) -> dict[str, Any]:
+    """A tool-call item with its three free-form fields empty, to be filled in."""
+    return {
+        "id": call_id,
+        "message_id": message_id,
+        "name": name,
+        "status": status,
+        "input": "",
+        "output": "",
+        "error": "",
+        "truncated": False,
+    }
+
+
+# The frame's serialized bytes with every label empty, `message_id` 0 (one digit) and the
+# three free-form fields' empty strings (6 bytes) left out.
+_TOOL_CALL_FRAME_BYTES = _json_bytes(_tool_call_frame("", 0, "", "")) - 1 - 6
 
 
 def _tool_call_frame_bytes(call_id: str, message_id: int, name: str, status: str) -> int:
@@ -530,16 +529,7 @@ def _tool_call_item(row: tuple) -> tuple[dict[str, Any], int]:
     name, name_cut = _cut_serialized(name, TOOL_LABEL_MAX_BYTES)
     input_whole = len(input_head) <= TOOL_INPUT_LOAD_CHARS
     input_value: Any = json.loads(input_head) if input_whole else input_head
-    item: dict[str, Any] = {
-        "id": call_id,
-        "message_id": message_id,
-        "name": name,
-        "status": status,
-        "input": "",
-        "output": "",
-        "error": "",
-        "truncated": False,
-    }
+    item = _tool_call_frame(call_id, message_id, name, status)
     # What is left once the three free-form fields are empty strings ("" is 2 bytes each).
     available = TOOL_CALL_MAX_BYTES - _tool_call_frame_bytes(call_id, message_id, name, status)
     # An input that must be cut becomes cut JSON text.
