@@ -1,6 +1,12 @@
-"""Writes of conversations: threads, messages and tool calls as an agent run produces them."""
+"""Writes of conversations: threads, messages and tool calls as an agent run produces them.
+
+The Chat service hands an agent run's messages here as plain `RunMessage` records (this app
+knows nothing of LangChain); `record_run_messages` stores them, tagged with the run's id.
+"""
 
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from conversations.models import Conversation, Message, ToolCall
@@ -72,6 +78,66 @@ def complete_tool_call(*, tool_call: ToolCall, output: str, error: str | None) -
     tool_call.error = error or ""
     tool_call.save(update_fields=["output", "status", "error"])
     return tool_call
+
+
+@dataclass(frozen=True)
+class RunToolCall:
+    """One tool call an assistant message of a run asked for, with its settled outcome."""
+
+    tool_call_id: str
+    name: str
+    arguments: Any
+    output: str = ""
+    status: str = ToolCall.Status.PENDING
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """One message an agent run produced (or the user message that opened it)."""
+
+    role: str
+    content: str
+    message_type: str = Message.Type.TEXT
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tool_calls: Sequence[RunToolCall] = ()
+
+
+def record_run_messages(
+    *, conversation: Conversation, run_id: str, messages: Sequence[RunMessage]
+) -> list[Message]:
+    """Store a run's messages and their tool calls in two INSERTs whatever their number (one
+    when no message asked for a tool), each message's metadata carrying `run_id`."""
+    rows = [
+        Message(
+            conversation=conversation,
+            role=message.role,
+            message_type=message.message_type,
+            content=message.content,
+            metadata={"run_id": run_id, **message.metadata},
+        )
+        for message in messages
+    ]
+    Message.objects.bulk_create(rows)
+    ToolCall.objects.bulk_create(
+        ToolCall(
+            message=row,
+            tool_call_id=call.tool_call_id,
+            name=call.name,
+            input=call.arguments,
+            output=call.output,
+            status=call.status,
+            error=call.error,
+        )
+        for row, message in zip(rows, messages, strict=True)
+        for call in message.tool_calls
+    )
+    return rows
+
+
+def touch_thread(*, conversation: Conversation) -> None:
+    """Mark a thread updated now, by the database clock (a run's close does it once)."""
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=ClockTimestamp())
 
 
 class ThreadNotFound(Exception):

@@ -44,3 +44,54 @@ def test_a_tool_call_moves_from_pending_to_success_or_error():
     services.complete_tool_call(tool_call=bad, output='{"status": "denied"}', error="no")
     stored = {c.tool_call_id: (c.status, c.error) for c in ToolCall.objects.all()}
     assert stored == {"c1": ("success", ""), "c2": ("error", "no")}
+
+
+def test_a_runs_messages_and_tool_calls_are_two_inserts_tagged_with_the_run(
+    django_assert_num_queries,
+):
+    thread = ConversationFactory()
+    messages = [
+        services.RunMessage(
+            role=Message.Role.ASSISTANT,
+            content="",
+            tool_calls=[
+                services.RunToolCall(tool_call_id="c1", name="t", arguments={"a": 1}),
+                services.RunToolCall(
+                    tool_call_id="c2", name="t", arguments={}, status="error", error="no"
+                ),
+            ],
+        ),
+        services.RunMessage(
+            role=Message.Role.TOOL,
+            content="{}",
+            message_type=Message.Type.TOOL_RESULT,
+            metadata={"tool_call_id": "c1"},
+        ),
+        services.RunMessage(role=Message.Role.ASSISTANT, content="done"),
+    ]
+    with django_assert_num_queries(2):
+        rows = services.record_run_messages(conversation=thread, run_id="r1", messages=messages)
+    assert all(row.created_at is not None for row in rows)
+    stored = list(thread.messages.values_list("role", "content", "metadata"))
+    assert stored == [
+        ("assistant", "", {"run_id": "r1"}),
+        ("tool", "{}", {"run_id": "r1", "tool_call_id": "c1"}),
+        ("assistant", "done", {"run_id": "r1"}),
+    ]
+    calls = {c.tool_call_id: (c.message_id, c.status, c.error) for c in ToolCall.objects.all()}
+    assert calls == {"c1": (rows[0].pk, "pending", ""), "c2": (rows[0].pk, "error", "no")}
+
+
+def test_a_run_without_tool_calls_stores_its_messages_in_one_insert(django_assert_num_queries):
+    thread = ConversationFactory()
+    user = services.RunMessage(role=Message.Role.USER, content="hi")
+    with django_assert_num_queries(1):
+        services.record_run_messages(conversation=thread, run_id="r1", messages=[user])
+    assert thread.messages.get().metadata == {"run_id": "r1"}
+
+
+def test_touch_thread_bumps_its_updated_at():
+    thread = ConversationFactory()
+    before = Conversation.objects.get(pk=thread.pk).updated_at
+    services.touch_thread(conversation=thread)
+    assert Conversation.objects.get(pk=thread.pk).updated_at > before

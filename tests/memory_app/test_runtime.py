@@ -227,7 +227,7 @@ def test_a_tool_kept_after_its_run_finished_is_denied(agents_file, monkeypatch):
         built.append(graph)
         return graph
 
-    monkeypatch.setattr(runtime, "build_chatbot_graph", recording_build)
+    monkeypatch.setattr(runtime.service, "build_chatbot_graph", recording_build)
     chat(user_id=user.pk, message="remember that I like tea")
     remember = built[0].tools[0]
     assert json.loads(remember.invoke({"content": "written too late"}))["status"] == "denied"

@@ -283,7 +283,7 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
         built.append(real_build(ctx, **kwargs))
         return built[-1]
 
-    monkeypatch.setattr(runtime, "build_chatbot_graph", recording_build)
+    monkeypatch.setattr(runtime.service, "build_chatbot_graph", recording_build)
 
     def lose_the_lease(step):
         run = AgentRun.objects.get(run_type="chat")

@@ -1,0 +1,101 @@
+"""The Chat service on LangChain, as a package; every public name is importable from here.
+
+The Chat service is the only writer of `ToolRuntimeContext`: it creates and claims the run,
+registers it with the process's lease keeper, runs the `create_agent` graph with
+`context=ctx`, persists what the agent produced and finishes the run. The model never sees or
+supplies any of the context's fields.
+
+Its parts, each importing only those above it in this list:
+
+- `limits` — the run's bounds (message size, model calls, tool calls per reply).
+- `errors` — `ChatError` and its children, and the run guard's in-run signals.
+- `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
+- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_subagent_graph`.
+- `turns` — a turn's three phases, the seams an async or streamed turn reuses:
+  `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with the user's
+  message, lease keeper registration); `run_agent(turn, prepare=) -> TurnOutcome` (build the
+  graph and its input, run the agent; failures travel in the outcome); `close_turn(turn,
+  outcome)` (finish the run and persist through `conversations.services`, or raise the
+  refusal). Also `agent_run`, the same open and close around a team's own loop.
+- `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
+- `service` — `chat` and `ChatTurn`: the three phases for one user message.
+"""
+
+from conversations.runs import ToolRuntimeContext
+from memory_app.runtime.errors import (
+    ChatError,
+    ChatInputError,
+    ChatModelUnavailable,
+    ChatRunLost,
+    ChatThreadNotFound,
+)
+from memory_app.runtime.graphs import (
+    CHATBOT_PROMPT,
+    SUBAGENT_PROMPT,
+    AgentGraph,
+    build_chatbot_graph,
+    build_subagent_graph,
+)
+from memory_app.runtime.guard import RunGuard
+from memory_app.runtime.limits import (
+    CHAT_MESSAGE_MAX_BYTES,
+    MAX_MODEL_CALLS,
+    MAX_TOOL_CALLS_PER_REPLY,
+)
+from memory_app.runtime.service import DIALOGUE_CUT_MARKER, ChatTurn, chat, chatbot_input
+from memory_app.runtime.subagent import (
+    SUBAGENT_TOOL_NAME,
+    DelegateArguments,
+    DelegateToSubagentTool,
+    subagent_input,
+)
+from memory_app.runtime.turns import (
+    AgentInput,
+    AgentRunHandle,
+    Turn,
+    TurnOutcome,
+    agent_run,
+    check_message,
+    close_turn,
+    logger,
+    open_subagent_turn,
+    open_turn,
+    run_agent,
+)
+
+__all__ = [
+    "CHATBOT_PROMPT",
+    "CHAT_MESSAGE_MAX_BYTES",
+    "DIALOGUE_CUT_MARKER",
+    "MAX_MODEL_CALLS",
+    "MAX_TOOL_CALLS_PER_REPLY",
+    "SUBAGENT_PROMPT",
+    "SUBAGENT_TOOL_NAME",
+    "AgentGraph",
+    "AgentInput",
+    "AgentRunHandle",
+    "ChatError",
+    "ChatInputError",
+    "ChatModelUnavailable",
+    "ChatRunLost",
+    "ChatThreadNotFound",
+    "ChatTurn",
+    "DelegateArguments",
+    "DelegateToSubagentTool",
+    "RunGuard",
+    "ToolRuntimeContext",
+    "Turn",
+    "TurnOutcome",
+    "agent_run",
+    "build_chatbot_graph",
+    "build_subagent_graph",
+    "chat",
+    "chatbot_input",
+    "check_message",
+    "close_turn",
+    "logger",
+    "open_subagent_turn",
+    "open_turn",
+    "run_agent",
+    "subagent_input",
+]

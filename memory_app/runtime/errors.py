@@ -1,0 +1,52 @@
+"""The Chat service's errors: the public refusals (`ChatError` and its children) and the two
+signals the run guard raises inside a run, which the turn's close turns into refusals.
+
+A leaf of the runtime package: it imports nothing of the runtime but its limits.
+"""
+
+from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
+
+from memory_app.runtime.limits import MAX_MODEL_CALLS
+
+
+class ChatError(Exception):
+    """Base of the Chat service's refusals."""
+
+
+class ChatInputError(ChatError):
+    """The user's message is empty, too long or not text."""
+
+
+class ChatThreadNotFound(ChatError):
+    """No visible thread of this user has that id."""
+
+
+class ChatModelUnavailable(ChatError):
+    """The model failed (or broke the run's limits); the run was finished as failed."""
+
+
+class ChatRunLost(ChatError):
+    """The worker lost its lease; the run was not finished here (the reaper fails it)."""
+
+
+class ModelFailure(Exception):
+    """Inside a run: the model call failed or its reply cannot be run or stored."""
+
+
+class LeaseLost(Exception):
+    """Inside a run: the lease keeper found the lease lost; the run stops before its next
+    model call and is left to the reaper."""
+
+
+def is_model_failure(exc: BaseException) -> bool:
+    """Whether `exc` is the model's fault (a failed call, an unusable reply, too many calls)."""
+    return isinstance(exc, ModelFailure | ModelCallLimitExceededError)
+
+
+def error_text(exc: BaseException) -> str:
+    """Why a run failed, for staff: the error's type and, for our own errors, its message."""
+    if isinstance(exc, ModelFailure | ChatError):
+        return str(exc)
+    if isinstance(exc, ModelCallLimitExceededError):
+        return f"the model did not answer within {MAX_MODEL_CALLS} model calls"
+    return f"internal error ({type(exc).__name__})"

@@ -1,0 +1,172 @@
+"""`RunGuard`: the runtime's own middleware, enforcing a run's rules on every model and tool call.
+
+It owns the per-call rules (lease still held, reply storable and bounded, arguments storable)
+and raises `ModelFailure` / `LeaseLost` for the turn's close to settle; it never finishes a
+run itself.
+"""
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    ToolCallRequest,
+)
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages.tool import tool_call
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from conversations import runs
+from conversations.models import ToolCall
+from conversations.runs import ToolRuntimeContext
+from memory_app.runtime.errors import LeaseLost, ModelFailure
+from memory_app.runtime.limits import MAX_TOOL_CALLS_PER_REPLY
+from memory_app.tools import ToolResult, ToolStatus, is_storable_json
+from yuxi_site.utils.connections import release_connection
+from yuxi_site.utils.string_utils import is_storable_text
+
+_TOOL_CALL_LABEL_MAX_CHARS = min(
+    ToolCall._meta.get_field("tool_call_id").max_length, ToolCall._meta.get_field("name").max_length
+)
+
+
+class RunGuard(AgentMiddleware):
+    """The runtime's own rules for every model call and tool call of one run.
+
+    Before a model call: stop if the lease is lost, and hand the thread's database connection
+    back while the model thinks. After it: refuse a reply the run cannot store or bound (more
+    than `MAX_TOOL_CALLS_PER_REPLY` calls, unstorable text, ids or names) and turn arguments
+    that cannot be stored (or did not parse) into `rejected` calls. Around each tool call:
+    refuse once the lease is lost, and close the pool thread's connection afterwards.
+    """
+
+    def __init__(self, ctx: ToolRuntimeContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.tools = []
+        self._refused_calls: set[str] = set()
+
+    def before_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
+        if runs.lease_keeper().lease_lost(self.ctx.run_id):
+            raise LeaseLost
+        return None
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        release_connection()
+        try:
+            return handler(request)
+        except Exception as exc:
+            raise ModelFailure(_model_error_text(exc)) from exc
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        release_connection()
+        try:
+            return await handler(request)
+        except Exception as exc:
+            raise ModelFailure(_model_error_text(exc)) from exc
+
+    def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
+        reply = state["messages"][-1]
+        if not isinstance(reply, AIMessage):
+            return None
+        checked = self._checked_reply(reply)
+        return None if checked is reply else {"messages": [checked]}
+
+    def _checked_reply(self, reply: AIMessage) -> AIMessage:
+        if not is_storable_text(reply.text):
+            raise ModelFailure("the model answered with text that cannot be stored")
+        calls = [*reply.tool_calls, *reply.invalid_tool_calls]
+        if len(calls) > MAX_TOOL_CALLS_PER_REPLY:
+            raise ModelFailure(
+                f"the model asked for more than {MAX_TOOL_CALLS_PER_REPLY} tool calls"
+            )
+        for call in calls:
+            for label in (call.get("id") or "", call.get("name") or ""):
+                if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
+                    raise ModelFailure("the model named a tool call with an unusable id or name")
+        if not reply.invalid_tool_calls and all(is_storable_json(c["args"]) for c in calls):
+            return reply
+        # Arguments that cannot be stored are as unusable as arguments that did not parse:
+        # the call is kept (recorded without them) and refused.
+        kept = []
+        for index, call in enumerate(calls):
+            call_id = call.get("id") or f"call_invalid_{index}"
+            usable = call in reply.tool_calls and is_storable_json(call["args"])
+            if not usable:
+                self._refused_calls.add(call_id)
+            args = call["args"] if usable else {}
+            kept.append(tool_call(id=call_id, name=call.get("name") or "", args=args))
+        return AIMessage(
+            content=reply.content,
+            tool_calls=kept,
+            id=reply.id,
+            response_metadata=reply.response_metadata,
+        )
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command],
+    ) -> ToolMessage | Command:
+        try:
+            refusal = self._refusal(request)
+            if refusal is not None:
+                return _tool_message(request, refusal)
+            return handler(request)
+        finally:
+            release_connection()
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]],
+    ) -> ToolMessage | Command:
+        try:
+            refusal = self._refusal(request)
+            if refusal is not None:
+                return _tool_message(request, refusal)
+            return await handler(request)
+        finally:
+            release_connection()
+
+    def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
+        if runs.lease_keeper().lease_lost(self.ctx.run_id):
+            return ToolResult(ToolStatus.DENIED, "this run lost its lease")
+        if request.tool is None:
+            return ToolResult(ToolStatus.REJECTED, "no such tool")
+        if request.tool_call["id"] in self._refused_calls:
+            return ToolResult(
+                ToolStatus.REJECTED, "the arguments must be a JSON object the database can store"
+            )
+        return None
+
+
+def _model_error_text(exc: BaseException) -> str:
+    """Why a model call failed, for staff: the chain of error types and any HTTP status,
+    never the provider's message (it may echo the request)."""
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    kinds = " <- ".join(type(e).__name__ for e in chain)
+    status = next(
+        (e.status_code for e in chain if isinstance(getattr(e, "status_code", None), int)), None
+    )
+    return f"the model call failed ({kinds}{f', HTTP {status}' if status else ''})"
+
+
+def _tool_message(request: ToolCallRequest, result: ToolResult) -> ToolMessage:
+    call = request.tool_call
+    return ToolMessage(
+        content=result.to_json(), artifact=result, tool_call_id=call["id"], name=call["name"]
+    )

@@ -1,0 +1,409 @@
+"""The three phases of a turn, and `agent_run`: the same open and close around a team's loop.
+
+The Chat service is the only writer of `ToolRuntimeContext`; these phases are where it does so.
+Each phase is one seam an async or streamed turn reuses (running the database phases in
+worker threads) while replacing only the agent's invocation:
+
+- `open_turn(user_id=, thread_id=, message=) -> Turn` (and `open_subagent_turn` for a child
+  run): the entry checks (a storable message, outside any transaction, an active user), the
+  thread, the run created and claimed together with the user's message in one transaction,
+  then the run handed to the process's lease keeper. Database work only, no model.
+- `run_agent(turn, prepare=) -> TurnOutcome`: `prepare(turn)` builds the graph and the
+  messages it starts from (it reads the database), then the agent runs to its answer with
+  `context=turn.handle.ctx`. It never raises for a failure: the error travels in the outcome,
+  with what the agent produced before it.
+- `close_turn(turn, outcome) -> tool log`: settles the outcome. Succeeded or failed, the run
+  is finished and what it produced persisted through `conversations.services` in one
+  transaction whose first statement re-checks the lease (a fenced-off worker writes nothing);
+  a lease lost mid-run leaves the run to the reaper. A failed outcome raises the Chat
+  service's refusal (`ChatModelUnavailable`, `ChatRunLost`) or the original error.
+"""
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages.tool import ToolCall as LangChainToolCall
+
+from conversations import runs, selectors, services
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.runs import RunError, ToolRuntimeContext
+from memory_app.runtime.errors import (
+    ChatError,
+    ChatInputError,
+    ChatModelUnavailable,
+    ChatRunLost,
+    ChatThreadNotFound,
+    LeaseLost,
+    error_text,
+    is_model_failure,
+)
+from memory_app.runtime.graphs import AgentGraph
+from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
+from memory_app.tools import ToolResult
+from yuxi_site.utils.connections import release_connection
+from yuxi_site.utils.string_utils import is_storable_text
+
+logger = logging.getLogger("yuxi.runs")
+
+
+@dataclass(frozen=True)
+class AgentRunHandle:
+    """A claimed, running run: its trusted context, id and the lease-lost signal."""
+
+    ctx: ToolRuntimeContext
+    run_id: str
+    lease_lost: threading.Event  # set by the lease keeper when the lease is lost
+    run: AgentRun
+    conversation: Conversation
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One opened turn: the claimed run and the user message that opened it (`message` and
+    its stored row are None for an `agent_run`, whose caller brings its own input)."""
+
+    handle: AgentRunHandle
+    message: str | None
+    user_message: Message | None
+
+
+@dataclass(frozen=True)
+class AgentInput:
+    """What `run_agent` runs: the graph and the messages the agent starts from."""
+
+    graph: AgentGraph
+    messages: list[BaseMessage]
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    """What the agent produced (after its input) and the error that stopped it, if any."""
+
+    produced: Sequence[BaseMessage] = ()
+    error: BaseException | None = None
+
+    @property
+    def reply(self) -> str:
+        """The agent's last message as plain text (LangChain's `.text` is a callable str)."""
+        return str(self.produced[-1].text) if self.produced else ""
+
+
+# --- open ---------------------------------------------------------------------------------
+
+
+def check_message(message: object) -> None:
+    """Refuse (`ChatInputError`) a message that is not non-empty, storable, bounded text."""
+    if not isinstance(message, str) or not message.strip():
+        raise ChatInputError("message must be non-empty text")
+    if not is_storable_text(message):
+        raise ChatInputError("message must be valid text without NUL")
+    if len(message.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
+        raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
+
+
+def _refuse_inside_transaction() -> None:
+    """The memory file is published before a caller's commit: a rollback would leave the file
+    changed and the run gone, so a run never starts inside a caller's transaction."""
+    try:
+        with transaction.atomic(durable=True):
+            pass
+    except RuntimeError as exc:
+        raise ChatError("an agent run cannot start inside a database transaction") from exc
+
+
+def _refuse_inactive_user(user_id: int) -> None:
+    if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+        raise ChatError("this user may not chat")
+
+
+def _entry_thread(*, user_id: int, thread_id: str | None, first_message: str) -> Conversation:
+    """The entry checks every top-level run passes, then its thread (a new one if None)."""
+    _refuse_inside_transaction()
+    _refuse_inactive_user(user_id)
+    if thread_id is None:
+        return services.start_thread(user_id=user_id, first_message=first_message)
+    conversation = selectors.get_chat_thread(user_id=user_id, thread_id=thread_id)
+    if conversation is None:
+        raise ChatThreadNotFound("no such thread")
+    return conversation
+
+
+def _new_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _claim(
+    *,
+    user_id: int,
+    conversation: Conversation,
+    request_id: str,
+    run_type: str,
+    parent_run: AgentRun | None = None,
+    message: str | None = None,
+) -> Turn:
+    """Create and claim the run (and store the user's message) in one transaction, then hand
+    the run to the lease keeper."""
+    worker_id = _new_worker_id()
+    with transaction.atomic():
+        run = runs.start_run(
+            user_id=user_id,
+            conversation=conversation,
+            request_id=request_id,
+            worker_id=worker_id,
+            run_type=run_type,
+            parent_run=parent_run,
+        )
+        user_message = None
+        if message is not None:
+            [user_message] = services.record_run_messages(
+                conversation=conversation,
+                run_id=str(run.run_id),
+                messages=[services.RunMessage(role=Message.Role.USER, content=message)],
+            )
+    ctx = ToolRuntimeContext(
+        uid=str(user_id),
+        thread_id=conversation.thread_id,
+        run_id=str(run.run_id),
+        request_id=request_id,
+        worker_id=worker_id,
+    )
+    lost = runs.lease_keeper().register(run_id=ctx.run_id, worker_id=worker_id)
+    handle = AgentRunHandle(
+        ctx=ctx, run_id=ctx.run_id, lease_lost=lost, run=run, conversation=conversation
+    )
+    return Turn(handle=handle, message=message, user_message=user_message)
+
+
+def open_turn(*, user_id: int, thread_id: str | None, message: str) -> Turn:
+    """Open a chat turn for `message` in `user_id`'s thread (a new one when None).
+
+    Raises `ChatInputError`, `ChatError` (inside a transaction, inactive user),
+    `ChatThreadNotFound`, `django.db.DatabaseError`.
+    """
+    check_message(message)
+    conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message=message)
+    return _claim(
+        user_id=user_id,
+        conversation=conversation,
+        request_id=f"req-{uuid.uuid4().hex}",
+        run_type=AgentRun.RunType.CHAT,
+        message=message,
+    )
+
+
+def open_subagent_turn(*, parent: AgentRunHandle, task: str) -> Turn:
+    """Open a `subagent` run of `parent` for `task`, in a persisted child thread of parent's.
+
+    Raises `ChatInputError` for a task that is not a storable message.
+    """
+    check_message(task)
+    user_id = int(parent.ctx.uid)
+    child = services.start_thread(
+        user_id=user_id,
+        first_message=task,
+        source=Conversation.Source.AGENT_CALL,
+        parent=parent.conversation,
+    )
+    return _claim(
+        user_id=user_id,
+        conversation=child,
+        request_id=parent.ctx.request_id,
+        run_type=AgentRun.RunType.SUBAGENT,
+        parent_run=parent.run,
+        message=task,
+    )
+
+
+# --- run ----------------------------------------------------------------------------------
+
+
+def run_agent(turn: Turn, *, prepare: Callable[[Turn], AgentInput]) -> TurnOutcome:
+    """Build the turn's agent with `prepare`, run it to its answer and return the outcome;
+    any error (in `prepare` or the agent) is returned in the outcome, never raised."""
+    produced: list[BaseMessage] = []
+    try:
+        agent_input = prepare(turn)
+        for state in agent_input.graph.agent.stream(
+            {"messages": agent_input.messages},
+            context=turn.handle.ctx,
+            config={"max_concurrency": 1, "recursion_limit": RECURSION_LIMIT},
+            stream_mode="values",
+        ):
+            produced = state["messages"][len(agent_input.messages) :]
+    except BaseException as exc:  # close_turn finishes the run, then re-raises it
+        return TurnOutcome(produced=produced, error=exc)
+    return TurnOutcome(produced=produced)
+
+
+# --- close --------------------------------------------------------------------------------
+
+
+def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
+    """Settle `outcome`: finish the run and persist what it produced; returns the tool log.
+
+    Raises `ChatRunLost` (the lease was lost: nothing of the agent's is stored),
+    `ChatModelUnavailable` (a model failure: the run is failed, whole steps kept) or the
+    outcome's own error (the run is failed, whole steps kept).
+    """
+    exc = outcome.error
+    if exc is None:
+        try:
+            return _finish(turn.handle, status=AgentRun.Status.SUCCEEDED, produced=outcome.produced)
+        except RunError as lost:
+            raise ChatRunLost("the run's lease was lost") from lost
+    if isinstance(exc, LeaseLost):
+        _release(turn.handle)
+        raise ChatRunLost("the run's lease was lost") from exc
+    _fail(turn.handle, exc, outcome.produced)
+    if is_model_failure(exc):
+        raise ChatModelUnavailable("the model is unavailable") from exc
+    raise exc
+
+
+def _release(handle: AgentRunHandle) -> None:
+    runs.lease_keeper().unregister(handle.run_id)
+    release_connection()
+
+
+def _finish(
+    handle: AgentRunHandle,
+    *,
+    status: str,
+    error: str = "",
+    produced: Sequence[BaseMessage] = (),
+) -> list[dict[str, str]]:
+    """Finish the run and store what the agent produced, in one transaction whose first
+    statement re-checks the lease: a fenced-off worker writes nothing. Returns the tool log."""
+    try:
+        with transaction.atomic():
+            runs.finish_run(
+                run_id=handle.run_id, worker_id=handle.ctx.worker_id, status=status, error=error
+            )
+            messages = _run_messages(produced)
+            services.record_run_messages(
+                conversation=handle.conversation, run_id=handle.run_id, messages=messages
+            )
+            services.touch_thread(conversation=handle.conversation)
+        return [
+            {"name": call.name, "status": str(call.status)}
+            for message in messages
+            for call in message.tool_calls
+        ]
+    finally:
+        _release(handle)
+
+
+def _fail(handle: AgentRunHandle, exc: BaseException, produced: Sequence[BaseMessage]) -> None:
+    """Finish the run as failed, keeping what it produced; never masks the original error."""
+    logger.warning("run %s failed: %s", handle.run_id, error_text(exc))
+    # Only whole steps are kept: a last reply that no tool result followed was refused or never
+    # acted on, and may not even be storable.
+    ends = [i for i, message in enumerate(produced) if isinstance(message, ToolMessage)]
+    produced = produced[: ends[-1] + 1] if ends else []
+    try:
+        _finish(handle, status=AgentRun.Status.FAILED, error=error_text(exc), produced=produced)
+    except Exception:
+        logger.warning("run %s could not be finished as failed", handle.run_id, exc_info=True)
+
+
+def _run_messages(produced: Sequence[BaseMessage]) -> list[services.RunMessage]:
+    """The rows to store for the agent's messages: assistant replies with their tool calls
+    (settled by the matching tool result), and the tool results themselves."""
+    results = {m.tool_call_id: m for m in produced if isinstance(m, ToolMessage)}
+    records = []
+    for message in produced:
+        if isinstance(message, AIMessage):
+            calls = [_run_tool_call(call, results.get(call["id"])) for call in message.tool_calls]
+            records.append(
+                services.RunMessage(
+                    role=Message.Role.ASSISTANT, content=message.text, tool_calls=calls
+                )
+            )
+        elif isinstance(message, ToolMessage):
+            records.append(
+                services.RunMessage(
+                    role=Message.Role.TOOL,
+                    message_type=Message.Type.TOOL_RESULT,
+                    content=message.text,
+                    metadata={"tool_call_id": message.tool_call_id, "name": message.name or ""},
+                )
+            )
+    return records
+
+
+def _run_tool_call(call: LangChainToolCall, result: ToolMessage | None) -> services.RunToolCall:
+    status, output, error = _call_outcome(result)
+    return services.RunToolCall(
+        tool_call_id=call["id"],
+        name=call["name"],
+        arguments=call["args"],
+        output=output,
+        status=status,
+        error=error,
+    )
+
+
+def _call_outcome(result: ToolMessage | None) -> tuple[str, str, str]:
+    """(status, output, error) of a tool call from its result message."""
+    if result is None:
+        return ToolCall.Status.PENDING, "", ""
+    typed = result.artifact if isinstance(result.artifact, ToolResult) else None
+    if typed is not None and typed.status.is_refusal:
+        return ToolCall.Status.ERROR, result.text, typed.message or typed.status
+    if result.status == "error":
+        return ToolCall.Status.ERROR, result.text, "the tool failed"
+    return ToolCall.Status.SUCCESS, result.text, ""
+
+
+# --- a team's own loop --------------------------------------------------------------------
+
+
+@contextmanager
+def agent_run(
+    *,
+    user_id: int,
+    thread_id: str | None,
+    request_id: str | None = None,
+    run_type: str = AgentRun.RunType.CHAT,
+) -> Iterator[AgentRunHandle]:
+    """A run for a backend team's own agent loop in `user_id`'s thread (a new one if None).
+
+    Creates and claims the run, keeps its lease alive from the process's lease keeper and
+    yields a handle (`ctx`, `run_id`, `lease_lost`). A normal exit finishes the run as
+    `succeeded`; an exception finishes it as `failed` with `error` set, and is re-raised.
+
+    Raises `ChatError` inside a transaction or for an inactive user, `ChatThreadNotFound`,
+    `ValueError` for a run type other than chat/resume, `ChatRunLost` when the lease was
+    lost by the time of a normal exit, `django.db.DatabaseError` when the database fails.
+    """
+    if run_type not in runs.TOOL_RUN_TYPES:
+        raise ValueError("agent_run serves top-level chat or resume runs")
+    conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message="")
+    handle = _claim(
+        user_id=user_id,
+        conversation=conversation,
+        request_id=request_id or f"req-{uuid.uuid4().hex}",
+        run_type=run_type,
+    ).handle
+    try:
+        yield handle
+    except BaseException as exc:
+        try:
+            _finish(handle, status=AgentRun.Status.FAILED, error=error_text(exc))
+        except RunError:
+            logger.warning("run %s failed after losing its lease", handle.run_id)
+        logger.warning("run %s failed: %s", handle.run_id, error_text(exc))
+        raise
+    try:
+        _finish(handle, status=AgentRun.Status.SUCCEEDED)
+    except RunError as exc:
+        raise ChatRunLost("the run's lease was lost") from exc
