@@ -27,8 +27,9 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, connections, transaction  # noqa: E402
 
+from conversations import runs  # noqa: E402
 from conversations.models import AgentRun, Conversation  # noqa: E402
-from memory_app import access, services  # noqa: E402
+from memory_app import authorization, locks  # noqa: E402
 from memory_app.models import MemoryEventKind, UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.services import remember_memory  # noqa: E402
@@ -96,13 +97,13 @@ class Floor:
         self.run_pk = AgentRun.objects.get(run_id=self.run_uuid).pk
         self.workspace = Workspace.for_user(self.uid)
         self.timeout = f"{settings.MEMORY_LOCK_TIMEOUT_MS}ms"
-        self.key = services.MEMORY_LOCK_PREFIX + ctx.uid
+        self.key = locks.MEMORY_LOCK_PREFIX + ctx.uid
 
     def _authorize(self) -> str:
         """The three statements before the file work; returns the caller's synchronous_commit."""
-        held = self.raw.execute(services._LOCK_SQL, [self.timeout, "off", self.key]).fetchone()
-        self.raw.execute(access._run_sql(lock=True), [self.run_uuid]).fetchone()
-        self.raw.execute(access._state_sql(), [self.uid, self.uid]).fetchone()
+        held = self.raw.execute(locks._LOCK_SQL, [self.timeout, "off", self.key]).fetchone()
+        self.raw.execute(runs._run_for_tool_sql(lock=True), [self.run_uuid]).fetchone()
+        self.raw.execute(authorization._state_sql(), [self.uid, self.uid]).fetchone()
         return held[1]
 
     def write(self, data: bytes, before: str) -> None:
@@ -121,7 +122,7 @@ class Floor:
             self.workspace.publish(
                 MEMORY_RELPATH,
                 data,
-                before_rename=lambda: self.raw.execute(services._ledger_sql(), ledger),
+                before_rename=lambda: self.raw.execute(locks._ledger_sql(), ledger),
             )
 
     def unchanged(self) -> None:

@@ -12,11 +12,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cache
 
 import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import QuerySet
 from django.db.models.expressions import CombinedExpression
 
 from conversations.models import AgentRun, Conversation
@@ -38,11 +38,13 @@ __all__ = [
     "create_run",
     "db_clock",
     "fail_expired_runs",
+    "fail_user_runs",
     "finish_run",
     "lease_keeper",
     "lock_run_for_tool",
     "parse_context",
     "renew_lease",
+    "run_matching_context",
     "start_run",
     "tool_run_refusal",
 ]
@@ -226,11 +228,15 @@ def start_run(
     )
 
 
+# A run whose lease still holds, judged by the database clock at the moment of the statement:
+# the one spelling of "lease valid" in this repository's SQL.
+_LEASE_VALID_SQL = f"status = '{AgentRun.Status.RUNNING}' AND lease_expires_at > clock_timestamp()"
+
 _FINISH_SQL = f"""
     UPDATE {AgentRun._meta.db_table}
     SET status = %s, error = %s, finished_at = clock_timestamp(), worker_id = NULL,
         lease_expires_at = NULL
-    WHERE run_id = %s AND worker_id = %s AND status = %s AND lease_expires_at > clock_timestamp()
+    WHERE run_id = %s AND worker_id = %s AND {_LEASE_VALID_SQL}
     RETURNING *
 """
 
@@ -249,7 +255,7 @@ def finish_run(
         run_uuid = uuid.UUID(str(run_id))
     except ValueError as exc:
         raise RunNotFound("no such run") from exc
-    params = [status, error, run_uuid, worker_id or "", AgentRun.Status.RUNNING]
+    params = [status, error, run_uuid, worker_id or ""]
     finished = list(AgentRun.objects.raw(_FINISH_SQL, params))
     if finished:
         return finished[0]
@@ -298,6 +304,20 @@ def fail_expired_runs() -> int:
     return expired + stale
 
 
+def fail_user_runs(*, user_id: int, error: str) -> int:
+    """Fail every pending or running run of `user_id` with `error`, leases cleared, in one
+    UPDATE; how many. Their workers' next lease check then refuses them."""
+    return AgentRun.objects.filter(
+        status__in=(AgentRun.Status.PENDING, AgentRun.Status.RUNNING), user_id=user_id
+    ).update(
+        status=AgentRun.Status.FAILED,
+        error=error,
+        finished_at=ClockTimestamp(),
+        worker_id=None,
+        lease_expires_at=None,
+    )
+
+
 _CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")
 
 
@@ -321,14 +341,48 @@ def parse_context(ctx: ToolRuntimeContext) -> tuple[int, uuid.UUID]:
     return uid, run_uuid
 
 
-def _run_for_tool(ctx: ToolRuntimeContext, candidates: QuerySet) -> AgentRun:
-    """The run of `ctx` among `candidates`, refused unless every field of `ctx` matches it."""
+@cache
+def _run_fields() -> tuple[str, ...]:
+    return tuple(field.attname for field in AgentRun._meta.concrete_fields)
+
+
+@cache
+def _run_for_tool_sql(*, lock: bool) -> str:
+    """The run of a `run_id` with its thread's public id; one static statement per mode.
+
+    Locked `FOR NO KEY UPDATE`: the lock only fences the lease, and leaves the row's key free
+    for the foreign keys that point at it (the memory ledger's)."""
+    columns = ", ".join(f'r."{field.column}"' for field in AgentRun._meta.concrete_fields)
+    sql = (
+        f'SELECT {columns}, c."thread_id" FROM "{AgentRun._meta.db_table}" r '
+        f'JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
+        'WHERE r."run_id" = %s'
+    )
+    return sql + " FOR NO KEY UPDATE OF r" if lock else sql
+
+
+def run_matching_context(ctx: ToolRuntimeContext, *, lock: bool) -> AgentRun:
+    """The run behind `ctx` once every field of `ctx` matches it (user, thread, request); its
+    lease is not judged here (`tool_run_refusal`). One static statement, no ORM compilation.
+
+    `lock=True` keeps the row locked until the caller's transaction ends, so the lease cannot
+    change under the caller. Raises `RunContextInvalid`.
+    """
     uid, run_uuid = parse_context(ctx)
-    run = candidates.select_related("conversation").filter(run_id=run_uuid).first()
-    if run is None or run.user_id != uid:
+    with connection.cursor() as cursor:
+        cursor.execute(_run_for_tool_sql(lock=lock), [run_uuid])
+        row = cursor.fetchone()
+    fields = _run_fields()
+    if row is None or row[fields.index("user_id")] != uid:
         raise RunContextInvalid("no such run for this user")
-    if run.conversation.thread_id != ctx.thread_id or run.request_id != ctx.request_id:
+    run = AgentRun.from_db(connection.alias, fields, row[: len(fields)])
+    if row[len(fields)] != ctx.thread_id or run.request_id != ctx.request_id:
         raise RunContextInvalid("run belongs to another thread or request")
+    return run
+
+
+def _run_for_tool(ctx: ToolRuntimeContext, *, lock: bool) -> AgentRun:
+    run = run_matching_context(ctx, lock=lock)
     refusal = tool_run_refusal(run, ctx.worker_id)
     if refusal:
         raise RunContextInvalid(refusal)
@@ -339,11 +393,11 @@ def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
     """Lock and return the run behind a memory write, or refuse it.
 
     Must run inside the caller's transaction (after any advisory lock): the row stays locked
-    `FOR UPDATE` until that transaction ends, so the lease cannot change under the caller.
+    until that transaction ends, so the lease cannot change under the caller.
     """
     if not connection.in_atomic_block:
         raise RuntimeError("lock_run_for_tool must be called inside transaction.atomic()")
-    return _run_for_tool(ctx, AgentRun.objects.select_for_update(of=("self",)))
+    return _run_for_tool(ctx, lock=True)
 
 
 def check_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
@@ -352,7 +406,7 @@ def check_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
     A read needs no fence against a lease change after the check, so it neither waits on nor
     blocks a memory write or a lease renewal holding the row.
     """
-    return _run_for_tool(ctx, AgentRun.objects.all())
+    return _run_for_tool(ctx, lock=False)
 
 
 def tool_run_refusal(
@@ -376,19 +430,18 @@ def tool_run_refusal(
 
 _TABLE = AgentRun._meta.db_table
 _HELD = "(run_id, worker_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
-_VALID = "status = 'running' AND lease_expires_at > clock_timestamp()"
 # Renews every run the process holds in one statement. A row a tool holds locked is skipped
 # (busy), never waited on: the keeper must not stall behind a memory write.
 _RENEW_SQL = f"""
     UPDATE {_TABLE} SET lease_expires_at = clock_timestamp() + %s * interval '1 second'
     WHERE id IN (
-        SELECT id FROM {_TABLE} WHERE {_HELD} AND {_VALID}
+        SELECT id FROM {_TABLE} WHERE {_HELD} AND {_LEASE_VALID_SQL}
         FOR NO KEY UPDATE SKIP LOCKED
     )
     RETURNING run_id::text
 """
 # Of the runs not renewed, those whose lease still holds: skipped because busy, retried.
-_STILL_HELD_SQL = f"SELECT run_id::text FROM {_TABLE} WHERE {_HELD} AND {_VALID}"
+_STILL_HELD_SQL = f"SELECT run_id::text FROM {_TABLE} WHERE {_HELD} AND {_LEASE_VALID_SQL}"
 
 keeper_logger = logging.getLogger("yuxi.runs")
 # How many given-up runs a process remembers as lost (their leases lapse within a minute).

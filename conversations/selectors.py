@@ -4,8 +4,10 @@ user chats in and its recent dialogue, and bounded excerpts of the stored record
 import base64
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
+import psycopg
+from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 
@@ -17,10 +19,12 @@ from conversations.models import (
     Message,
     ToolCall,
 )
+from yuxi_site.utils.connections import server_cursor
 from yuxi_site.utils.db_functions import byte_length, text_prefix
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 __all__ = [
+    "EXPORT_FETCH_ROWS",
     "DIALOGUE_CONTENT_MAX_BYTES",
     "DIALOGUE_MAX_MESSAGES",
     "RAW_CONTENT_BYTES",
@@ -31,6 +35,7 @@ __all__ = [
     "RawMessagesPage",
     "RelatedRows",
     "child_runs",
+    "count_user_conversations",
     "first_related",
     "get_chat_thread",
     "message_tool_calls",
@@ -39,6 +44,7 @@ __all__ = [
     "thread_child_threads",
     "thread_runs",
     "tool_calls_during_runs",
+    "write_user_threads",
 ]
 
 # How many earlier user/assistant text messages of the thread the model is shown.
@@ -295,3 +301,104 @@ def list_user_threads(
     more = len(rows) > limit
     rows = rows[:limit]
     return ThreadPage(threads=rows, next_cursor=_encode_cursor(rows[-1]) if more else None)
+
+
+# Rows fetched per round trip from an export's server-side cursors.
+EXPORT_FETCH_ROWS = 2000
+
+
+def _threads_export_sql() -> str:
+    """Every thread of a user, whatever its status, source or parent, as JSON built by
+    PostgreSQL, in id order."""
+    threads = Conversation._meta.db_table
+    return f"""
+SELECT c.id, json_build_object(
+    'thread_id', c.thread_id, 'title', c.title, 'status', c.status, 'source', c.source,
+    'parent_thread_id', p.thread_id, 'metadata', c.metadata,
+    'created_at', c.created_at, 'updated_at', c.updated_at)::text
+FROM "{threads}" c
+LEFT JOIN "{threads}" p ON p.id = c.parent_id
+WHERE c.user_id = %s
+ORDER BY c.id
+"""
+
+
+def _messages_export_sql() -> str:
+    """Every message of a user's threads in thread order, each with its tool calls."""
+    return f"""
+SELECT m.conversation_id, json_build_object(
+    'id', m.id, 'role', m.role, 'message_type', m.message_type, 'content', m.content,
+    'image_content', m.image_content, 'attachments', m.attachments, 'feedback', m.feedback,
+    'metadata', m.metadata, 'created_at', m.created_at,
+    'tool_calls', COALESCE((
+        SELECT json_agg(json_build_object(
+            'tool_call_id', t.tool_call_id, 'name', t.name, 'input', t.input,
+            'output', t.output, 'status', t.status, 'error', t.error,
+            'metadata', t.metadata, 'created_at', t.created_at) ORDER BY t.created_at, t.id)
+        FROM "{ToolCall._meta.db_table}" t WHERE t.message_id = m.id), '[]'::json))::text
+FROM "{Message._meta.db_table}" m
+JOIN "{Conversation._meta.db_table}" c ON c.id = m.conversation_id
+WHERE c.user_id = %s
+ORDER BY m.conversation_id, m.created_at, m.id
+"""
+
+
+def write_user_threads(out: IO[bytes], pg: psycopg.Connection, *, user_id: int) -> None:
+    """Write `user_id`'s threads as comma-separated JSON objects, each with its "messages"
+    list, read on `pg` inside its transaction (the caller's snapshot).
+
+    A merge of two ordered server-side cursors: memory stays bounded whatever the history's
+    length.
+    """
+    with (
+        server_cursor(
+            pg, "export_threads", _threads_export_sql(), [user_id], fetch_rows=EXPORT_FETCH_ROWS
+        ) as threads,
+        server_cursor(
+            pg, "export_messages", _messages_export_sql(), [user_id], fetch_rows=EXPORT_FETCH_ROWS
+        ) as messages,
+    ):
+        pending = next(messages, None)
+        for index, (thread_pk, thread_json) in enumerate(threads):
+            if index:
+                out.write(b", ")
+            # The thread's own object, reopened to append its "messages" list.
+            out.write(thread_json[:-1].encode("utf-8") + b', "messages" : [')
+            first = True
+            while pending is not None and pending[0] == thread_pk:
+                if not first:
+                    out.write(b", ")
+                out.write(pending[1].encode("utf-8"))
+                first = False
+                pending = next(messages, None)
+            out.write(b"]}")
+
+
+def count_user_conversations(*, user_ids: list[int]) -> dict[str, int]:
+    """How many threads, messages, tool calls and runs these users have: one statement,
+    counted set-wise, never listed."""
+    placeholders = ", ".join(["%s"] * len(user_ids)) or "NULL"
+    threads = Conversation._meta.db_table
+    messages = Message._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT
+              (SELECT count(*) FROM "{threads}" WHERE user_id IN ({placeholders})),
+              (SELECT count(*) FROM "{messages}" m JOIN "{threads}" c
+                 ON c.id = m.conversation_id WHERE c.user_id IN ({placeholders})),
+              (SELECT count(*) FROM "{ToolCall._meta.db_table}" t
+                 JOIN "{messages}" m ON m.id = t.message_id
+                 JOIN "{threads}" c ON c.id = m.conversation_id
+                 WHERE c.user_id IN ({placeholders})),
+              (SELECT count(*) FROM "{AgentRun._meta.db_table}" WHERE user_id IN ({placeholders}))
+            """,
+            list(user_ids) * 4,
+        )
+        thread_count, message_count, tool_call_count, run_count = cursor.fetchone()
+    return {
+        "threads": thread_count,
+        "messages": message_count,
+        "tool_calls": tool_call_count,
+        "runs": run_count,
+    }

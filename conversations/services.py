@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from conversations.models import Conversation, Message, ToolCall
+from django.db import connection
+
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
@@ -156,3 +158,33 @@ def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversat
     if not updated:
         raise ThreadNotFound(thread_id)
     return Conversation.objects.get(user_id=user_id, thread_id=thread_id)
+
+
+def delete_user_conversations(*, user_id: int) -> dict[str, int]:
+    """Delete every thread of `user_id` with its messages, tool calls and runs, set-wise (one
+    DELETE per table, children first); the rows deleted, by kind.
+
+    The threads are locked first: a write still in flight that references one waits for this
+    transaction and then fails on the missing row instead of slipping in between. Use inside
+    the caller's `transaction.atomic()`.
+    """
+    threads = Conversation._meta.db_table
+    messages = Message._meta.db_table
+    in_threads = f"SELECT id FROM {threads} WHERE user_id = %s"
+    statements = (
+        (
+            "tool_calls",
+            f"DELETE FROM {ToolCall._meta.db_table} WHERE message_id IN ("
+            f"SELECT id FROM {messages} WHERE conversation_id IN ({in_threads}))",
+        ),
+        ("messages", f"DELETE FROM {messages} WHERE conversation_id IN ({in_threads})"),
+        ("runs", f"DELETE FROM {AgentRun._meta.db_table} WHERE user_id = %s"),
+        ("threads", f"DELETE FROM {threads} WHERE user_id = %s"),
+    )
+    counts = {}
+    with connection.cursor() as cursor:
+        cursor.execute(f"{in_threads} FOR UPDATE", [user_id])
+        for key, sql in statements:
+            cursor.execute(sql, [user_id])
+            counts[key] = cursor.rowcount
+    return counts

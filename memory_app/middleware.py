@@ -14,7 +14,7 @@ from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResp
 from langchain_core.messages import BaseMessage, SystemMessage
 
 from conversations.runs import ToolRuntimeContext
-from memory_app.access import MemoryRunRefused, authorize_memory_run
+from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
     MemorySnapshot,

@@ -1,16 +1,27 @@
-"""Reads of memory settings, of MEMORY.md as the agent sees it and as its user sees it, and of
-the memory ledger (`MemoryEvent`) as staff see it: where the chain of file hashes breaks."""
+"""Reads of memory settings, of MEMORY.md as the agent sees it, and of the memory ledger
+(`MemoryEvent`) as staff see it: where the chain of file hashes breaks.
+
+MEMORY.md as its user sees it (`MemoryFile`, `read_memory_file`) lives in `memory_file` and
+the export in `user_data`; both are re-exported here, where the public API names them.
+"""
 
 from dataclasses import dataclass
-from typing import Literal
 
 from django.db.models import QuerySet
 
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
-from memory_app.access import memory_run_refusal, read_memory_state
+from memory_app.authorization import memory_run_refusal, read_memory_state
+from memory_app.memory_file import (
+    MEMORY_FILE_MAX_BYTES,
+    MemoryFile,
+    memory_etag,
+    memory_file_from,
+    read_memory_file,
+)
 from memory_app.models import MemoryEvent, UserConfig
-from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
+from memory_app.user_data import export_user_data
+from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
@@ -36,8 +47,6 @@ __all__ = [
 
 # How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).
 MEMORY_PROMPT_MAX_BYTES = 24576
-# Largest MEMORY.md accepted as a source and produced as a result, in UTF-8 bytes.
-MEMORY_FILE_MAX_BYTES = 131072
 
 
 @dataclass(frozen=True)
@@ -84,49 +93,6 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
         MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES
     )
     return MemorySnapshot(text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated)
-
-
-@dataclass(frozen=True)
-class MemoryFile:
-    """MEMORY.md as its user sees it: the whole text, or None with the `problem` that hides it.
-
-    `etag` is `sha256:` + the hex digest of the file's bytes (a missing file is empty), so an
-    edit can be made conditional on the version the user saw.
-    """
-
-    text: str | None
-    etag: str
-    size_bytes: int
-    problem: Literal["too_large", "invalid_encoding"] | None
-
-
-def memory_etag(sha256_hex: str) -> str:
-    """The etag of a MEMORY.md whose bytes hash to `sha256_hex`."""
-    return f"sha256:{sha256_hex}"
-
-
-def memory_file_from(read: DigestedRead) -> MemoryFile:
-    """The user's view of a digested read of MEMORY.md (bounded to `MEMORY_FILE_MAX_BYTES`).
-
-    An oversize or non-UTF-8 file is reported, not raised, so the user can still replace or
-    clear it.
-    """
-    etag = memory_etag(read.sha256)
-    if read.truncated:
-        return MemoryFile(text=None, etag=etag, size_bytes=read.size_bytes, problem="too_large")
-    try:
-        text = read.data.decode("utf-8")
-    except UnicodeDecodeError:
-        return MemoryFile(
-            text=None, etag=etag, size_bytes=read.size_bytes, problem="invalid_encoding"
-        )
-    return MemoryFile(text=text, etag=etag, size_bytes=read.size_bytes, problem=None)
-
-
-def read_memory_file(*, user) -> MemoryFile:
-    """The whole of `user`'s MEMORY.md, read no-follow, keeping at most 128 KiB + 1 in memory."""
-    read = Workspace.for_user(user.pk).read_digested(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
-    return memory_file_from(read)
 
 
 # How many of a user's latest memory events the config page lists.
@@ -222,6 +188,3 @@ def user_ledger(*, user_id: int) -> LedgerPage:
             )
         )
     return LedgerPage(entries=entries, has_older=len(rows) > LEDGER_EVENTS_SHOWN)
-
-
-from memory_app.lifecycle import export_user_data  # noqa: E402  (see lifecycle)

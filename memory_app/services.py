@@ -14,26 +14,38 @@ import hashlib
 import logging
 import unicodedata
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache, partial
+from functools import partial
 from typing import Literal
 
-from django.conf import settings
-from django.db import Error as DatabaseError
 from django.db import connection, transaction
 
 from conversations.runs import ToolRuntimeContext
-from memory_app.access import MemoryRunRefused, authorize_memory_run, read_memory_state
-from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
-from memory_app.selectors import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_etag
-from memory_app.workspace import (
-    MEMORY_LOCK_RELPATH,
-    MEMORY_RELPATH,
-    Workspace,
-    WorkspaceError,
-    WorkspacePathRefused,
+from memory_app.authorization import MemoryRunRefused, authorize_memory_run, read_memory_state
+from memory_app.errors import (
+    MemoryAccessDenied,
+    MemoryConflict,
+    MemoryFileTooLarge,
+    MemoryInputError,
+    MemoryUnavailable,
+    MemoryWriteError,
+    memory_errors,
 )
+from memory_app.locks import (
+    MEMORY_LOCK_PREFIX,
+    CallerSettings,
+    file_fence,
+    hold_memory_locks,
+    memory_lock_key,
+    record_event,
+    restore_lock_timeout,
+    take_memory_lock,
+)
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_etag
+from memory_app.models import MemoryEventKind, UserConfig
+from memory_app.user_data import ErasureReport, erase_user
+from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.string_utils import is_storable_text
 
 __all__ = [
@@ -65,71 +77,9 @@ logger = logging.getLogger("yuxi.memory")
 
 # Largest `content` or `replaces` argument, in UTF-8 bytes.
 MEMORY_ARG_MAX_BYTES = 4096
-# Advisory lock names are this prefix plus the uid, hashed by PostgreSQL (see `_LOCK_SQL`).
-MEMORY_LOCK_PREFIX = "yuxi-memory:"
-
 ADDED = "added"
 UNCHANGED = "unchanged"
 REPLACED = "replaced"
-
-_EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-
-# One round trip: remember the caller's settings, bound the waits that follow (the advisory
-# lock here, the run row lock next) and take the lock. Target-list entries are evaluated in
-# order, so the timeout is set before the lock is waited for. A NULL second parameter leaves
-# synchronous_commit as it is.
-_LOCK_SQL = (
-    "SELECT current_setting('lock_timeout'), current_setting('synchronous_commit'), "
-    "set_config('lock_timeout', %s, true), "
-    "set_config('synchronous_commit', COALESCE(%s, current_setting('synchronous_commit')), true),"
-    " pg_advisory_xact_lock(hashtextextended(%s, 0))"
-)
-_SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %s, true)"
-
-
-@cache
-def _ledger_sql() -> str:
-    """The ledger row, restoring the transaction's durable commit in the same statement."""
-    return (
-        "WITH durable AS (SELECT set_config('synchronous_commit', %s, true)) "
-        f'INSERT INTO "{MemoryEvent._meta.db_table}" '
-        '("user_id", "kind", "actor_id", "run_id", "before_sha256", "after_sha256", '
-        '"size_bytes") SELECT %s, %s, %s, %s, %s, %s, %s FROM durable'
-    )
-
-
-class MemoryWriteError(Exception):
-    """Base of every refusal or failure of a memory write."""
-
-
-class MemoryInputError(MemoryWriteError):
-    """`content`, `replaces` or a user's text is not acceptable (type, size, NUL, empty)."""
-
-
-class MemoryConflict(MemoryWriteError):
-    """The file does not allow the write: `replaces` not found or ambiguous, bad encoding, or
-    the user's edit was made against a version that is no longer current."""
-
-    NOT_FOUND = "not_found"
-    AMBIGUOUS = "ambiguous"
-    INVALID_ENCODING = "invalid_encoding"
-    STALE = "stale"
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"memory conflict: {reason}")
-        self.reason = reason
-
-
-class MemoryFileTooLarge(MemoryWriteError):
-    """The current file or the result would exceed `MEMORY_FILE_MAX_BYTES`."""
-
-
-class MemoryAccessDenied(MemoryWriteError):
-    """Identity, run, lease, switch or user state refuses the write, or the path is unsafe."""
-
-
-class MemoryUnavailable(MemoryWriteError):
-    """The database, a lock wait or the file system failed; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -138,14 +88,6 @@ class MemoryWriteResult:
 
     status: Literal["added", "unchanged", "replaced"]
     size_bytes: int
-
-
-@dataclass(frozen=True)
-class _HeldLock:
-    """The caller's settings from before the advisory lock, for a caller's transaction."""
-
-    lock_timeout: str
-    synchronous_commit: str
 
 
 def normalize_memory_text(text: str) -> str:
@@ -166,76 +108,6 @@ def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
     return value
 
 
-def memory_lock_key(uid: str) -> int:
-    """The 64-bit advisory lock key of `uid`'s memory, so operators and tests can hold it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT hashtextextended(%s, 0)", [MEMORY_LOCK_PREFIX + uid])
-        return cursor.fetchone()[0]
-
-
-def _lock_timeout_ms() -> int:
-    timeout_ms = int(settings.MEMORY_LOCK_TIMEOUT_MS)
-    if timeout_ms <= 0:
-        raise MemoryUnavailable("MEMORY_LOCK_TIMEOUT_MS must be positive")
-    return timeout_ms
-
-
-def _take_memory_lock(uid: str, *, owns_transaction: bool) -> _HeldLock:
-    """Wait (bounded by `MEMORY_LOCK_TIMEOUT_MS`) for `uid`'s transaction advisory lock.
-
-    The timeout stays set for the rest of the transaction, so it also bounds the run row lock
-    that follows. A transaction this module opened waits for no WAL flush until its ledger row
-    asks for it back (a write that changed nothing only marked a row, and a crash releases the
-    locks anyway); a caller's transaction keeps its own durability.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _LOCK_SQL,
-            [
-                f"{_lock_timeout_ms()}ms",
-                "off" if owns_transaction else None,
-                MEMORY_LOCK_PREFIX + uid,
-            ],
-        )
-        lock_timeout, synchronous_commit = cursor.fetchone()[:2]
-    return _HeldLock(lock_timeout=lock_timeout, synchronous_commit=synchronous_commit)
-
-
-def _restore_lock_timeout(held: _HeldLock) -> None:
-    """Give a caller's transaction back its own `lock_timeout`."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SET_LOCK_TIMEOUT_SQL, [held.lock_timeout])
-
-
-@contextmanager
-def _file_fence(workspace: Workspace) -> Iterator[None]:
-    """The exclusive flock on `agents/.memory.lock`, bounded by `MEMORY_LOCK_TIMEOUT_MS`."""
-    with workspace.locked(MEMORY_LOCK_RELPATH, timeout_seconds=_lock_timeout_ms() / 1000):
-        yield
-
-
-def _record_event(
-    held: _HeldLock,
-    *,
-    user_id: int,
-    kind: str,
-    actor_id: int | None,
-    run_id: int | None,
-    before: str,
-    after: str,
-    size_bytes: int,
-) -> None:
-    """The ledger row: the last statement before a rename, so also the liveness check.
-
-    If the session died (its locks with it), this fails and the caller publishes nothing.
-    """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _ledger_sql(),
-            [held.synchronous_commit, user_id, kind, actor_id, run_id, before, after, size_bytes],
-        )
-
-
 def _log_change(
     *, user_id: int, kind: str, actor_id: int | None, run_id: int | None, before: str, after: str
 ) -> None:
@@ -252,7 +124,7 @@ def _log_change(
 
 def _publish_recorded(
     workspace: Workspace,
-    held: _HeldLock,
+    held: CallerSettings,
     data: bytes,
     *,
     kind: str,
@@ -273,7 +145,7 @@ def _publish_recorded(
         "before": before,
         "after": after,
     }
-    record = partial(_record_event, held, size_bytes=len(data), **fields)
+    record = partial(record_event, held, size_bytes=len(data), **fields)
     workspace.publish(MEMORY_RELPATH, data, before_rename=record)
     _log_change(**fields)
     return after
@@ -310,7 +182,7 @@ def _replaced(current: str, old: str, new: str) -> str:
 
 
 def _remember_fenced(
-    workspace: Workspace, held: _HeldLock, run_id: int, content: str, replaces: str | None
+    workspace: Workspace, held: CallerSettings, run_id: int, content: str, replaces: str | None
 ) -> MemoryWriteResult:
     """Bounded read, dedupe or replace, publish: under the advisory lock and the flock."""
     data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
@@ -338,30 +210,17 @@ def _remember_locked(
     ctx: ToolRuntimeContext, content: str, replaces: str | None, *, owns_transaction: bool
 ) -> MemoryWriteResult:
     """The body of the write; the caller holds the transaction."""
-    held = _take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
+    held = take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
     try:
         run = authorize_memory_run(ctx, lock=True)
     except MemoryRunRefused as exc:
         raise MemoryAccessDenied(exc.reason) from exc
     workspace = Workspace.for_user(run.user_id)
-    with _file_fence(workspace):
+    with file_fence(workspace):
         result = _remember_fenced(workspace, held, run.pk, content, replaces)
     if not owns_transaction:
-        _restore_lock_timeout(held)
+        restore_lock_timeout(held)
     return result
-
-
-@contextmanager
-def _memory_errors() -> Iterator[None]:
-    """Workspace and database failures as the typed memory errors."""
-    try:
-        yield
-    except WorkspacePathRefused as exc:
-        raise MemoryAccessDenied("the memory file path is not a safe regular file") from exc
-    except WorkspaceError as exc:
-        raise MemoryUnavailable("the memory file could not be written or locked") from exc
-    except DatabaseError as exc:
-        raise MemoryUnavailable("the database or the memory lock is unavailable") from exc
 
 
 def remember_memory(
@@ -383,7 +242,7 @@ def remember_memory(
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
         raise MemoryAccessDenied("the run context has no user")
-    with _memory_errors():
+    with memory_errors():
         # Only a transaction this call opens may skip the WAL flush of a write that changed
         # nothing.
         owns_transaction = connection.get_autocommit() and not connection.in_atomic_block
@@ -395,38 +254,17 @@ def remember_memory(
 
 
 @contextmanager
-def hold_memory_locks(*, user_id: int) -> Iterator[Workspace]:
-    """Hold `user_id`'s advisory lock (until the transaction ends) and file lock (until exit).
-
-    For work that must exclude every memory writer of the user, erasure included; use inside
-    `transaction.atomic()`. Both waits are bounded by `MEMORY_LOCK_TIMEOUT_MS`: a timeout is
-    `MemoryUnavailable`. The user's state is not checked here (erasure holds the locks for an
-    inactive user); the caller's own `lock_timeout` is back in force inside the block.
-    """
-    if not connection.in_atomic_block:
-        raise RuntimeError("hold_memory_locks must be used inside transaction.atomic()")
-    workspace = Workspace.for_user(user_id)
-    with ExitStack() as stack:
-        # Only the waits are translated: the caller's own errors inside the block pass as raised.
-        with _memory_errors():
-            held = _take_memory_lock(str(workspace.uid), owns_transaction=False)
-            _restore_lock_timeout(held)
-            stack.enter_context(_file_fence(workspace))
-        yield workspace
-
-
-@contextmanager
-def _user_write(user_id: int) -> Iterator[tuple[Workspace, _HeldLock, bool]]:
+def _user_write(user_id: int) -> Iterator[tuple[Workspace, CallerSettings, bool]]:
     """A user-side write's transaction: advisory lock, live user, flock. Yields the switch."""
     workspace = Workspace.for_user(user_id)
-    with _memory_errors(), transaction.atomic():
-        held = _take_memory_lock(str(workspace.uid), owns_transaction=False)
-        _restore_lock_timeout(held)
+    with memory_errors(), transaction.atomic():
+        held = take_memory_lock(str(workspace.uid), owns_transaction=False)
+        restore_lock_timeout(held)
         state = read_memory_state(workspace.uid)
         if not state.user_active:
             # Checked before the flock, whose file would recreate an erased workspace.
             raise MemoryAccessDenied("the user is missing or inactive")
-        with _file_fence(workspace):
+        with file_fence(workspace):
             yield workspace, held, state.enabled
 
 
@@ -457,7 +295,7 @@ def set_memory_enabled(*, user, enabled: bool, actor) -> UserConfig:
                 "before": read.sha256,
                 "after": read.sha256,
             }
-            _record_event(held, size_bytes=read.size_bytes, **fields)
+            record_event(held, size_bytes=read.size_bytes, **fields)
             _log_change(**fields)
     return config
 
@@ -517,6 +355,3 @@ def clear_memory(*, user, actor) -> None:
     _replace_whole_file(
         user.pk, b"", kind=MemoryEventKind.USER_CLEARED, actor=actor, accept=lambda _etag: None
     )
-
-
-from memory_app.lifecycle import ErasureReport, erase_user  # noqa: E402  (see lifecycle)

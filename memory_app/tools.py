@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from conversations import repository as history
 from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
-from memory_app.access import MemoryRunRefused, authorize_memory_run
+from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
     MemoryAccessDenied,

@@ -11,8 +11,8 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from memory_app.lifecycle import erasure_counts
 from memory_app.services import erase_user
+from memory_app.user_data import erasure_counts
 
 __all__ = ["ErasingUserAdmin"]
 

@@ -323,3 +323,25 @@ def test_parse_context_refuses_a_missing_or_malformed_field(override, reason) ->
 
     with pytest.raises(RunContextInvalid, match=f"^{reason}$"):
         runs.parse_context(ctx)
+
+
+def test_fail_user_runs_fails_only_that_users_pending_and_running_runs_in_one_update(
+    django_assert_num_queries,
+):
+    running = AgentRunFactory(status=AgentRun.Status.RUNNING, worker_id="w1")
+    pending = AgentRunFactory(user=running.user, status=AgentRun.Status.PENDING)
+    done = AgentRunFactory(user=running.user, status=AgentRun.Status.SUCCEEDED)
+    other = AgentRunFactory(status=AgentRun.Status.RUNNING, worker_id="w2")
+    with django_assert_num_queries(1):
+        assert runs.fail_user_runs(user_id=running.user_id, error="gone") == 2
+    for run in (running, pending):
+        run.refresh_from_db()
+        assert (run.status, run.error, run.worker_id) == ("failed", "gone", None)
+        assert run.finished_at is not None and run.lease_expires_at is None
+    assert AgentRun.objects.get(pk=done.pk).status == "succeeded"
+    assert AgentRun.objects.get(pk=other.pk).status == "running"
+
+
+def test_the_one_lease_valid_fragment_is_in_every_lease_statement():
+    for sql in (runs._FINISH_SQL, runs._RENEW_SQL, runs._STILL_HELD_SQL):
+        assert runs._LEASE_VALID_SQL in sql

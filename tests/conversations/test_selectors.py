@@ -11,7 +11,7 @@ from conversations.selectors import (
     RAW_MESSAGES_SHOWN,
     raw_messages_excerpt,
 )
-from tests.factories import ConversationFactory, MessageFactory
+from tests.factories import AgentRunFactory, ConversationFactory, MessageFactory, ToolCallFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -138,3 +138,14 @@ def test_raw_excerpt_flags_an_ascii_content_one_byte_over_the_cap_as_cut():
     message = MessageFactory(content="a" * (RAW_CONTENT_BYTES + 1))
     (raw,) = raw_messages_excerpt(conversation_id=message.conversation_id).messages
     assert (raw.content, raw.truncated) == ("a" * RAW_CONTENT_BYTES, True)
+
+
+def test_count_user_conversations_counts_each_kind_for_the_given_users_only():
+    first = MessageFactory()
+    second = MessageFactory(conversation=ConversationFactory(user=first.conversation.user))
+    ToolCallFactory(message=second)
+    AgentRunFactory(user=first.conversation.user, conversation=first.conversation)
+    MessageFactory()  # another user's
+    counts = selectors.count_user_conversations(user_ids=[first.conversation.user_id])
+    assert counts == {"threads": 2, "messages": 2, "tool_calls": 1, "runs": 1}
+    assert selectors.count_user_conversations(user_ids=[]) == dict.fromkeys(counts, 0)

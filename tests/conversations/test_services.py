@@ -1,9 +1,16 @@
 import pytest
+from django.db import transaction
 
 from conversations import services
-from conversations.models import Conversation, Message, ToolCall
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.services import THREAD_TITLE_MAX_BYTES
-from tests.factories import ConversationFactory, MessageFactory, UserFactory
+from tests.factories import (
+    AgentRunFactory,
+    ConversationFactory,
+    MessageFactory,
+    ToolCallFactory,
+    UserFactory,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -95,3 +102,16 @@ def test_touch_thread_bumps_its_updated_at():
     before = Conversation.objects.get(pk=thread.pk).updated_at
     services.touch_thread(conversation=thread)
     assert Conversation.objects.get(pk=thread.pk).updated_at > before
+
+
+def test_delete_user_conversations_deletes_only_that_users_rows_by_table():
+    call = ToolCallFactory()
+    user_id = call.message.conversation.user_id
+    AgentRunFactory(user_id=user_id, conversation=call.message.conversation)
+    kept = ToolCallFactory()
+    with transaction.atomic():
+        counts = services.delete_user_conversations(user_id=user_id)
+    assert counts == {"tool_calls": 1, "messages": 1, "runs": 1, "threads": 1}
+    assert not Conversation.objects.filter(user_id=user_id).exists()
+    assert not AgentRun.objects.filter(user_id=user_id).exists()
+    assert ToolCall.objects.get() == kept

@@ -99,13 +99,13 @@ class _Pause:
 def pause_before_ledger(monkeypatch) -> _Pause:
     """Pause the chosen writer after its temp file is durable, before its ledger row."""
     pause = _Pause()
-    real = services_module._record_event
+    real = services_module.record_event
 
     def paused(*args, **kwargs):
         pause()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(services_module, "_record_event", paused)
+    monkeypatch.setattr(services_module, "record_event", paused)
     return pause
 
 

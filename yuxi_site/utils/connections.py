@@ -1,9 +1,12 @@
-"""Database connections outside Django's own: handing one back early, opening a direct one."""
+"""Database connections outside Django's own: handing one back early, opening a direct one,
+and a server-side cursor on one for reads too big to fetch at once."""
+
+from collections.abc import Sequence
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 
-__all__ = ["direct_connection", "release_connection"]
+__all__ = ["direct_connection", "release_connection", "server_cursor"]
 
 
 def direct_connection(**kwargs: object) -> psycopg.Connection:
@@ -33,3 +36,14 @@ def release_connection() -> None:
     """
     if not connection.in_atomic_block:
         connection.close()
+
+
+def server_cursor(
+    pg: psycopg.Connection, name: str, sql: str, params: Sequence[object], *, fetch_rows: int
+) -> psycopg.ServerCursor:
+    """`sql` executed on a named server-side cursor of `pg` (inside its transaction), fetching
+    `fetch_rows` rows per round trip: memory stays bounded whatever the result's size."""
+    cursor = pg.cursor(name=name)
+    cursor.itersize = fetch_rows
+    cursor.execute(sql, params)
+    return cursor

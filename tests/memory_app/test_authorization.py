@@ -6,7 +6,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from conversations.models import AgentRun
-from memory_app.access import MemoryRunRefused, authorize_memory_run
+from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.selectors import memory_write_refusal
 from memory_app.services import MemoryAccessDenied, remember_memory
 from memory_app.tools import make_search_thread_messages_tool

@@ -1,16 +1,16 @@
-"""The one rule "may this run use memory now", for the write path and the lookback tools alike.
+"""Authorization of a run's memory use: the one rule "may this run use memory now", for the
+write path, the lookback tools, the middleware and the run page alike.
 
 A run may use memory only while its trusted context matches a top-level chat or resume run
-that its worker holds an unexpired lease on (the run repository's rule, judged by the
-database's `clock_timestamp()`), its user exists and is active, and the switch is on.
+that its worker holds an unexpired lease on (the run repository's rule, `run_matching_context`
+and `tool_run_refusal`, judged by the database's `clock_timestamp()`), its user exists and is
+active, and the switch is on.
 
-Two static statements, no ORM compilation: the run row (joined to its thread, locked `FOR NO
-KEY UPDATE` on the write path: the lock only fences the lease, and leaves the row's key free
-for the ledger's foreign key), then the clock, the user's state and the switch, read after
-the row lock is granted so a lease is judged at the moment it is held.
+Two static statements, no ORM compilation: the run row (the run repository's, joined to its
+thread, locked `FOR NO KEY UPDATE` on the write path), then the clock, the user's state and
+the switch, read after the row lock is granted so a lease is judged at the moment it is held.
 """
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -18,11 +18,11 @@ from functools import cache
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from conversations.models import AgentRun, Conversation
+from conversations.models import AgentRun
 from conversations.runs import (
     RunContextInvalid,
     ToolRuntimeContext,
-    parse_context,
+    run_matching_context,
     tool_run_refusal,
 )
 from memory_app.models import UserConfig
@@ -51,23 +51,6 @@ class MemoryState:
     now: datetime
     user_active: bool
     enabled: bool
-
-
-@cache
-def _run_fields() -> tuple[str, ...]:
-    return tuple(field.attname for field in AgentRun._meta.concrete_fields)
-
-
-@cache
-def _run_sql(*, lock: bool) -> str:
-    """The run of a `run_id` with its thread's public id; one static statement per mode."""
-    columns = ", ".join(f'r."{field.column}"' for field in AgentRun._meta.concrete_fields)
-    sql = (
-        f'SELECT {columns}, c."thread_id" FROM "{AgentRun._meta.db_table}" r '
-        f'JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
-        'WHERE r."run_id" = %s'
-    )
-    return sql + " FOR NO KEY UPDATE OF r" if lock else sql
 
 
 @cache
@@ -104,16 +87,6 @@ def memory_run_refusal(run: AgentRun, worker_id: str | None, state: MemoryState)
     return None
 
 
-def _load_run(run_id: uuid.UUID, *, lock: bool) -> tuple[AgentRun, str] | None:
-    with connection.cursor() as cursor:
-        cursor.execute(_run_sql(lock=lock), [run_id])
-        row = cursor.fetchone()
-    if row is None:
-        return None
-    fields = _run_fields()
-    return AgentRun.from_db(connection.alias, fields, row[: len(fields)]), row[len(fields)]
-
-
 def authorize_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> AgentRun:
     """The run behind `ctx` if it may use memory now; else `MemoryRunRefused`.
 
@@ -125,16 +98,10 @@ def authorize_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> Agen
     if lock and not connection.in_atomic_block:
         raise RuntimeError("authorize_memory_run(lock=True) must run inside transaction.atomic()")
     try:
-        uid, run_uuid = parse_context(ctx)
+        run = run_matching_context(ctx, lock=lock)
     except RunContextInvalid as exc:
         raise MemoryRunRefused(str(exc)) from exc
-    loaded = _load_run(run_uuid, lock=lock)
-    if loaded is None or loaded[0].user_id != uid:
-        raise MemoryRunRefused("no such run for this user")
-    run, thread_id = loaded
-    if thread_id != ctx.thread_id or run.request_id != ctx.request_id:
-        raise MemoryRunRefused("run belongs to another thread or request")
-    refusal = memory_run_refusal(run, ctx.worker_id, read_memory_state(uid))
+    refusal = memory_run_refusal(run, ctx.worker_id, read_memory_state(run.user_id))
     if refusal:
         raise MemoryRunRefused(refusal)
     return run

@@ -12,8 +12,7 @@ from django.db import OperationalError, connection, connections
 from django.db.backends.signals import connection_created
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from memory_app import lifecycle
-from memory_app.lifecycle import ERASURE_RUN_ERROR
+from memory_app import user_data
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.runtime import chat
 from memory_app.selectors import export_user_data
@@ -24,6 +23,7 @@ from memory_app.services import (
     set_memory_enabled,
     write_memory_file,
 )
+from memory_app.user_data import ERASURE_RUN_ERROR
 from memory_app.workspace import AGENTS_RELPATH, Workspace
 from tests.factories import (
     AgentRunFactory,
@@ -183,7 +183,7 @@ def test_the_fence_commits_the_user_inactive_and_running_runs_failed_before_dele
     def broken(user_id: int) -> dict:
         raise DeletionFailed
 
-    monkeypatch.setattr(lifecycle, "_delete_everything", broken)
+    monkeypatch.setattr(user_data, "_delete_everything", broken)
     with pytest.raises(DeletionFailed):
         erase_user(user=user, actor=user)
     user.refresh_from_db()

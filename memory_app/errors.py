@@ -1,0 +1,70 @@
+"""The typed errors of a memory write (`MemoryWriteError` and its children), and the one
+translation of workspace and database failures into them.
+
+A leaf: raised by the write path, the lock helpers and erasure, turned into a tool result or
+an HTTP error only at the edge.
+"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from django.db import Error as DatabaseError
+
+from memory_app.workspace import WorkspaceError, WorkspacePathRefused
+
+__all__ = [
+    "MemoryAccessDenied",
+    "MemoryConflict",
+    "MemoryFileTooLarge",
+    "MemoryInputError",
+    "MemoryUnavailable",
+    "MemoryWriteError",
+    "memory_errors",
+]
+
+
+class MemoryWriteError(Exception):
+    """Base of every refusal or failure of a memory write."""
+
+
+class MemoryInputError(MemoryWriteError):
+    """`content`, `replaces` or a user's text is not acceptable (type, size, NUL, empty)."""
+
+
+class MemoryConflict(MemoryWriteError):
+    """The file does not allow the write: `replaces` not found or ambiguous, bad encoding, or
+    the user's edit was made against a version that is no longer current."""
+
+    NOT_FOUND = "not_found"
+    AMBIGUOUS = "ambiguous"
+    INVALID_ENCODING = "invalid_encoding"
+    STALE = "stale"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"memory conflict: {reason}")
+        self.reason = reason
+
+
+class MemoryFileTooLarge(MemoryWriteError):
+    """The current file or the result would exceed `MEMORY_FILE_MAX_BYTES`."""
+
+
+class MemoryAccessDenied(MemoryWriteError):
+    """Identity, run, lease, switch or user state refuses the write, or the path is unsafe."""
+
+
+class MemoryUnavailable(MemoryWriteError):
+    """The database, a lock wait or the file system failed; nothing was written."""
+
+
+@contextmanager
+def memory_errors() -> Iterator[None]:
+    """Workspace and database failures as the typed memory errors."""
+    try:
+        yield
+    except WorkspacePathRefused as exc:
+        raise MemoryAccessDenied("the memory file path is not a safe regular file") from exc
+    except WorkspaceError as exc:
+        raise MemoryUnavailable("the memory file could not be written or locked") from exc
+    except DatabaseError as exc:
+        raise MemoryUnavailable("the database or the memory lock is unavailable") from exc

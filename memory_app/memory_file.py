@@ -1,0 +1,64 @@
+"""The memory file as its user sees it: its size limit, its etag and `MemoryFile`.
+
+A leaf: it reads MEMORY.md through the workspace and imports nothing else of the app, so the
+write path, the reads and export/erasure all build on it without importing each other.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
+
+__all__ = [
+    "MEMORY_FILE_MAX_BYTES",
+    "MemoryFile",
+    "memory_etag",
+    "memory_file_from",
+    "read_memory_file",
+]
+
+# Largest MEMORY.md accepted as a source and produced as a result, in UTF-8 bytes.
+MEMORY_FILE_MAX_BYTES = 131072
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """MEMORY.md as its user sees it: the whole text, or None with the `problem` that hides it.
+
+    `etag` is `sha256:` + the hex digest of the file's bytes (a missing file is empty), so an
+    edit can be made conditional on the version the user saw.
+    """
+
+    text: str | None
+    etag: str
+    size_bytes: int
+    problem: Literal["too_large", "invalid_encoding"] | None
+
+
+def memory_etag(sha256_hex: str) -> str:
+    """The etag of a MEMORY.md whose bytes hash to `sha256_hex`."""
+    return f"sha256:{sha256_hex}"
+
+
+def memory_file_from(read: DigestedRead) -> MemoryFile:
+    """The user's view of a digested read of MEMORY.md (bounded to `MEMORY_FILE_MAX_BYTES`).
+
+    An oversize or non-UTF-8 file is reported, not raised, so the user can still replace or
+    clear it.
+    """
+    etag = memory_etag(read.sha256)
+    if read.truncated:
+        return MemoryFile(text=None, etag=etag, size_bytes=read.size_bytes, problem="too_large")
+    try:
+        text = read.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return MemoryFile(
+            text=None, etag=etag, size_bytes=read.size_bytes, problem="invalid_encoding"
+        )
+    return MemoryFile(text=text, etag=etag, size_bytes=read.size_bytes, problem=None)
+
+
+def read_memory_file(*, user) -> MemoryFile:
+    """The whole of `user`'s MEMORY.md, read no-follow, keeping at most 128 KiB + 1 in memory."""
+    read = Workspace.for_user(user.pk).read_digested(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
+    return memory_file_from(read)

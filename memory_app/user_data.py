@@ -1,0 +1,284 @@
+"""A user's whole data: export (one consistent JSON document) and erasure (everything, for good).
+
+Both are set-wise: the database builds each row's JSON or deletes a whole table's share of the
+user in one statement, so a user with 100,000 messages costs seconds and bounded memory. The
+conversations app exports, counts, deletes and fails its own rows of the user (its selectors,
+services and run repository); this module does the memory app's share, holds the memory
+locks around erasure and writes the document. It imports only the app's leaves (workspace,
+memory file, locks, errors, models) and the conversations app, so `services` and `selectors`
+re-export it without a circle.
+"""
+
+import json
+import logging
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import psycopg
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError, connection, transaction
+
+from conversations import runs
+from conversations import selectors as conversation_selectors
+from conversations import services as conversation_services
+from conversations.models import AgentRun
+from memory_app.errors import MemoryUnavailable
+from memory_app.locks import hold_memory_locks
+from memory_app.memory_file import read_memory_file
+from memory_app.models import MemoryEvent, UserConfig
+from memory_app.workspace import (
+    AGENTS_RELPATH,
+    USER_RELPATH,
+    Workspace,
+    WorkspaceError,
+)
+from yuxi_site.utils.connections import direct_connection, server_cursor
+
+__all__ = [
+    "ERASURE_RUN_ERROR",
+    "EXPORT_CHUNK_BYTES",
+    "EXPORT_SPOOL_MEMORY_BYTES",
+    "ErasureReport",
+    "erase_user",
+    "erasure_counts",
+    "export_user_data",
+]
+
+logger = logging.getLogger("yuxi.memory")
+
+# The export is spooled in memory up to this size, then on disk.
+EXPORT_SPOOL_MEMORY_BYTES = 1 << 20
+# Size of each piece the export iterator yields.
+EXPORT_CHUNK_BYTES = 65536
+# Most of AGENTS.md / USER.md the export carries (the agent reads far less of them).
+_EXPORT_FILE_MAX_BYTES = 1 << 20
+# Why erasure failed a user's pending or running runs (for staff; shown on the run page).
+ERASURE_RUN_ERROR = "the user is being erased"
+
+
+def _events_sql() -> str:
+    """The user's memory ledger in order, as JSON built by PostgreSQL."""
+    return f"""
+SELECT json_build_object(
+    'kind', e.kind, 'actor', a."{_username_column()}", 'run_id', r.run_id,
+    'before_sha256', e.before_sha256, 'after_sha256', e.after_sha256,
+    'size_bytes', e.size_bytes, 'created_at', e.created_at)::text
+FROM "{MemoryEvent._meta.db_table}" e
+LEFT JOIN "{get_user_model()._meta.db_table}" a ON a.id = e.actor_id
+LEFT JOIN "{AgentRun._meta.db_table}" r ON r.id = e.run_id
+WHERE e.user_id = %s
+ORDER BY e.id
+"""
+
+
+def _username_column() -> str:
+    User = get_user_model()
+    return User._meta.get_field(User.USERNAME_FIELD).column
+
+
+def _user_sql() -> str:
+    """The user's account (the export's `user` object) and switch, in one statement."""
+    User = get_user_model()
+    column = {name: User._meta.get_field(name).column for name in _USER_EXPORT_FIELDS}
+    column["username"] = _username_column()
+    fields = ", ".join(f"'{name}', u.\"{column[name]}\"" for name in _USER_EXPORT_FIELDS)
+    return f"""
+SELECT json_build_object({fields})::text,
+    COALESCE((SELECT enable_memory FROM "{UserConfig._meta.db_table}" WHERE user_id = u.id), false)
+FROM "{User._meta.db_table}" u WHERE u.id = %s
+"""
+
+
+# The account fields the export carries, under these names.
+_USER_EXPORT_FIELDS = (
+    "id",
+    "username",
+    "email",
+    "first_name",
+    "last_name",
+    "date_joined",
+    "last_login",
+)
+
+
+def export_user_data(*, user: Any) -> Iterator[bytes]:
+    """`user`'s whole data as one JSON document, in pieces.
+
+    Read from one REPEATABLE READ snapshot on a connection of its own and spooled to a
+    temporary file before this returns, so no transaction stays open while a client reads
+    slowly; rows stream through server-side cursors, so memory stays bounded.
+    """
+    # Closed by the iterator returned below once it is read (or on failure right here).
+    spool = tempfile.SpooledTemporaryFile(max_size=EXPORT_SPOOL_MEMORY_BYTES)  # noqa: SIM115
+    try:
+        _write_export(spool, user=user)
+    except BaseException:
+        spool.close()
+        raise
+    spool.seek(0)
+    return _chunks(spool)
+
+
+def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
+    with spool:
+        while chunk := spool.read(EXPORT_CHUNK_BYTES):
+            yield chunk
+
+
+def _write_export(out: IO[bytes], *, user: Any) -> None:
+    user_id = user.pk
+    workspace = Workspace.for_user(user_id)
+    # A connection of its own: the snapshot must not join (or be limited by) a caller's
+    # transaction, and its isolation level is set before its first query. Timestamps render
+    # in the time zone Django's own connections use.
+    with direct_connection(options=f"-c TimeZone={connection.timezone_name}") as pg:
+        pg.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        pg.read_only = True
+        try:
+            row = pg.execute(_user_sql(), [user_id]).fetchone()
+            if row is None:
+                raise get_user_model().DoesNotExist(f"no user {user_id}")
+            user_json, enable_memory = row
+            out.write(b'{"user": ' + user_json.encode() + b', "enable_memory": ')
+            out.write(b"true" if enable_memory else b"false")
+            out.write(b', "memory": ')
+            _write_json(out, _memory_export(user))
+            for key, relpath in (("agents_md", AGENTS_RELPATH), ("user_md", USER_RELPATH)):
+                out.write(f', "{key}": '.encode())
+                _write_json(out, _file_text(workspace, relpath))
+            out.write(b', "memory_events": [')
+            _write_events(out, pg, user_id)
+            out.write(b'], "threads": [')
+            conversation_selectors.write_user_threads(out, pg, user_id=user_id)
+            out.write(b"]}")
+        finally:
+            pg.rollback()
+
+
+def _write_json(out: IO[bytes], value: object) -> None:
+    out.write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+
+def _memory_export(user: Any) -> dict[str, Any] | None:
+    """MEMORY.md as the user's own read shows it: text (None if unusable), etag, size, problem."""
+    try:
+        memory = read_memory_file(user=user)
+    except WorkspaceError:
+        return None  # not a regular file, or unreadable: nothing of it can be exported
+    return {
+        "text": memory.text,
+        "etag": memory.etag,
+        "size_bytes": memory.size_bytes,
+        "problem": memory.problem,
+    }
+
+
+def _file_text(workspace: Workspace, relpath: str) -> str | None:
+    """The file's text (invalid bytes replaced), None if missing or refused."""
+    try:
+        data, _ = workspace.read_bounded(relpath, _EXPORT_FILE_MAX_BYTES)
+    except WorkspaceError:
+        return None
+    return data.decode("utf-8", errors="replace") if data else None
+
+
+def _write_events(out: IO[bytes], pg: psycopg.Connection, user_id: int) -> None:
+    with server_cursor(
+        pg,
+        "export_events",
+        _events_sql(),
+        [user_id],
+        fetch_rows=conversation_selectors.EXPORT_FETCH_ROWS,
+    ) as cursor:
+        for index, (event_json,) in enumerate(cursor):
+            if index:
+                out.write(b", ")
+            out.write(event_json.encode("utf-8"))
+
+
+# The kinds of rows an erasure deletes, in the order its report lists them.
+ERASURE_COUNT_KINDS = ("tool_calls", "messages", "memory_events", "runs", "threads", "configs")
+
+
+@dataclass(frozen=True)
+class ErasureReport:
+    """How many rows of each kind the erasure deleted (zero everywhere when run again)."""
+
+    counts: dict[str, int]
+
+
+def erase_user(*, user: Any, actor: Any) -> ErasureReport:
+    """Delete `user` and everything of theirs: rows, ledger, workspace; idempotent.
+
+    A committed fence comes first (the user inactive, their pending and running runs failed),
+    so neither the Chat service nor a worker that was mid-run writes for them again; then one
+    transaction under the memory locks deletes the rows set-wise, removes the workspace and
+    the user. A failed erasure is finished by running it again.
+    """
+    user_id = user.pk
+    _fence(user_id)
+    for attempt in range(2):
+        try:
+            counts = _delete_everything(user_id)
+            break
+        except (DatabaseError, MemoryUnavailable):
+            # A write that was already in flight (it passed its checks before the fence)
+            # committed a row into a thread or run being deleted, or deadlocked with this
+            # transaction: go again, once.
+            if attempt:
+                raise
+            logger.warning("event=erasure_retry user=%s", user_id)
+    logger.info(
+        "event=user_erased user=%s actor=%s %s",
+        user_id,
+        getattr(actor, "pk", None),
+        " ".join(f"{key}={value}" for key, value in counts.items()),
+    )
+    return ErasureReport(counts=counts)
+
+
+def _fence(user_id: int) -> None:
+    """Commit: the user inactive, every pending or running run of theirs failed."""
+    with transaction.atomic(), hold_memory_locks(user_id=user_id):
+        get_user_model().objects.filter(pk=user_id).update(is_active=False)
+        runs.fail_user_runs(user_id=user_id, error=ERASURE_RUN_ERROR)
+
+
+def _delete_everything(user_id: int) -> dict[str, int]:
+    User = get_user_model()
+    with transaction.atomic(), hold_memory_locks(user_id=user_id) as workspace:
+        # Rows locked first (the user here, the threads by the conversations app): a write
+        # still in flight that references them waits for this transaction and then fails on
+        # the missing row instead of slipping in between.
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'SELECT 1 FROM "{User._meta.db_table}" WHERE id = %s FOR UPDATE', [user_id]
+            )
+        deleted = conversation_services.delete_user_conversations(user_id=user_id)
+        with connection.cursor() as cursor:
+            for key, model in (("memory_events", MemoryEvent), ("configs", UserConfig)):
+                cursor.execute(
+                    f'DELETE FROM "{model._meta.db_table}" WHERE user_id = %s', [user_id]
+                )
+                deleted[key] = cursor.rowcount
+        counts = {key: deleted[key] for key in ERASURE_COUNT_KINDS}
+        try:
+            workspace.remove_tree()
+        except WorkspaceError as exc:
+            raise MemoryUnavailable("the workspace could not be removed") from exc
+        # Nothing of the user's own is left, so Django's delete only clears the auth tables
+        # (groups, permissions, admin log) and nulls `actor` on other users' ledger rows.
+        counts["users"] = User.objects.filter(pk=user_id).delete()[1].get(User._meta.label, 0)
+    return counts
+
+
+def erasure_counts(*, user_ids: list[int]) -> dict[str, int]:
+    """How many rows erasing these users would delete, by kind: counted set-wise, never listed."""
+    conversations = conversation_selectors.count_user_conversations(user_ids=user_ids)
+    return {
+        "users": len(user_ids),
+        **conversations,
+        "memory_events": MemoryEvent.objects.filter(user_id__in=user_ids).count(),
+    }
