@@ -18,6 +18,11 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 
 from memory_app.middleware import injected_memory
+from memory_app.tool_names import (
+    REMEMBER_MEMORY_TOOL,
+    SEARCH_THREAD_MESSAGES_TOOL,
+    SUBAGENT_TOOL_NAME,
+)
 
 __all__ = ["ScriptedChatModel", "chat_model_from_settings"]
 
@@ -49,10 +54,10 @@ _DELEGATE = re.compile(r"^\s*ask\s+(?:the\s+)?sub-?agent[\s:,]+(?P<arg>\S.*)$", 
 _RECALL = re.compile(r"what\s+do\s+you\s+remember|你记得什么", re.I)
 # The user's phrasing → (tool, its one argument).
 _INTENTS = (
-    (_REMEMBER, "remember_memory", "content"),
-    (_REMEMBER_ZH, "remember_memory", "content"),
-    (_SEARCH, "search_thread_messages", "query"),
-    (_DELEGATE, "delegate_to_subagent", "task"),
+    (_REMEMBER, REMEMBER_MEMORY_TOOL, "content"),
+    (_REMEMBER_ZH, REMEMBER_MEMORY_TOOL, "content"),
+    (_SEARCH, SEARCH_THREAD_MESSAGES_TOOL, "query"),
+    (_DELEGATE, SUBAGENT_TOOL_NAME, "task"),
 )
 
 

@@ -20,7 +20,7 @@ from memory_app.selectors import (
     MemorySnapshot,
     read_memory_for_prompt,
 )
-from memory_app.tools import YuxiTool, build_memory_tools
+from memory_app.tools import RunBoundTool, build_memory_tools
 from memory_app.workspace import WorkspaceError
 
 __all__ = [
@@ -68,7 +68,7 @@ class YuxiMemoryMiddleware(AgentMiddleware):
         super().__init__()
         self.ctx = ctx
         self.snapshot = snapshot
-        self.tools: list[YuxiTool] = build_memory_tools(ctx)
+        self.tools: list[RunBoundTool] = build_memory_tools(ctx)
         self.system_prompt_section = render_memory_prompt(snapshot)
         self.memory_text = "" if snapshot is None or snapshot.is_empty else snapshot.text
 

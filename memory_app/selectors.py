@@ -20,6 +20,7 @@ from memory_app.memory_file import (
     read_memory_file,
 )
 from memory_app.models import MemoryEvent, UserConfig
+from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
@@ -97,8 +98,6 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
 
 # How many of a user's latest memory events the config page lists.
 LEDGER_EVENTS_SHOWN = 50
-# The agent's one memory write tool, by the name its tool calls are stored under.
-REMEMBER_MEMORY_TOOL = "remember_memory"
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import partial
-from typing import Literal
 
 from django.db import connection, transaction
 
@@ -63,6 +63,7 @@ __all__ = [
     "MemoryUnavailable",
     "MemoryWriteError",
     "MemoryWriteResult",
+    "MemoryWriteStatus",
     "clear_memory",
     "erase_user",
     "hold_memory_locks",
@@ -77,16 +78,26 @@ logger = logging.getLogger("yuxi.memory")
 
 # Largest `content` or `replaces` argument, in UTF-8 bytes.
 MEMORY_ARG_MAX_BYTES = 4096
-ADDED = "added"
-UNCHANGED = "unchanged"
-REPLACED = "replaced"
+
+
+class MemoryWriteStatus(StrEnum):
+    """What a successful `remember_memory` did (the tool result's status too)."""
+
+    ADDED = "added"
+    UNCHANGED = "unchanged"
+    REPLACED = "replaced"
+
+
+ADDED = MemoryWriteStatus.ADDED
+UNCHANGED = MemoryWriteStatus.UNCHANGED
+REPLACED = MemoryWriteStatus.REPLACED
 
 
 @dataclass(frozen=True)
 class MemoryWriteResult:
     """What a successful call did and the size of MEMORY.md afterwards."""
 
-    status: Literal["added", "unchanged", "replaced"]
+    status: MemoryWriteStatus
     size_bytes: int
 
 

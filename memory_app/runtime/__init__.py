@@ -43,12 +43,7 @@ from memory_app.runtime.limits import (
     MAX_TOOL_CALLS_PER_REPLY,
 )
 from memory_app.runtime.service import DIALOGUE_CUT_MARKER, ChatTurn, chat, chatbot_input
-from memory_app.runtime.subagent import (
-    SUBAGENT_TOOL_NAME,
-    DelegateArguments,
-    DelegateToSubagentTool,
-    subagent_input,
-)
+from memory_app.runtime.subagent import DelegateArguments, DelegateToSubagentTool, subagent_input
 from memory_app.runtime.turns import (
     AgentInput,
     AgentRunHandle,
@@ -62,6 +57,7 @@ from memory_app.runtime.turns import (
     open_turn,
     run_agent,
 )
+from memory_app.tool_names import SUBAGENT_TOOL_NAME
 
 __all__ = [
     "CHATBOT_PROMPT",

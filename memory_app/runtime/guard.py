@@ -25,7 +25,7 @@ from conversations.models import ToolCall
 from conversations.runs import ToolRuntimeContext
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import MAX_TOOL_CALLS_PER_REPLY
-from memory_app.tools import ToolResult, ToolStatus, is_storable_json
+from memory_app.tools import ToolResult, ToolStatus, is_storable_json, lease_lost_refusal
 from yuxi_site.utils.connections import release_connection
 from yuxi_site.utils.string_utils import is_storable_text
 
@@ -140,8 +140,9 @@ class RunGuard(AgentMiddleware):
             release_connection()
 
     def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
-        if runs.lease_keeper().lease_lost(self.ctx.run_id):
-            return ToolResult(ToolStatus.DENIED, "this run lost its lease")
+        lost = lease_lost_refusal(self.ctx.run_id)
+        if lost is not None:
+            return lost
         if request.tool is None:
             return ToolResult(ToolStatus.REJECTED, "no such tool")
         if request.tool_call["id"] in self._refused_calls:

@@ -18,10 +18,8 @@ from memory_app.runtime.turns import (
     open_subagent_turn,
     run_agent,
 )
-from memory_app.tools import StrictArguments, ToolResult, ToolStatus, YuxiTool
-
-# The Chat-service tool through which the chat agent reaches a sub-agent.
-SUBAGENT_TOOL_NAME = "delegate_to_subagent"
+from memory_app.tool_names import SUBAGENT_TOOL_NAME
+from memory_app.tools import RunBoundTool, StrictArguments, ToolResult, ToolStatus
 
 
 class DelegateArguments(StrictArguments):
@@ -34,7 +32,7 @@ def subagent_input(turn: Turn, *, model: BaseChatModel | None) -> AgentInput:
     return AgentInput(graph=graph, messages=[HumanMessage(turn.message)])
 
 
-class DelegateToSubagentTool(YuxiTool):
+class DelegateToSubagentTool(RunBoundTool):
     """The Chat-service tool that runs one task as a `subagent` run (with `parent_run`) in a
     persisted child thread (with `parent`), built with the SubAgent graph: no memory."""
 

@@ -9,6 +9,7 @@ from django.db import transaction
 from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
 from conversations.runs import db_clock
 from memory_app.models import UserConfig
+from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
 
 STAFF_USERNAME = "admin"
@@ -115,7 +116,7 @@ class Command(BaseCommand):
         ToolCall.objects.create(
             message=messages[1],
             tool_call_id="call_demo_1",
-            name="remember_memory",
+            name=REMEMBER_MEMORY_TOOL,
             input={"content": "对花生过敏"},
             output='{"status": "added"}',
             status=ToolCall.Status.SUCCESS,
