@@ -5,6 +5,7 @@ Thin adapters over the services and selectors. The user always comes from the Dj
 error, the framework's own included, has one shape: `{"error": "..."}`.
 """
 
+import functools
 import logging
 from collections.abc import Callable
 from datetime import datetime
@@ -31,13 +32,11 @@ from memory_app.runtime import (
     chat,
 )
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
+from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
 
 __all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
 
 logger = logging.getLogger(__name__)
-
-# The body of every 503 the API sends when the database (or a lock) is unavailable.
-API_UNAVAILABLE_MESSAGE = "the service is unavailable, try again"
 
 
 class SessionCsrfAuth(SessionAuth):
@@ -430,6 +429,7 @@ for _exception, _handler in (
 def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Ninja answers a method no operation takes with an empty 405: give it the error shape."""
 
+    @functools.wraps(view)  # keeps ninja's csrf_exempt marker
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = view(request, *args, **kwargs)
         if response.status_code == 405 and not response.get("Content-Type", "").startswith(
@@ -440,7 +440,6 @@ def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
             response["Allow"] = allowed
         return response
 
-    wrapped.__dict__.update(view.__dict__)  # keeps ninja's csrf_exempt marker
     return wrapped
 
 

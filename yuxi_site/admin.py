@@ -1,6 +1,7 @@
 """Shared admin base: staff may look, never touch, never load an unbounded column, and never
 make PostgreSQL count or scan a big table to draw a page."""
 
+import contextlib
 import functools
 import json
 from datetime import datetime
@@ -167,9 +168,12 @@ class EstimatedCountPaginator(Paginator):
         """
         number = self.validate_number(number)
         if self.estimated and number >= self.num_pages:
+            # The exact count replaces the estimate; the page figures cached from the estimate
+            # are dropped (deleting a cached_property is how Django clears it).
+            self.count = self.object_list.count()
             for name in ("num_pages", "page_range"):
-                self.__dict__.pop(name, None)
-            self.__dict__["count"] = self.object_list.count()
+                with contextlib.suppress(AttributeError):
+                    delattr(self, name)
             self.estimated = False
         return super().page(number)
 

@@ -95,7 +95,8 @@ ROOT_URLCONF = "yuxi_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # Site-level templates (login pages, the admin parts every app shares).
+        "DIRS": [BASE_DIR / "yuxi_site" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -154,6 +155,8 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+# Site-level static files (the admin styles every app shares).
+STATICFILES_DIRS = [BASE_DIR / "yuxi_site" / "static"]
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "var" / "static"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -23,5 +23,5 @@ urlpatterns = [
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]
 
-handler404 = "memory_app.views.not_found"
-handler500 = "memory_app.views.server_error"
+handler404 = "yuxi_site.errors.not_found"
+handler500 = "yuxi_site.errors.server_error"

@@ -1,4 +1,5 @@
-"""Django's error views, answering in the API's JSON shape under /api/.
+"""The site's error views (`handler404`, `handler500`), answering in the API's JSON shape
+under /api/, and the one message of every 503 the API sends.
 
 Django turns an exception raised in middleware (the session lookup or save, when the database
 is down) into a response through `handler500` before any outer middleware sees it, so this is
@@ -11,12 +12,12 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-from memory_app.api import API_UNAVAILABLE_MESSAGE
-
-__all__ = ["API_PREFIX", "not_found", "server_error"]
+__all__ = ["API_PREFIX", "API_UNAVAILABLE_MESSAGE", "not_found", "server_error"]
 
 # Requests under this path are API requests: their errors are JSON.
 API_PREFIX = "/api/"
+# The body of every 503 the API sends when the database (or a lock) is unavailable.
+API_UNAVAILABLE_MESSAGE = "the service is unavailable, try again"
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
