@@ -1,0 +1,39 @@
+"""Operations: the settings, and the workspace root read at call time.
+
+The product contract read literally, the way an outside acceptance suite would: only public
+names through their public module paths; real PostgreSQL and real files throughout.
+"""
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings as django_settings
+
+from memory_app.services import remember_memory
+from tests.factories import context_for
+
+
+def test_the_spec_settings_exist_and_are_listed_in_env_example():
+    example = (Path(django_settings.BASE_DIR) / ".env.example").read_text()
+    for name in (
+        "DATABASE_URL",
+        "WORKSPACE_ROOT",
+        "SECRET_KEY",
+        "DEBUG",
+        "AGENT_RUN_LEASE_SECONDS",
+        "MEMORY_LOCK_TIMEOUT_MS",
+    ):
+        assert f"\n{name}=" in f"\n{example}"
+    assert "MEMORY_LOCK_TIMEOUT_MS=5000" in example.split("\n")
+    for name in ("WORKSPACE_ROOT", "SECRET_KEY", "DEBUG", "AGENT_RUN_LEASE_SECONDS"):
+        assert hasattr(django_settings, name)
+    assert django_settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+@pytest.mark.django_db
+def test_workspace_root_is_read_at_call_time(settings, run, tmp_path):
+    settings.WORKSPACE_ROOT = tmp_path / "moved"
+    remember_memory(context_for(run), "Moved fact.")
+    assert (tmp_path / "moved" / str(run.user_id) / "agents" / "MEMORY.md").read_bytes() == (
+        b"Moved fact.\n"
+    )
