@@ -1,11 +1,14 @@
-"""Imports run one way: memory_app -> conversations -> yuxi_site.
+"""Imports run one way: memory_app -> conversations -> yuxi_site, and down the layers inside
+each app; there is no import circle, and no import inside a function or below a module's code.
 
 `conversations` never imports `memory_app`; `yuxi_site` imports neither app, except where it
-wires the site together (stated below). Every import statement counts, including those inside
-functions.
+wires the site together (stated below). Inside an app every module has a layer (`LAYERS`): it
+imports only modules of lower layers, so leaves stay leaves and a new module must be placed.
+Every import statement counts, including those inside functions.
 """
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,3 +66,267 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
     path = tmp_path / "module.py"
     path.write_text(source, encoding="utf-8")
     assert _imported_packages(path, package) == found
+
+
+# --- modules and their imports ---------------------------------------------------------------
+
+# Each app's modules by layer, lowest first: a module imports only modules of lower layers of
+# its own app (package `__init__`s count as modules; `runtime` is ranked inside memory_app).
+LAYERS = {
+    "memory_app": [
+        # leaves: the models, the file system, the names and limits everything shares
+        {"memory_app", "memory_app.apps", "memory_app.models", "memory_app.workspace"},
+        {"memory_app.tool_names", "memory_app.memory_file", "memory_app.errors"},
+        {"memory_app.context", "memory_app.authorization", "memory_app.locks"},
+        # export and erasure: leaves and the conversations app only
+        {"memory_app.user_data"},
+        # the memory write and the reads
+        {"memory_app.services", "memory_app.selectors"},
+        # what the agent is given
+        {"memory_app.tools"},
+        {"memory_app.middleware"},
+        {"memory_app.llm"},
+        # the Chat service, part by part
+        {"memory_app.runtime.limits"},
+        {"memory_app.runtime.errors"},
+        {"memory_app.runtime.guard"},
+        {"memory_app.runtime.graphs"},
+        {"memory_app.runtime.turns"},
+        {"memory_app.runtime.subagent"},
+        {"memory_app.runtime.service"},
+        {"memory_app.runtime"},
+        # the edges: HTTP, admin, commands
+        {
+            "memory_app.api",
+            "memory_app.user_admin",
+            "memory_app.management",
+            "memory_app.management.commands",
+            "memory_app.management.commands.memory",
+            "memory_app.management.commands.seed_demo",
+        },
+        {
+            "memory_app.admin",
+            "memory_app.management.commands.chat",
+            "memory_app.management.commands.erase_user",
+        },
+    ],
+    "conversations": [
+        {"conversations", "conversations.apps", "conversations.models"},
+        # the four owners side by side: none imports another
+        {
+            "conversations.repository",
+            "conversations.runs",
+            "conversations.selectors",
+            "conversations.services",
+        },
+        {
+            "conversations.admin",
+            "conversations.management",
+            "conversations.management.commands",
+            "conversations.management.commands.fail_expired_runs",
+        },
+    ],
+    "yuxi_site": [
+        {
+            "yuxi_site",
+            "yuxi_site.utils",
+            "yuxi_site.utils.connections",
+            "yuxi_site.utils.db_functions",
+            "yuxi_site.utils.ids",
+            "yuxi_site.utils.statements",
+            "yuxi_site.utils.string_utils",
+        },
+        {
+            "yuxi_site.admin",
+            "yuxi_site.errors",
+            "yuxi_site.health",
+            "yuxi_site.log_format",
+            "yuxi_site.settings",
+            "yuxi_site.wsgi",
+        },
+        {"yuxi_site.urls"},
+    ],
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the three packages, migrations aside (Django writes those)."""
+    return {
+        _module_name(path): path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if "migrations" not in path.parts
+    }
+
+
+def _imported_modules(
+    name: str, tree: ast.Module, known: set[str], *, is_package: bool = False
+) -> set[str]:
+    """The modules of `known` that module `name` imports (`from a import b` names the module
+    `a.b` when that is one; a relative import is resolved from `name`'s package)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if is_package else name.split(".")[:-1]
+                package = parts[: len(parts) - node.level + 1]
+                base = ".".join([*package, *([base] if base else [])])
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                found.add(submodule if submodule in known else base)
+    return (found & known) - {name}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {
+        name: _imported_modules(
+            name,
+            ast.parse(path.read_text(encoding="utf-8")),
+            known,
+            is_package=path.name == "__init__.py",
+        )
+        for name, path in modules.items()
+    }
+
+
+def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(group)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def _late_imports(tree: ast.Module) -> Iterator[int]:
+    """Lines of imports inside a function or class, or below a module's first statement that
+    is not an import (its docstring and `__future__` aside)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom):
+                    yield inner.lineno
+    code_started = False
+    for index, node in enumerate(tree.body):
+        is_docstring = (
+            index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        )
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if code_started:
+                yield node.lineno
+        elif not is_docstring:
+            code_started = True
+
+
+def test_there_is_no_import_circle():
+    assert _circles(_graph()) == []
+
+
+def test_no_module_imports_inside_a_function_or_below_its_code():
+    late = {
+        (name, line)
+        for name, path in _modules().items()
+        for line in _late_imports(ast.parse(path.read_text(encoding="utf-8")))
+    }
+    assert late == set()
+
+
+def _layer_of() -> dict[str, tuple[str, int]]:
+    return {
+        module: (app, rank)
+        for app, layers in LAYERS.items()
+        for rank, modules in enumerate(layers)
+        for module in modules
+    }
+
+
+def test_every_module_has_a_layer():
+    assert set(_modules()) == set(_layer_of())
+
+
+def test_inside_each_app_imports_run_down_the_layers():
+    layer = _layer_of()
+    upward = {
+        (importer, imported)
+        for importer, targets in _graph().items()
+        for imported in targets
+        if layer[imported][0] == layer[importer][0] and layer[imported][1] >= layer[importer][1]
+    }
+    assert upward == set()
+
+
+@pytest.mark.parametrize(
+    ("graph", "circles"),
+    [
+        ({"a": {"b"}, "b": {"a"}}, [{"a", "b"}]),
+        ({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}, [{"a", "b", "c"}]),
+        ({"a": {"b"}, "b": set()}, []),
+    ],
+)
+def test_a_circle_of_any_length_is_found(graph, circles):
+    assert _circles(graph) == circles
+
+
+@pytest.mark.parametrize(
+    ("source", "lines"),
+    [
+        ("import os\n\ndef f():\n    import json\n", [4]),
+        ("import os\n\nX = 1\nfrom json import dumps\n", [4]),
+        ('"""Doc."""\nimport os\nfrom json import dumps\n\nX = 1\n', []),
+    ],
+)
+def test_a_function_local_or_bottom_of_file_import_is_seen(source, lines):
+    assert list(_late_imports(ast.parse(source))) == lines
+
+
+def test_a_relative_import_is_resolved_from_the_modules_package():
+    tree = ast.parse("from . import services\nfrom .runtime import turns\n")
+    known = {"memory_app.services", "memory_app.runtime.turns", "memory_app.x"}
+    expected = {"memory_app.services", "memory_app.runtime.turns"}
+    assert _imported_modules("memory_app.x", tree, known) == expected
+    assert _imported_modules("memory_app", tree, known, is_package=True) == expected
+
+
+def test_a_from_import_of_a_submodule_is_an_edge_to_that_module():
+    tree = ast.parse("from memory_app import services\nfrom memory_app.runtime import chat\n")
+    known = {"memory_app.services", "memory_app.runtime", "memory_app.x"}
+    assert _imported_modules("memory_app.x", tree, known) == {
+        "memory_app.services",
+        "memory_app.runtime",
+    }

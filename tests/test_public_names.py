@@ -1,0 +1,142 @@
+"""Every public name the README, `docs/` and the product contract list is importable from the
+path they give it.
+
+The documents are read for every backticked dotted path into the three packages (a stale
+path fails here); the names the contract and `docs/python-api.md` list by module are spelled
+out below, each imported from its documented module.
+"""
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# A backticked dotted path into one of the packages, e.g. `memory_app.runtime.chat(...)`.
+_DOTTED = re.compile(r"`((?:memory_app|conversations|yuxi_site)(?:\.[A-Za-z_]\w*)+)")
+
+# The public names by module, as the contract's layout table and `docs/python-api.md` list them.
+DOCUMENTED = {
+    "yuxi_site.utils.string_utils": ["truncate_utf8"],
+    "yuxi_site.utils.connections": ["release_connection", "direct_connection"],
+    "yuxi_site.utils.statements": ["count_statements"],
+    "conversations.models": ["Conversation", "Message", "ToolCall", "AgentRun", "VISIBLE_THREAD"],
+    "memory_app.models": ["UserConfig", "MemoryEvent"],
+    "conversations.runs": [
+        "create_run",
+        "claim_run",
+        "start_run",
+        "renew_lease",
+        "finish_run",
+        "check_lease_owner",
+        "parse_context",
+        "lock_run_for_tool",
+        "check_run_for_tool",
+        "lease_keeper",
+        "fail_expired_runs",
+        "ToolRuntimeContext",
+    ],
+    "conversations.repository": ["search_thread_messages", "read_thread_messages"],
+    "memory_app.workspace": ["Workspace"],
+    "memory_app.context": ["build_agent_input_context", "AgentInputContext"],
+    "memory_app.middleware": ["YuxiMemoryMiddleware", "injected_memory"],
+    "memory_app.services": [
+        "remember_memory",
+        "MemoryWriteResult",
+        "MemoryWriteError",
+        "MemoryInputError",
+        "MemoryConflict",
+        "MemoryFileTooLarge",
+        "MemoryAccessDenied",
+        "MemoryUnavailable",
+        "set_memory_enabled",
+        "write_memory_file",
+        "clear_memory",
+        "hold_memory_locks",
+        "erase_user",
+        "ErasureReport",
+        "MEMORY_FILE_MAX_BYTES",
+    ],
+    "memory_app.selectors": [
+        "memory_enabled",
+        "read_memory_file",
+        "read_memory_for_prompt",
+        "memory_write_refusal",
+        "user_ledger",
+        "export_user_data",
+        "MemoryFile",
+        "memory_etag",
+    ],
+    "memory_app.tools": [
+        "build_memory_tools",
+        "make_remember_memory_tool",
+        "make_search_thread_messages_tool",
+        "make_read_thread_messages_tool",
+        "ToolResult",
+        "ToolStatus",
+    ],
+    "memory_app.llm": ["chat_model_from_settings", "ScriptedChatModel"],
+    "memory_app.runtime": [
+        "ToolRuntimeContext",
+        "chat",
+        "ChatTurn",
+        "agent_run",
+        "AgentRunHandle",
+        "build_chatbot_graph",
+        "build_subagent_graph",
+        "AgentGraph",
+        "RunGuard",
+        "ChatError",
+        "ChatInputError",
+        "ChatThreadNotFound",
+        "ChatModelUnavailable",
+        "ChatRunLost",
+    ],
+}
+
+
+def resolve(dotted: str) -> object:
+    """The object a dotted path names: its longest importable module, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attribute in parts[cut:]:
+            found = getattr(found, attribute)
+        return found
+    raise ModuleNotFoundError(dotted)
+
+
+def documented_paths() -> list[tuple[str, str]]:
+    return sorted(
+        {
+            (path.relative_to(ROOT).as_posix(), dotted)
+            for path in DOCUMENTS
+            for dotted in _DOTTED.findall(path.read_text(encoding="utf-8"))
+        }
+    )
+
+
+def test_the_documents_name_paths_into_the_packages():
+    assert len(documented_paths()) > 10
+
+
+@pytest.mark.parametrize(("document", "dotted"), documented_paths())
+def test_every_dotted_path_the_documents_name_resolves(document, dotted):
+    assert resolve(dotted) is not None
+
+
+@pytest.mark.parametrize(
+    ("module", "name"), [(module, name) for module, names in DOCUMENTED.items() for name in names]
+)
+def test_every_documented_name_is_importable_from_its_module(module, name):
+    exec(f"from {module} import {name}", {})  # the import statement itself, as a caller writes it
+
+
+def test_a_stale_path_does_not_resolve():
+    with pytest.raises((AttributeError, ModuleNotFoundError)):
+        resolve("memory_app.views.server_error")
