@@ -1,3 +1,5 @@
+"""The conversations app's configuration (label `conversations`)."""
+
 from django.apps import AppConfig
 
 

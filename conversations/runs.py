@@ -1,4 +1,6 @@
-"""AgentRun repository: the owner of trusted run identity and worker leases.
+"""AgentRun repository: the owner of trusted run identity and worker leases: creating,
+claiming, renewing and finishing runs, the one run-for-tool check, failing expired runs and a
+user's runs, and the process's lease keeper.
 
 Every lease decision is judged by PostgreSQL's `clock_timestamp()` at the moment of the
 check, never by the caller's clock and never by `now()`, which is frozen at transaction start

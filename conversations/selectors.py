@@ -1,5 +1,6 @@
-"""Reads of a thread outside history lookback (which lives in repository.py): the thread a
-user chats in and its recent dialogue, and bounded excerpts of the stored record for staff."""
+"""Reads of threads outside history lookback (which lives in repository.py): the thread a user
+chats in and its recent dialogue, a user's threads listed, exported and counted, and bounded
+excerpts of the stored record for staff."""
 
 import base64
 from dataclasses import dataclass

@@ -1,4 +1,5 @@
-"""Writes of conversations: threads, messages and tool calls as an agent run produces them.
+"""Writes of conversations: threads, messages and tool calls as an agent run produces them,
+and the deletion of a user's share of these tables.
 
 The Chat service hands an agent run's messages here as plain `RunMessage` records (this app
 knows nothing of LangChain); `record_run_messages` stores them, tagged with the run's id.

@@ -1,3 +1,5 @@
+"""The memory app's configuration (label `memory_app`)."""
+
 from django.apps import AppConfig
 
 

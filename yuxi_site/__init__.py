@@ -1,0 +1,1 @@
+"""The site: settings, URLs, error views, the admin base, and utilities both apps share."""

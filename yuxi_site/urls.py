@@ -1,3 +1,5 @@
+"""The site's URLs: the admin, the login pages, the API, health, and the error handlers."""
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path

@@ -1,0 +1,1 @@
+"""The memory app's management commands."""
