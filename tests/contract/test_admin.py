@@ -1,8 +1,4 @@
-"""The admin: every model read-only, without bulk actions.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""The admin: every model read-only, without bulk actions."""
 
 import pytest
 from django.contrib import admin

@@ -1,8 +1,4 @@
-"""Agent input assembly: the shared context, and the memory prompt and tools only when on.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""Agent input assembly: the shared context, and the memory prompt and tools only when on."""
 
 import pytest
 

@@ -1,8 +1,4 @@
-"""The data model: every model, field, kind, relation and enum value the contract lists.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""The data model: every model, field, kind, relation and enum value the contract lists."""
 
 from datetime import timedelta
 

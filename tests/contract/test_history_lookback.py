@@ -1,8 +1,4 @@
-"""History lookback: response shapes, visibility, CJK search and byte budgets.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""History lookback: response shapes, visibility, CJK search and byte budgets."""
 
 import json
 import math

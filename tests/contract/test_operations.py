@@ -1,8 +1,4 @@
-"""Operations: the settings, and the workspace root read at call time.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""Operations: the settings, and the workspace root read at call time."""
 
 from pathlib import Path
 

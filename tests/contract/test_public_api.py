@@ -1,8 +1,4 @@
-"""The public modules and their signatures, imported through their documented paths.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""The public modules and their signatures, imported through their documented paths."""
 
 import inspect
 

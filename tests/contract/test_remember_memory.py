@@ -1,8 +1,4 @@
-"""`remember_memory`: statuses, normalization, conflicts, refusals and the lock.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""`remember_memory`: statuses, normalization, conflicts, refusals and the lock."""
 
 import dataclasses
 import os

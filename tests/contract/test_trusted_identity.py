@@ -1,8 +1,4 @@
-"""Trusted identity: the run context is written by the Chat service and checked at every call.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""Trusted identity: the run context is written by the Chat service and checked at every call."""
 
 import dataclasses
 import json

@@ -1,8 +1,4 @@
-"""`Workspace.replace_authorized_file` and bounded reads: no path leaves the workspace.
-
-The product contract read literally, the way an outside acceptance suite would: only public
-names through their public module paths; real PostgreSQL and real files throughout.
-"""
+"""`Workspace.replace_authorized_file` and bounded reads: no path leaves the workspace."""
 
 from pathlib import Path
 
