@@ -7,8 +7,11 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
 from django.test import Client
+from langchain_core.messages import AIMessage
 
-from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from memory_app.llm import ScriptedChatModel
+from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 
 URL = "/api/chat/"
@@ -99,6 +102,22 @@ class TestChatEndpoint:
             503,
             {"error": "the service is unavailable, try again"},
         )
+
+    def test_a_reply_over_the_text_cap_gets_502_json_and_nothing_of_it_is_stored(
+        self, logged_in, monkeypatch
+    ):
+        class FloodingModel(ScriptedChatModel):
+            def reply(self, messages):
+                return AIMessage(content="x" * (ASSISTANT_TEXT_MAX_BYTES + 1))
+
+        monkeypatch.setattr(service, "chat_model_from_settings", FloodingModel)
+        response = post(logged_in, {"message": "hi"})
+        assert (response.status_code, response.json()) == (
+            502,
+            {"error": "the model is unavailable, try again"},
+        )
+        assert AgentRun.objects.get().status == "failed"
+        assert list(Message.objects.values_list("role", flat=True)) == ["user"]
 
     @pytest.mark.parametrize("thread_id", ["thread-\x00", "thread-\udc00"])
     def test_a_thread_id_no_database_can_store_gets_the_unknown_thread_404(

@@ -17,11 +17,14 @@ from memory_app import runtime
 from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
+    ASSISTANT_TEXT_MAX_BYTES,
     CHAT_MESSAGE_MAX_BYTES,
     DIALOGUE_CUT_MARKER,
     MAX_MODEL_CALLS,
+    MAX_SUBAGENT_CALLS_PER_RUN,
     MAX_TOOL_CALLS_PER_REPLY,
     SUBAGENT_TOOL_NAME,
+    TOOL_ARGUMENTS_MAX_BYTES,
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
@@ -613,3 +616,98 @@ def test_the_subagent_tool_rejects_arguments_outside_its_schema(arguments):
     assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
     assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
     assert not AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).exists()
+
+
+# --- bounded model output and bounded turns -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        AIMessage(content="é" * (ASSISTANT_TEXT_MAX_BYTES // 2) + "x"),
+        AIMessage(
+            content="x" * (ASSISTANT_TEXT_MAX_BYTES + 1),
+            tool_calls=[{"id": "c1", "name": "remember_memory", "args": {"content": "tea"}}],
+        ),
+    ],
+    ids=["text", "text-with-a-tool-call"],
+)
+def test_a_reply_over_the_text_cap_fails_the_run_and_nothing_of_it_is_stored(reply, agents_file):
+    user = memory_user()
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[reply]))
+    run = AgentRun.objects.get()
+    assert run.status == "failed"
+    assert str(ASSISTANT_TEXT_MAX_BYTES) in run.error
+    assert list(run.conversation.messages.values_list("role", "content")) == [("user", "hi")]
+    assert not ToolCall.objects.exists()
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+def test_a_reply_of_exactly_the_text_cap_is_stored_and_returned():
+    user = memory_user(enable_memory=False)
+    text = "é" * (ASSISTANT_TEXT_MAX_BYTES // 2)
+    turn = chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[AIMessage(text)]))
+    assert turn.reply == text
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    assert run.conversation.messages.get(role="assistant").content == text
+
+
+def delegation_of_serialized_size(size: int) -> dict:
+    """`delegate_to_subagent` arguments whose compact JSON is `size` bytes of UTF-8."""
+    frame = len(json.dumps({"task": ""}, separators=(",", ":")))
+    return {"task": "t" * (size - frame)}
+
+
+@tools_run
+def test_tool_arguments_over_the_size_cap_are_rejected_stored_without_them_and_the_run_goes_on():
+    user = memory_user()
+    arguments = delegation_of_serialized_size(TOOL_ARGUMENTS_MAX_BYTES + 1)
+    model = RecordingModel(replies=[tool_reply(("c1", SUBAGENT_TOOL_NAME, arguments))])
+    turn = chat(user_id=user.pk, message="delegate", model=model)
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
+    recorded = ToolCall.objects.get()
+    result = json.loads(recorded.output)
+    assert (recorded.input, result["status"]) == ({}, "rejected")
+    assert str(TOOL_ARGUMENTS_MAX_BYTES) in result["message"]
+    assert AgentRun.objects.get().status == "succeeded"
+    assert not AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).exists()
+    # The model saw the refusal and answered: the run went on.
+    assert turn.reply.startswith("Tool results:")
+
+
+@tools_run
+def test_tool_arguments_of_exactly_the_size_cap_are_stored_and_run():
+    user = memory_user()
+    arguments = delegation_of_serialized_size(TOOL_ARGUMENTS_MAX_BYTES)
+    model = RecordingModel(replies=[tool_reply(("c1", SUBAGENT_TOOL_NAME, arguments))])
+    turn = chat(user_id=user.pk, message="delegate", model=model)
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "success"}]
+    assert ToolCall.objects.get(message__conversation__parent=None).input == arguments
+    assert AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).count() == 1
+
+
+@tools_run
+def test_a_third_delegation_in_one_run_is_rejected_and_the_run_goes_on():
+    user = memory_user()
+    first = tool_reply(("c1", SUBAGENT_TOOL_NAME, {"task": "one"}))
+    more = tool_reply(
+        ("c2", SUBAGENT_TOOL_NAME, {"task": "two"}),
+        ("c3", SUBAGENT_TOOL_NAME, {"task": "three"}),
+    )
+    model = RecordingModel(replies=[first, AIMessage("sub one"), more, AIMessage("sub two")])
+    turn = chat(user_id=user.pk, message="delegate thrice", model=model)
+    assert MAX_SUBAGENT_CALLS_PER_RUN == 2
+    assert turn.tool_calls == [
+        {"name": SUBAGENT_TOOL_NAME, "status": "success"},
+        {"name": SUBAGENT_TOOL_NAME, "status": "success"},
+        {"name": SUBAGENT_TOOL_NAME, "status": "error"},
+    ]
+    calls = ToolCall.objects.filter(message__conversation__parent=None).order_by("id")
+    third = json.loads(calls[2].output)
+    assert third["status"] == "rejected"
+    assert str(MAX_SUBAGENT_CALLS_PER_RUN) in third["message"]
+    children = AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT)
+    assert sorted(children.values_list("conversation__title", flat=True)) == ["one", "two"]
+    assert AgentRun.objects.get(run_type="chat").status == "succeeded"
+    assert turn.reply.startswith("Tool results:")
