@@ -158,7 +158,7 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     rows = [(m.role, m.message_type) for m in thread.messages.all()]
     assert rows == [
         ("user", "text"),
-        ("assistant", "text"),
+        ("assistant", "tool_call"),
         ("tool", "tool_result"),
         ("assistant", "text"),
     ]
@@ -182,17 +182,25 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
 
 @tools_run
 def test_a_chat_turns_tool_call_is_read_back_through_lookback_with_include_tools():
+    """A reply with text carries its calls into lookback; one that only called tools is a
+    hidden `tool_call` message, and lookback returns nothing of hidden messages."""
     user = memory_user()
-    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=None)
+    reply = AIMessage(
+        content="Saving that.",
+        tool_calls=[{"id": "c1", "name": "remember_memory", "args": {"content": "tea"}}],
+    )
+    turn = chat(user_id=user.pk, message="remember tea", model=RecordingModel(replies=[reply]))
+    chat(user_id=user.pk, message="remember that I drink oolong", thread_id=turn.thread_id)
     response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)
     [call] = response["tool_calls"]
     assert (call["name"], call["input"], call["status"]) == (
         "remember_memory",
-        {"content": "I drink oolong tea"},
+        {"content": "tea"},
         "success",
     )
     issuer = next(m for m in response["messages"] if m["message_id"] == call["message_id"])
-    assert issuer["role"] == "assistant"
+    assert (issuer["role"], issuer["content"]) == ("assistant", "Saving that.")
+    assert ToolCall.objects.filter(name="remember_memory").count() == 2
 
 
 def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
@@ -711,3 +719,34 @@ def test_a_third_delegation_in_one_run_is_rejected_and_the_run_goes_on():
     assert sorted(children.values_list("conversation__title", flat=True)) == ["one", "two"]
     assert AgentRun.objects.get(run_type="chat").status == "succeeded"
     assert turn.reply.startswith("Tool results:")
+
+
+# --- what a tool-calling turn leaves in the history -----------------------------------------
+
+
+@tools_run
+def test_a_reply_that_only_calls_tools_is_stored_as_a_tool_call_message_and_never_shown():
+    user = memory_user()
+    model = RecordingModel()
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=model)
+    thread = Conversation.objects.get(thread_id=turn.thread_id)
+    stored = list(thread.messages.values_list("role", "message_type", "content"))
+    assert [(role, kind) for role, kind, _ in stored] == [
+        ("user", "text"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "text"),
+    ]
+    assert ToolCall.objects.get().message.message_type == "tool_call"
+    shown = read_thread_messages(user.pk, turn.thread_id)["messages"]
+    assert [(item["role"], item["content"]) for item in shown] == [
+        ("user", "remember that I drink oolong tea"),
+        ("assistant", turn.reply),
+    ]
+    # The next turn's prompt carries the dialogue only, no empty assistant message.
+    chat(user_id=user.pk, message="thanks", thread_id=turn.thread_id, model=model)
+    earlier = model.calls[-1]["messages"][1:-1]
+    assert [(m.type, m.text) for m in earlier] == [
+        ("human", "remember that I drink oolong tea"),
+        ("ai", turn.reply),
+    ]
