@@ -169,15 +169,35 @@ def _decode_memory(data: bytes) -> str:
         raise MemoryConflict(MemoryConflict.INVALID_ENCODING) from exc
 
 
+# The Markdown bullet markers `remember_memory` follows: a one-line fact appended to a file
+# whose last non-empty line is such a bullet becomes a bullet with the same marker.
+MEMORY_BULLET_MARKERS = ("- ", "* ", "+ ")
+
+
+def _unbulleted(line: str) -> str:
+    """`line` without its leading list marker (and the spaces after it), if it has one."""
+    return line[2:].lstrip(" ") if line.startswith(MEMORY_BULLET_MARKERS) else line
+
+
 def _appended(current: str, content: str) -> str | None:
     """`current` with `content` appended as whole lines, or None if they already stand there.
 
     Lines are compared with only their trailing whitespace ignored (`\r` included), so an
-    indented or differently composed line of the file is not the same fact.
+    indented or differently composed line of the file is not the same fact. A one-line fact is
+    the same with or without a list marker (`- tea` stands for `tea`), and one without a marker
+    follows the file's list style: after a last non-empty line that is a `- `, `* ` or `+ `
+    bullet, it is appended as a bullet with that marker.
     """
-    lines = "\n".join(line.rstrip() for line in current.split("\n"))
-    if f"\n{content}\n" in f"\n{lines}\n":
+    lines = [line.rstrip() for line in current.split("\n")]
+    if f"\n{content}\n" in "\n" + "\n".join(lines) + "\n":
         return None
+    if "\n" not in content:
+        fact = _unbulleted(content)
+        if any(_unbulleted(line) == fact for line in lines):
+            return None
+        last = next((line for line in reversed(lines) if line), "")
+        if content == fact and last.startswith(MEMORY_BULLET_MARKERS):
+            content = last[:2] + content
     separator = "" if not current or current.endswith("\n") else "\n"
     return f"{current}{separator}{content}\n"
 
