@@ -46,7 +46,7 @@ from memory_app.memory_file import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_eta
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.string_utils import is_storable_text
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
     "ADDED",
@@ -111,7 +111,7 @@ def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
     if not isinstance(value, str):
         raise MemoryInputError(f"{name} must be text")
     if not is_storable_text(value):
-        raise MemoryInputError(f"{name} has a NUL or is not valid Unicode text")
+        raise MemoryInputError(f"{name} must be {STORABLE_TEXT_REQUIREMENT}")
     if len(value.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"{name} is over {MEMORY_ARG_MAX_BYTES} bytes")
     if require_text and not value.strip():
@@ -268,7 +268,8 @@ def remember_memory(
     if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
     if replaces is not None:
-        # Exact text, checked only for size and NUL: whether it occurs once is the file's say.
+        # Exact text, checked only for size and storable text: whether it occurs once is the
+        # file's say.
         replaces = _checked_argument(replaces, "replaces", require_text=False)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
@@ -335,7 +336,7 @@ def _checked_user_text(text: object) -> bytes:
     if not isinstance(text, str):
         raise MemoryInputError("text must be text")
     if not is_storable_text(text):
-        raise MemoryInputError("text has a NUL or is not valid Unicode text")
+        raise MemoryInputError(f"text must be {STORABLE_TEXT_REQUIREMENT}")
     encoded = text.encode("utf-8")
     if len(encoded) > MEMORY_FILE_MAX_BYTES:
         raise MemoryFileTooLarge(f"text is over {MEMORY_FILE_MAX_BYTES} bytes")

@@ -50,7 +50,7 @@ from memory_app.runtime.graphs import AgentGraph
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
 from memory_app.tools import ToolResult
 from yuxi_site.utils.connections import release_connection
-from yuxi_site.utils.string_utils import is_storable_text
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 logger = logging.getLogger("yuxi.runs")
 
@@ -105,7 +105,7 @@ def check_message(message: object) -> None:
     if not isinstance(message, str) or not message.strip():
         raise ChatInputError("message must be non-empty text")
     if not is_storable_text(message):
-        raise ChatInputError("message must be valid text without NUL")
+        raise ChatInputError(f"message must be {STORABLE_TEXT_REQUIREMENT}")
     if len(message.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
         raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
 

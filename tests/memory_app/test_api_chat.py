@@ -13,6 +13,7 @@ from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 URL = "/api/chat/"
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
@@ -74,6 +75,16 @@ class TestChatEndpoint:
         response = post(logged_in, body)
         assert response.status_code == 400
         assert set(response.json()) == {"error"}
+
+    @pytest.mark.parametrize("message", ["a lone surrogate \ud800", "a NUL \x00"])
+    def test_unstorable_text_is_refused_as_not_valid_unicode_text(self, logged_in, message):
+        response = post(logged_in, {"message": message})
+        assert (response.status_code, response.json()) == (
+            400,
+            {"error": f"message must be {STORABLE_TEXT_REQUIREMENT}"},
+        )
+        assert "valid Unicode text" in STORABLE_TEXT_REQUIREMENT
+        assert "lone surrogate" in STORABLE_TEXT_REQUIREMENT
 
     def test_another_users_thread_and_an_unknown_thread_get_the_same_404(self, logged_in):
         foreign = ConversationFactory()

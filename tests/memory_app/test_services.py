@@ -43,6 +43,7 @@ from tests.factories import (
     memory_user,
 )
 from tests.memory_app.writer_process import append_facts
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 pytestmark = pytest.mark.django_db
 
@@ -200,6 +201,13 @@ def test_a_retried_append_converges_to_unchanged(settings, run):
     assert remember_memory(context_for(run), "once").status == "added"
     assert remember_memory(context_for(run), "once").status == "unchanged"
     assert _memory(settings, run.user_id) == b"once\n"
+
+
+@pytest.mark.parametrize("argument", ["content", "replaces"])
+def test_a_lone_surrogate_is_refused_as_not_valid_unicode_text(settings, run, argument):
+    arguments = {"content": "fact", argument: "a lone surrogate \ud800"}
+    error = _assert_refused(settings, run, MemoryInputError, **arguments)
+    assert str(error) == f"{argument} must be {STORABLE_TEXT_REQUIREMENT}"
 
 
 def test_replaces_swaps_the_one_exact_occurrence_for_the_normalized_content(settings, run):
