@@ -750,3 +750,33 @@ def test_a_reply_that_only_calls_tools_is_stored_as_a_tool_call_message_and_neve
         ("human", "remember that I drink oolong tea"),
         ("ai", turn.reply),
     ]
+
+
+class DelegatingForever(ScriptedChatModel):
+    """A hostile model: the chat agent asks for as many delegations as a reply may hold, every
+    time; a sub-agent (offered no tools) calls a tool that does not exist, every time."""
+
+    calls: list = Field(default_factory=list)
+
+    def reply(self, messages):
+        self.calls.append(list(self.bound_tools))
+        if SUBAGENT_TOOL_NAME in self.bound_tools:
+            tasks = range(MAX_TOOL_CALLS_PER_REPLY)
+            return tool_reply(
+                *((f"d{len(self.calls)}-{i}", SUBAGENT_TOOL_NAME, {"task": "spin"}) for i in tasks)
+            )
+        return tool_reply((f"s{len(self.calls)}", "no_such_tool", {}))
+
+
+@tools_run
+def test_a_turn_makes_at_most_24_model_calls_however_the_model_delegates():
+    user = memory_user(enable_memory=False)
+    model = DelegatingForever()
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="go", model=model)
+    bound = MAX_MODEL_CALLS * (1 + MAX_SUBAGENT_CALLS_PER_RUN)
+    assert bound == 24 and len(model.calls) == bound
+    assert sum(1 for tools in model.calls if tools) == MAX_MODEL_CALLS
+    children = AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT)
+    assert children.count() == MAX_SUBAGENT_CALLS_PER_RUN
+    assert set(children.values_list("status", flat=True)) == {"failed"}
