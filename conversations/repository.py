@@ -19,7 +19,11 @@ from django.db.backends.utils import CursorWrapper
 
 from conversations.models import Conversation
 from yuxi_site.utils.ids import parse_uid
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+from yuxi_site.utils.string_utils import (
+    STORABLE_TEXT_REQUIREMENT,
+    is_storable_text,
+    truncate_utf8,
+)
 
 __all__ = [
     "CONTENTS_MAX_BYTES",
@@ -290,7 +294,7 @@ def _text(value: object, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise HistoryQueryError(f"{name} must be a non-empty string")
     if not is_storable_text(value):
-        raise HistoryQueryError(f"{name} must be valid text without NUL characters")
+        raise HistoryQueryError(f"{name} must be {STORABLE_TEXT_REQUIREMENT}")
     return value
 
 

@@ -1,4 +1,5 @@
-"""Per-user memory settings and the content-free audit ledger of memory changes."""
+"""Per-user memory settings, the content-free audit ledger of memory changes, and the record
+of each user's login sessions (so erasure can delete them)."""
 
 from django.conf import settings
 from django.db import models
@@ -82,3 +83,18 @@ class MemoryEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user.username}: {self.kind} #{self.pk}"
+
+
+class LoginSession(models.Model):
+    """One login's session, recorded at login, so erasure deletes the user's sessions by key
+    without scanning the session table. Deleting the session (logout, a key cycled at the next
+    login, `clearsessions`) deletes this row with it."""
+
+    session = models.OneToOneField(
+        "sessions.Session", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    def __str__(self) -> str:
+        return f"session of user #{self.user_id}"

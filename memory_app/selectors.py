@@ -5,6 +5,7 @@ MEMORY.md as its user sees it (`MemoryFile`, `read_memory_file`) lives in `memor
 the export in `user_data`; both are re-exported here, where the public API names them.
 """
 
+import codecs
 from dataclasses import dataclass
 
 from django.db.models import QuerySet
@@ -52,11 +53,15 @@ MEMORY_PROMPT_MAX_BYTES = 24576
 
 @dataclass(frozen=True)
 class MemorySnapshot:
-    """MEMORY.md as the agent sees it: text kept, its UTF-8 size, and whether more was there."""
+    """MEMORY.md as the agent sees it: text kept, its UTF-8 size, and whether more was there.
+
+    `invalid_encoding`: the bytes read are not UTF-8, so no text is kept (`text` is "").
+    """
 
     text: str
     size_bytes: int
     truncated: bool
+    invalid_encoding: bool = False
 
     @property
     def is_empty(self) -> bool:
@@ -87,12 +92,19 @@ def memory_write_refusal(run: AgentRun) -> str | None:
 def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
     """The one bounded, no-follow read of `uid`'s MEMORY.md for the prompt and its previews.
 
-    Reads at most `MEMORY_PROMPT_MAX_BYTES + 1` bytes whatever the file's size, drops a code
-    point split by the cut, and replaces invalid bytes. Renders no marker: callers do.
+    Reads at most `MEMORY_PROMPT_MAX_BYTES + 1` bytes whatever the file's size and drops a
+    code point split by the cut. Bytes that are not UTF-8 give no text at all
+    (`invalid_encoding`), never replacement characters: the same rule as the user's read
+    (`problem="invalid_encoding"`) and the write path (`MemoryConflict`), so the agent never
+    works from a text the user cannot see or edit. Renders no marker: callers do.
     """
-    text, truncated = Workspace.for_user(uid).read_text_bounded(
-        MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES
-    )
+    data, truncated = Workspace.for_user(uid).read_bounded(MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES)
+    # Not final when cut: an incomplete sequence at the cut is the cut's, not the file's.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="strict")
+    try:
+        text = decoder.decode(data, final=not truncated)
+    except UnicodeDecodeError:
+        return MemorySnapshot(text="", size_bytes=0, truncated=truncated, invalid_encoding=True)
     return MemorySnapshot(text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated)
 
 

@@ -46,7 +46,7 @@ from memory_app.memory_file import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_eta
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.string_utils import is_storable_text
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
     "ADDED",
@@ -111,7 +111,7 @@ def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
     if not isinstance(value, str):
         raise MemoryInputError(f"{name} must be text")
     if not is_storable_text(value):
-        raise MemoryInputError(f"{name} has a NUL or is not valid Unicode text")
+        raise MemoryInputError(f"{name} must be {STORABLE_TEXT_REQUIREMENT}")
     if len(value.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"{name} is over {MEMORY_ARG_MAX_BYTES} bytes")
     if require_text and not value.strip():
@@ -169,15 +169,35 @@ def _decode_memory(data: bytes) -> str:
         raise MemoryConflict(MemoryConflict.INVALID_ENCODING) from exc
 
 
+# The Markdown bullet markers `remember_memory` follows: a one-line fact appended to a file
+# whose last non-empty line is such a bullet becomes a bullet with the same marker.
+MEMORY_BULLET_MARKERS = ("- ", "* ", "+ ")
+
+
+def _unbulleted(line: str) -> str:
+    """`line` without its leading list marker (and the spaces after it), if it has one."""
+    return line[2:].lstrip(" ") if line.startswith(MEMORY_BULLET_MARKERS) else line
+
+
 def _appended(current: str, content: str) -> str | None:
     """`current` with `content` appended as whole lines, or None if they already stand there.
 
     Lines are compared with only their trailing whitespace ignored (`\r` included), so an
-    indented or differently composed line of the file is not the same fact.
+    indented or differently composed line of the file is not the same fact. A one-line fact is
+    the same with or without a list marker (`- tea` stands for `tea`), and one without a marker
+    follows the file's list style: after a last non-empty line that is a `- `, `* ` or `+ `
+    bullet, it is appended as a bullet with that marker.
     """
-    lines = "\n".join(line.rstrip() for line in current.split("\n"))
-    if f"\n{content}\n" in f"\n{lines}\n":
+    lines = [line.rstrip() for line in current.split("\n")]
+    if f"\n{content}\n" in "\n" + "\n".join(lines) + "\n":
         return None
+    if "\n" not in content:
+        fact = _unbulleted(content)
+        if any(_unbulleted(line) == fact for line in lines):
+            return None
+        last = next((line for line in reversed(lines) if line), "")
+        if content == fact and last.startswith(MEMORY_BULLET_MARKERS):
+            content = last[:2] + content
     separator = "" if not current or current.endswith("\n") else "\n"
     return f"{current}{separator}{content}\n"
 
@@ -248,7 +268,8 @@ def remember_memory(
     if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
     if replaces is not None:
-        # Exact text, checked only for size and NUL: whether it occurs once is the file's say.
+        # Exact text, checked only for size and storable text: whether it occurs once is the
+        # file's say.
         replaces = _checked_argument(replaces, "replaces", require_text=False)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
@@ -315,7 +336,7 @@ def _checked_user_text(text: object) -> bytes:
     if not isinstance(text, str):
         raise MemoryInputError("text must be text")
     if not is_storable_text(text):
-        raise MemoryInputError("text has a NUL or is not valid Unicode text")
+        raise MemoryInputError(f"text must be {STORABLE_TEXT_REQUIREMENT}")
     encoded = text.encode("utf-8")
     if len(encoded) > MEMORY_FILE_MAX_BYTES:
         raise MemoryFileTooLarge(f"text is over {MEMORY_FILE_MAX_BYTES} bytes")

@@ -41,7 +41,7 @@ from memory_app.tool_names import (
     SEARCH_THREAD_MESSAGES_TOOL,
 )
 from yuxi_site.utils.connections import release_connection
-from yuxi_site.utils.string_utils import is_storable_text
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
     "JSON_MAX_DEPTH",
@@ -270,8 +270,8 @@ _REMEMBER_MESSAGES = {
     ToolStatus.UNCHANGED: "This fact is already in long-term memory; nothing changed.",
     ToolStatus.REPLACED: "The old text was replaced in long-term memory.",
     "rejected_input": "The arguments were refused: content must be non-empty text and "
-    f"replaces, if given, text; each at most {MEMORY_ARG_MAX_BYTES} bytes without NUL "
-    "characters.",
+    f"replaces, if given, text; each at most {MEMORY_ARG_MAX_BYTES} bytes of "
+    f"{STORABLE_TEXT_REQUIREMENT}.",
     "rejected_size": "Long-term memory is full or too large to edit; ask the user to tidy it.",
     "not_found": "The text to replace is not in long-term memory; re-read it and retry.",
     "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",

@@ -26,8 +26,9 @@ from conversations import services as conversation_services
 from conversations.models import AgentRun
 from memory_app.errors import MemoryUnavailable
 from memory_app.locks import hold_memory_locks
+from memory_app.login_sessions import delete_user_sessions
 from memory_app.memory_file import read_memory_file
-from memory_app.models import MemoryEvent, UserConfig
+from memory_app.models import LoginSession, MemoryEvent, UserConfig
 from memory_app.workspace import (
     AGENTS_RELPATH,
     USER_RELPATH,
@@ -199,7 +200,15 @@ def _write_events(out: IO[bytes], pg: psycopg.Connection, user_id: int) -> None:
 
 
 # The kinds of rows an erasure deletes, in the order its report lists them.
-ERASURE_COUNT_KINDS = ("tool_calls", "messages", "memory_events", "runs", "threads", "configs")
+ERASURE_COUNT_KINDS = (
+    "tool_calls",
+    "messages",
+    "memory_events",
+    "runs",
+    "threads",
+    "configs",
+    "sessions",
+)
 
 
 @dataclass(frozen=True)
@@ -210,7 +219,8 @@ class ErasureReport:
 
 
 def erase_user(*, user: Any, actor: Any) -> ErasureReport:
-    """Delete `user` and everything of theirs: rows, ledger, workspace; idempotent.
+    """Delete `user` and everything of theirs: rows, ledger, login sessions, workspace;
+    idempotent.
 
     A committed fence comes first (the user inactive, their pending and running runs failed),
     so neither the Chat service nor a worker that was mid-run writes for them again; then one
@@ -263,6 +273,8 @@ def _delete_everything(user_id: int) -> dict[str, int]:
                     f'DELETE FROM "{model._meta.db_table}" WHERE user_id = %s', [user_id]
                 )
                 deleted[key] = cursor.rowcount
+        # Every session a login of theirs opened: a browser still holding one is logged out.
+        deleted["sessions"] = delete_user_sessions(user_id=user_id)
         counts = {key: deleted[key] for key in ERASURE_COUNT_KINDS}
         try:
             workspace.remove_tree()
@@ -281,4 +293,5 @@ def erasure_counts(*, user_ids: list[int]) -> dict[str, int]:
         "users": len(user_ids),
         **conversations,
         "memory_events": MemoryEvent.objects.filter(user_id__in=user_ids).count(),
+        "sessions": LoginSession.objects.filter(user_id__in=user_ids).count(),
     }

@@ -7,7 +7,8 @@ supplies any of the context's fields.
 
 Its parts, each importing only those above it in this list:
 
-- `limits` — the run's bounds (message size, model calls, tool calls per reply).
+- `limits` — the run's bounds (message size, model calls, tool calls per reply, reply text
+  and tool-argument sizes, sub-agent delegations).
 - `errors` — `ChatError` and its children, and the run guard's in-run signals.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
 - `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_subagent_graph`.
@@ -38,9 +39,12 @@ from memory_app.runtime.graphs import (
 )
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import (
+    ASSISTANT_TEXT_MAX_BYTES,
     CHAT_MESSAGE_MAX_BYTES,
     MAX_MODEL_CALLS,
+    MAX_SUBAGENT_CALLS_PER_RUN,
     MAX_TOOL_CALLS_PER_REPLY,
+    TOOL_ARGUMENTS_MAX_BYTES,
 )
 from memory_app.runtime.service import DIALOGUE_CUT_MARKER, ChatTurn, chat, chatbot_input
 from memory_app.runtime.subagent import DelegateArguments, DelegateToSubagentTool, subagent_input
@@ -60,13 +64,16 @@ from memory_app.runtime.turns import (
 from memory_app.tool_names import SUBAGENT_TOOL_NAME
 
 __all__ = [
+    "ASSISTANT_TEXT_MAX_BYTES",
     "CHATBOT_PROMPT",
     "CHAT_MESSAGE_MAX_BYTES",
     "DIALOGUE_CUT_MARKER",
     "MAX_MODEL_CALLS",
+    "MAX_SUBAGENT_CALLS_PER_RUN",
     "MAX_TOOL_CALLS_PER_REPLY",
     "SUBAGENT_PROMPT",
     "SUBAGENT_TOOL_NAME",
+    "TOOL_ARGUMENTS_MAX_BYTES",
     "AgentGraph",
     "AgentInput",
     "AgentRunHandle",

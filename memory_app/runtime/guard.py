@@ -1,10 +1,11 @@
 """`RunGuard`: the runtime's own middleware, enforcing a run's rules on every model and tool call.
 
-It owns the per-call rules (lease still held, reply storable and bounded, arguments storable)
-and raises `ModelFailure` / `LeaseLost` for the turn's close to settle; it never finishes a
-run itself.
+It owns the per-call rules (lease still held, reply storable and bounded, arguments storable
+and bounded) and raises `ModelFailure` / `LeaseLost` for the turn's close to settle; it never
+finishes a run itself.
 """
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -24,10 +25,14 @@ from conversations import runs
 from conversations.models import ToolCall
 from conversations.runs import ToolRuntimeContext
 from memory_app.runtime.errors import LeaseLost, ModelFailure
-from memory_app.runtime.limits import MAX_TOOL_CALLS_PER_REPLY
+from memory_app.runtime.limits import (
+    ASSISTANT_TEXT_MAX_BYTES,
+    MAX_TOOL_CALLS_PER_REPLY,
+    TOOL_ARGUMENTS_MAX_BYTES,
+)
 from memory_app.tools import ToolResult, ToolStatus, is_storable_json, lease_lost_refusal
 from yuxi_site.utils.connections import release_connection
-from yuxi_site.utils.string_utils import is_storable_text
+from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 _TOOL_CALL_LABEL_MAX_CHARS = min(
     ToolCall._meta.get_field("tool_call_id").max_length, ToolCall._meta.get_field("name").max_length
@@ -39,9 +44,11 @@ class RunGuard(AgentMiddleware):
 
     Before a model call: stop if the lease is lost, and hand the thread's database connection
     back while the model thinks. After it: refuse a reply the run cannot store or bound (more
-    than `MAX_TOOL_CALLS_PER_REPLY` calls, unstorable text, ids or names) and turn arguments
-    that cannot be stored (or did not parse) into `rejected` calls. Around each tool call:
-    refuse once the lease is lost, and close the pool thread's connection afterwards.
+    than `MAX_TOOL_CALLS_PER_REPLY` calls, unstorable text or text over
+    `ASSISTANT_TEXT_MAX_BYTES`, unusable ids or names) and turn arguments that cannot be stored
+    (or did not parse, or are over `TOOL_ARGUMENTS_MAX_BYTES`) into `rejected` calls. Around
+    each tool call: refuse once the lease is lost, and close the pool thread's connection
+    afterwards.
     """
 
     def __init__(self, ctx: ToolRuntimeContext) -> None:
@@ -85,6 +92,7 @@ class RunGuard(AgentMiddleware):
     def _checked_reply(self, reply: AIMessage) -> AIMessage:
         if not is_storable_text(reply.text):
             raise ModelFailure("the model answered with text that cannot be stored")
+        refuse_oversize_reply_text(reply)
         calls = [*reply.tool_calls, *reply.invalid_tool_calls]
         if len(calls) > MAX_TOOL_CALLS_PER_REPLY:
             raise ModelFailure(
@@ -94,14 +102,14 @@ class RunGuard(AgentMiddleware):
             for label in (call.get("id") or "", call.get("name") or ""):
                 if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
                     raise ModelFailure("the model named a tool call with an unusable id or name")
-        if not reply.invalid_tool_calls and all(is_storable_json(c["args"]) for c in calls):
+        if not reply.invalid_tool_calls and all(arguments_are_usable(c["args"]) for c in calls):
             return reply
-        # Arguments that cannot be stored are as unusable as arguments that did not parse:
-        # the call is kept (recorded without them) and refused.
+        # Arguments that cannot be stored (or are too large to) are as unusable as arguments
+        # that did not parse: the call is kept (recorded without them) and refused.
         kept = []
         for index, call in enumerate(calls):
             call_id = call.get("id") or f"call_invalid_{index}"
-            usable = call in reply.tool_calls and is_storable_json(call["args"])
+            usable = call in reply.tool_calls and arguments_are_usable(call["args"])
             if not usable:
                 self._refused_calls.add(call_id)
             args = call["args"] if usable else {}
@@ -146,10 +154,32 @@ class RunGuard(AgentMiddleware):
         if request.tool is None:
             return ToolResult(ToolStatus.REJECTED, "no such tool")
         if request.tool_call["id"] in self._refused_calls:
-            return ToolResult(
-                ToolStatus.REJECTED, "the arguments must be a JSON object the database can store"
-            )
+            return ToolResult(ToolStatus.REJECTED, _UNUSABLE_ARGUMENTS)
         return None
+
+
+_UNUSABLE_ARGUMENTS = (
+    "the arguments must be a JSON object the database can store, "
+    f"at most {TOOL_ARGUMENTS_MAX_BYTES} bytes serialized"
+)
+
+
+def refuse_oversize_reply_text(reply: AIMessage) -> None:
+    """Fail the run (`ModelFailure`) on a reply whose text is over `ASSISTANT_TEXT_MAX_BYTES`:
+    what the run stores and returns stays bounded, whatever the model sends. Cheap on a huge
+    text (only the allowed prefix is encoded)."""
+    _, over = truncate_utf8(reply.text, ASSISTANT_TEXT_MAX_BYTES)
+    if over:
+        raise ModelFailure(f"the model answered with more than {ASSISTANT_TEXT_MAX_BYTES} bytes")
+
+
+def arguments_are_usable(arguments: object) -> bool:
+    """Whether a tool call's arguments can be stored (`is_storable_json`) and, serialized as
+    compact JSON, are at most `TOOL_ARGUMENTS_MAX_BYTES` of UTF-8."""
+    if not is_storable_json(arguments):
+        return False
+    serialized = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+    return len(serialized.encode("utf-8")) <= TOOL_ARGUMENTS_MAX_BYTES
 
 
 def _model_error_text(exc: BaseException) -> str:

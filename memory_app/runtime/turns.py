@@ -50,7 +50,7 @@ from memory_app.runtime.graphs import AgentGraph
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
 from memory_app.tools import ToolResult
 from yuxi_site.utils.connections import release_connection
-from yuxi_site.utils.string_utils import is_storable_text
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 logger = logging.getLogger("yuxi.runs")
 
@@ -105,7 +105,7 @@ def check_message(message: object) -> None:
     if not isinstance(message, str) or not message.strip():
         raise ChatInputError("message must be non-empty text")
     if not is_storable_text(message):
-        raise ChatInputError("message must be valid text without NUL")
+        raise ChatInputError(f"message must be {STORABLE_TEXT_REQUIREMENT}")
     if len(message.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
         raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
 
@@ -317,15 +317,24 @@ def _fail(handle: AgentRunHandle, exc: BaseException, produced: Sequence[BaseMes
 
 def _run_messages(produced: Sequence[BaseMessage]) -> list[services.RunMessage]:
     """The rows to store for the agent's messages: assistant replies with their tool calls
-    (settled by the matching tool result), and the tool results themselves."""
+    (settled by the matching tool result), and the tool results themselves.
+
+    A reply that only asks for tools (no text) is a `tool_call` message, not a `text` one:
+    only text is dialogue, so history lookback, the staff preview and the next turn's prompt
+    never show it as an empty assistant message.
+    """
     results = {m.tool_call_id: m for m in produced if isinstance(m, ToolMessage)}
     records = []
     for message in produced:
         if isinstance(message, AIMessage):
             calls = [_run_tool_call(call, results.get(call["id"])) for call in message.tool_calls]
+            only_calls = bool(calls) and not message.text.strip()
             records.append(
                 services.RunMessage(
-                    role=Message.Role.ASSISTANT, content=message.text, tool_calls=calls
+                    role=Message.Role.ASSISTANT,
+                    message_type=Message.Type.TOOL_CALL if only_calls else Message.Type.TEXT,
+                    content=message.text,
+                    tool_calls=calls,
                 )
             )
         elif isinstance(message, ToolMessage):

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import claim_run
+from memory_app.runtime import chat
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -228,6 +229,17 @@ def test_agent_view_holds_only_what_lookback_returns_beside_every_raw_message(st
     assert "2 messages returned" in agent
     for content in ("user-said-1", "assistant-said-2", "system-only-3", "tool-call-4"):
         assert content in raw
+    assert "All 4 messages of this thread." in raw
+
+
+# The remember tool runs on a LangGraph pool thread, which cannot see a test transaction.
+@pytest.mark.django_db(transaction=True)
+def test_agent_view_of_a_remember_turn_shows_no_empty_assistant_message(staff_client):
+    user = UserConfigFactory(enable_memory=True).user
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea")
+    thread = Conversation.objects.get(thread_id=turn.thread_id)
+    agent, raw = _sections(_html(staff_client, _change(Conversation, thread.pk)))
+    assert "2 messages returned" in agent
     assert "All 4 messages of this thread." in raw
 
 

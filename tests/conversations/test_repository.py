@@ -33,6 +33,7 @@ from conversations.repository import (
     to_json,
 )
 from tests.factories import ConversationFactory, MessageFactory, ToolCallFactory, UserFactory
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 pytestmark = pytest.mark.django_db
 
@@ -307,6 +308,13 @@ def test_search_rejects_bad_arguments_with_a_clear_error(kwargs, error):
     uid = kwargs.pop("uid", UserFactory().pk)
     with pytest.raises(HistoryQueryError, match=error):
         search_thread_messages(uid, **kwargs)
+
+
+@pytest.mark.parametrize("query", ["a lone surrogate \udc00", "a NUL \x00"])
+def test_unstorable_query_text_is_refused_as_not_valid_unicode_text(query):
+    with pytest.raises(HistoryQueryError) as caught:
+        search_thread_messages(UserFactory().pk, query)
+    assert str(caught.value) == f"query must be {STORABLE_TEXT_REQUIREMENT}"
 
 
 def test_search_accepts_a_query_of_exactly_256_characters():

@@ -122,6 +122,16 @@ def test_a_blank_memory_file_previews_as_the_agent_sees_it_no_block(staff_client
     assert "MEMORY.md is missing, empty or blank: the agent gets no memory block." in html
 
 
+def test_a_non_utf8_memory_file_previews_as_no_block_without_replacement_characters(
+    staff_client,
+):
+    config = UserConfigFactory()
+    _write_memory(config.user_id, b"I drink \xff oolong\n")
+    html = _page(staff_client, config)
+    assert "MEMORY.md is not valid UTF-8: the agent gets no memory block" in html
+    assert "oolong" not in html and "\ufffd" not in html
+
+
 def test_preview_never_writes_the_file(staff_client):
     config = UserConfigFactory()
     path = _write_memory(config.user_id, b"- keep me\n")

@@ -7,9 +7,13 @@ import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
 from django.test import Client
+from langchain_core.messages import AIMessage
 
-from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from memory_app.llm import ScriptedChatModel
+from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 URL = "/api/chat/"
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
@@ -72,6 +76,16 @@ class TestChatEndpoint:
         assert response.status_code == 400
         assert set(response.json()) == {"error"}
 
+    @pytest.mark.parametrize("message", ["a lone surrogate \ud800", "a NUL \x00"])
+    def test_unstorable_text_is_refused_as_not_valid_unicode_text(self, logged_in, message):
+        response = post(logged_in, {"message": message})
+        assert (response.status_code, response.json()) == (
+            400,
+            {"error": f"message must be {STORABLE_TEXT_REQUIREMENT}"},
+        )
+        assert "valid Unicode text" in STORABLE_TEXT_REQUIREMENT
+        assert "lone surrogate" in STORABLE_TEXT_REQUIREMENT
+
     def test_another_users_thread_and_an_unknown_thread_get_the_same_404(self, logged_in):
         foreign = ConversationFactory()
         answers = [
@@ -99,6 +113,22 @@ class TestChatEndpoint:
             503,
             {"error": "the service is unavailable, try again"},
         )
+
+    def test_a_reply_over_the_text_cap_gets_502_json_and_nothing_of_it_is_stored(
+        self, logged_in, monkeypatch
+    ):
+        class FloodingModel(ScriptedChatModel):
+            def reply(self, messages):
+                return AIMessage(content="x" * (ASSISTANT_TEXT_MAX_BYTES + 1))
+
+        monkeypatch.setattr(service, "chat_model_from_settings", FloodingModel)
+        response = post(logged_in, {"message": "hi"})
+        assert (response.status_code, response.json()) == (
+            502,
+            {"error": "the model is unavailable, try again"},
+        )
+        assert AgentRun.objects.get().status == "failed"
+        assert list(Message.objects.values_list("role", flat=True)) == ["user"]
 
     @pytest.mark.parametrize("thread_id", ["thread-\x00", "thread-\udc00"])
     def test_a_thread_id_no_database_can_store_gets_the_unknown_thread_404(

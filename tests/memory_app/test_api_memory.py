@@ -18,6 +18,7 @@ from tests.factories import (
     UserConfigFactory,
     context_for,
 )
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 CSRF_TOKEN = "c" * 32
 URL = "/api/memory/"
@@ -124,6 +125,8 @@ def test_put_of_text_that_cannot_be_stored_is_refused_and_changes_nothing(
     memory_file.write_bytes(b"old\n")
     response = put(session, {"text": text}, etag(b"old\n"))
     assert (response.status_code, set(response.json())) == (status, {"error"})
+    if status == 400:
+        assert response.json()["error"] == f"text must be {STORABLE_TEXT_REQUIREMENT}"
     assert memory_file.read_bytes() == b"old\n"
     assert not MemoryEvent.objects.exists()
 

@@ -5,7 +5,11 @@ import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from memory_app import middleware
-from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
+from memory_app.middleware import (
+    MEMORY_INVALID_ENCODING_NOTE,
+    MEMORY_RULES,
+    YuxiMemoryMiddleware,
+)
 from memory_app.models import UserConfig
 from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
@@ -141,6 +145,24 @@ def test_missing_or_empty_memory_injects_no_block_but_keeps_the_tools(memory_fil
     assert "USER MEMORY" not in memory.system_prompt_section
     assert memory.system_prompt_section.startswith(MEMORY_RULES)
     assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
+
+
+def test_a_non_utf8_memory_file_injects_no_block_but_a_note_and_the_write_refuses_it_too(
+    memory_file,
+):
+    """One rule for a file that is not UTF-8: the agent is shown none of it (no replacement
+    characters), told why, and its write is refused like the user's read (409)."""
+    ctx = context()
+    memory_file(int(ctx.uid)).write_bytes(b"I drink \xff oolong\n")
+    memory = YuxiMemoryMiddleware.for_run(ctx)
+    section = memory.system_prompt_section
+    assert "USER MEMORY" not in section and "\ufffd" not in section and "oolong" not in section
+    assert section == f"{MEMORY_RULES}\n\n{MEMORY_INVALID_ENCODING_NOTE}"
+    assert memory.memory_text == ""
+    assert [tool.name for tool in memory.tools] == MEMORY_TOOLS
+    remembered = json.loads(memory.tools[0].invoke({"content": "I drink tea"}))
+    assert remembered["status"] == "conflict" and "UTF-8" in remembered["message"]
+    assert memory_file(int(ctx.uid)).read_bytes() == b"I drink \xff oolong\n"
 
 
 def test_a_symlinked_memory_file_is_not_followed_and_the_tools_stay(memory_file, tmp_path):

@@ -17,11 +17,14 @@ from memory_app import runtime
 from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
+    ASSISTANT_TEXT_MAX_BYTES,
     CHAT_MESSAGE_MAX_BYTES,
     DIALOGUE_CUT_MARKER,
     MAX_MODEL_CALLS,
+    MAX_SUBAGENT_CALLS_PER_RUN,
     MAX_TOOL_CALLS_PER_REPLY,
     SUBAGENT_TOOL_NAME,
+    TOOL_ARGUMENTS_MAX_BYTES,
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
@@ -155,7 +158,7 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
     rows = [(m.role, m.message_type) for m in thread.messages.all()]
     assert rows == [
         ("user", "text"),
-        ("assistant", "text"),
+        ("assistant", "tool_call"),
         ("tool", "tool_result"),
         ("assistant", "text"),
     ]
@@ -179,17 +182,25 @@ def test_remember_request_writes_memory_and_persists_the_whole_turn(agents_file)
 
 @tools_run
 def test_a_chat_turns_tool_call_is_read_back_through_lookback_with_include_tools():
+    """A reply with text carries its calls into lookback; one that only called tools is a
+    hidden `tool_call` message, and lookback returns nothing of hidden messages."""
     user = memory_user()
-    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=None)
+    reply = AIMessage(
+        content="Saving that.",
+        tool_calls=[{"id": "c1", "name": "remember_memory", "args": {"content": "tea"}}],
+    )
+    turn = chat(user_id=user.pk, message="remember tea", model=RecordingModel(replies=[reply]))
+    chat(user_id=user.pk, message="remember that I drink oolong", thread_id=turn.thread_id)
     response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)
     [call] = response["tool_calls"]
     assert (call["name"], call["input"], call["status"]) == (
         "remember_memory",
-        {"content": "I drink oolong tea"},
+        {"content": "tea"},
         "success",
     )
     issuer = next(m for m in response["messages"] if m["message_id"] == call["message_id"])
-    assert issuer["role"] == "assistant"
+    assert (issuer["role"], issuer["content"]) == ("assistant", "Saving that.")
+    assert ToolCall.objects.filter(name="remember_memory").count() == 2
 
 
 def test_memory_off_offers_no_memory_tool_and_writes_no_file(agents_file):
@@ -613,3 +624,159 @@ def test_the_subagent_tool_rejects_arguments_outside_its_schema(arguments):
     assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
     assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
     assert not AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).exists()
+
+
+# --- bounded model output and bounded turns -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        AIMessage(content="é" * (ASSISTANT_TEXT_MAX_BYTES // 2) + "x"),
+        AIMessage(
+            content="x" * (ASSISTANT_TEXT_MAX_BYTES + 1),
+            tool_calls=[{"id": "c1", "name": "remember_memory", "args": {"content": "tea"}}],
+        ),
+    ],
+    ids=["text", "text-with-a-tool-call"],
+)
+def test_a_reply_over_the_text_cap_fails_the_run_and_nothing_of_it_is_stored(reply, agents_file):
+    user = memory_user()
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[reply]))
+    run = AgentRun.objects.get()
+    assert run.status == "failed"
+    assert str(ASSISTANT_TEXT_MAX_BYTES) in run.error
+    assert list(run.conversation.messages.values_list("role", "content")) == [("user", "hi")]
+    assert not ToolCall.objects.exists()
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+
+
+def test_a_reply_of_exactly_the_text_cap_is_stored_and_returned():
+    user = memory_user(enable_memory=False)
+    text = "é" * (ASSISTANT_TEXT_MAX_BYTES // 2)
+    turn = chat(user_id=user.pk, message="hi", model=RecordingModel(replies=[AIMessage(text)]))
+    assert turn.reply == text
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    assert run.conversation.messages.get(role="assistant").content == text
+
+
+def delegation_of_serialized_size(size: int) -> dict:
+    """`delegate_to_subagent` arguments whose compact JSON is `size` bytes of UTF-8."""
+    frame = len(json.dumps({"task": ""}, separators=(",", ":")))
+    return {"task": "t" * (size - frame)}
+
+
+@tools_run
+def test_tool_arguments_over_the_size_cap_are_rejected_stored_without_them_and_the_run_goes_on():
+    user = memory_user()
+    arguments = delegation_of_serialized_size(TOOL_ARGUMENTS_MAX_BYTES + 1)
+    model = RecordingModel(replies=[tool_reply(("c1", SUBAGENT_TOOL_NAME, arguments))])
+    turn = chat(user_id=user.pk, message="delegate", model=model)
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "error"}]
+    recorded = ToolCall.objects.get()
+    result = json.loads(recorded.output)
+    assert (recorded.input, result["status"]) == ({}, "rejected")
+    assert str(TOOL_ARGUMENTS_MAX_BYTES) in result["message"]
+    assert AgentRun.objects.get().status == "succeeded"
+    assert not AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).exists()
+    # The model saw the refusal and answered: the run went on.
+    assert turn.reply.startswith("Tool results:")
+
+
+@tools_run
+def test_tool_arguments_of_exactly_the_size_cap_are_stored_and_run():
+    user = memory_user()
+    arguments = delegation_of_serialized_size(TOOL_ARGUMENTS_MAX_BYTES)
+    model = RecordingModel(replies=[tool_reply(("c1", SUBAGENT_TOOL_NAME, arguments))])
+    turn = chat(user_id=user.pk, message="delegate", model=model)
+    assert turn.tool_calls == [{"name": SUBAGENT_TOOL_NAME, "status": "success"}]
+    assert ToolCall.objects.get(message__conversation__parent=None).input == arguments
+    assert AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT).count() == 1
+
+
+@tools_run
+def test_a_third_delegation_in_one_run_is_rejected_and_the_run_goes_on():
+    user = memory_user()
+    first = tool_reply(("c1", SUBAGENT_TOOL_NAME, {"task": "one"}))
+    more = tool_reply(
+        ("c2", SUBAGENT_TOOL_NAME, {"task": "two"}),
+        ("c3", SUBAGENT_TOOL_NAME, {"task": "three"}),
+    )
+    model = RecordingModel(replies=[first, AIMessage("sub one"), more, AIMessage("sub two")])
+    turn = chat(user_id=user.pk, message="delegate thrice", model=model)
+    assert MAX_SUBAGENT_CALLS_PER_RUN == 2
+    assert turn.tool_calls == [
+        {"name": SUBAGENT_TOOL_NAME, "status": "success"},
+        {"name": SUBAGENT_TOOL_NAME, "status": "success"},
+        {"name": SUBAGENT_TOOL_NAME, "status": "error"},
+    ]
+    calls = ToolCall.objects.filter(message__conversation__parent=None).order_by("id")
+    third = json.loads(calls[2].output)
+    assert third["status"] == "rejected"
+    assert str(MAX_SUBAGENT_CALLS_PER_RUN) in third["message"]
+    children = AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT)
+    assert sorted(children.values_list("conversation__title", flat=True)) == ["one", "two"]
+    assert AgentRun.objects.get(run_type="chat").status == "succeeded"
+    assert turn.reply.startswith("Tool results:")
+
+
+# --- what a tool-calling turn leaves in the history -----------------------------------------
+
+
+@tools_run
+def test_a_reply_that_only_calls_tools_is_stored_as_a_tool_call_message_and_never_shown():
+    user = memory_user()
+    model = RecordingModel()
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea", model=model)
+    thread = Conversation.objects.get(thread_id=turn.thread_id)
+    stored = list(thread.messages.values_list("role", "message_type", "content"))
+    assert [(role, kind) for role, kind, _ in stored] == [
+        ("user", "text"),
+        ("assistant", "tool_call"),
+        ("tool", "tool_result"),
+        ("assistant", "text"),
+    ]
+    assert ToolCall.objects.get().message.message_type == "tool_call"
+    shown = read_thread_messages(user.pk, turn.thread_id)["messages"]
+    assert [(item["role"], item["content"]) for item in shown] == [
+        ("user", "remember that I drink oolong tea"),
+        ("assistant", turn.reply),
+    ]
+    # The next turn's prompt carries the dialogue only, no empty assistant message.
+    chat(user_id=user.pk, message="thanks", thread_id=turn.thread_id, model=model)
+    earlier = model.calls[-1]["messages"][1:-1]
+    assert [(m.type, m.text) for m in earlier] == [
+        ("human", "remember that I drink oolong tea"),
+        ("ai", turn.reply),
+    ]
+
+
+class DelegatingForever(ScriptedChatModel):
+    """A hostile model: the chat agent asks for as many delegations as a reply may hold, every
+    time; a sub-agent (offered no tools) calls a tool that does not exist, every time."""
+
+    calls: list = Field(default_factory=list)
+
+    def reply(self, messages):
+        self.calls.append(list(self.bound_tools))
+        if SUBAGENT_TOOL_NAME in self.bound_tools:
+            tasks = range(MAX_TOOL_CALLS_PER_REPLY)
+            return tool_reply(
+                *((f"d{len(self.calls)}-{i}", SUBAGENT_TOOL_NAME, {"task": "spin"}) for i in tasks)
+            )
+        return tool_reply((f"s{len(self.calls)}", "no_such_tool", {}))
+
+
+@tools_run
+def test_a_turn_makes_at_most_24_model_calls_however_the_model_delegates():
+    user = memory_user(enable_memory=False)
+    model = DelegatingForever()
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="go", model=model)
+    bound = MAX_MODEL_CALLS * (1 + MAX_SUBAGENT_CALLS_PER_RUN)
+    assert bound == 24 and len(model.calls) == bound
+    assert sum(1 for tools in model.calls if tools) == MAX_MODEL_CALLS
+    children = AgentRun.objects.filter(run_type=AgentRun.RunType.SUBAGENT)
+    assert children.count() == MAX_SUBAGENT_CALLS_PER_RUN
+    assert set(children.values_list("status", flat=True)) == {"failed"}

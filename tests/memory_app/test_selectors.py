@@ -73,14 +73,23 @@ def test_the_cut_never_splits_a_code_point(char):
     assert snapshot.truncated
 
 
-def test_invalid_bytes_are_replaced_and_the_result_stays_within_the_budget():
-    _write_memory(3, b"ok\xff\xfe\n")
-    assert read_memory_for_prompt(3).text == "ok\ufffd\ufffd\n"
-    _write_memory(3, b"\xff" * MEMORY_PROMPT_MAX_BYTES)
+@pytest.mark.parametrize(
+    "data",
+    [b"ok\xff\xfe\n", b"\xff" * (2 * MEMORY_PROMPT_MAX_BYTES), b"fact\n\xc3(\n"],
+    ids=["small", "huge", "bad-continuation"],
+)
+def test_bytes_that_are_not_utf8_give_no_text_and_say_so(data):
+    _write_memory(3, data)
     snapshot = read_memory_for_prompt(3)
-    assert snapshot.truncated
-    assert snapshot.size_bytes <= MEMORY_PROMPT_MAX_BYTES
-    assert snapshot.text == "\ufffd" * (MEMORY_PROMPT_MAX_BYTES // 3)
+    assert (snapshot.text, snapshot.size_bytes, snapshot.invalid_encoding) == ("", 0, True)
+    assert snapshot.truncated == (len(data) > MEMORY_PROMPT_MAX_BYTES)
+
+
+def test_a_code_point_cut_by_the_budget_is_not_an_encoding_error():
+    _write_memory(3, b"x" * (MEMORY_PROMPT_MAX_BYTES - 1) + "记".encode())
+    snapshot = read_memory_for_prompt(3)
+    assert (snapshot.invalid_encoding, snapshot.truncated) == (False, True)
+    assert snapshot.text == "x" * (MEMORY_PROMPT_MAX_BYTES - 1)
 
 
 def test_a_symlinked_memory_file_is_refused(settings, tmp_path):

@@ -43,6 +43,7 @@ from tests.factories import (
     memory_user,
 )
 from tests.memory_app.writer_process import append_facts
+from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 pytestmark = pytest.mark.django_db
 
@@ -145,10 +146,68 @@ def test_a_fact_that_is_only_part_of_longer_lines_is_added(settings, run, fact):
     assert _memory(settings, run.user_id) == ORIGINAL + fact.encode() + b"\n"
 
 
+@pytest.mark.parametrize("marker", ["- ", "* ", "+ "])
+def test_a_plain_fact_follows_the_files_bullet_style(settings, run, marker):
+    _seed(run.user_id, f"# Memory\n{marker}Prefers tea.\n\n".encode())
+    assert remember_memory(context_for(run), "Lives in Lyon").status == "added"
+    expected = f"# Memory\n{marker}Prefers tea.\n\n{marker}Lives in Lyon\n"
+    assert _memory(settings, run.user_id) == expected.encode()
+
+
+@pytest.mark.parametrize(
+    ("source", "fact", "appended"),
+    [
+        ("- one\ntwo\n", "three", "three"),  # the last line is not a bullet
+        ("- one\n", "- three", "- three"),  # already a bullet: kept as given
+        ("- one\n", "+ three", "+ three"),  # another marker: kept as given
+        ("- one\n", "three\nfour", "three\nfour"),  # several lines: appended as given
+        ("  - one\n", "three", "three"),  # an indented bullet is a nested item
+    ],
+)
+def test_a_fact_is_appended_as_given_unless_it_is_one_plain_line_after_a_bullet(
+    settings, run, source, fact, appended
+):
+    _seed(run.user_id, source.encode())
+    assert remember_memory(context_for(run), fact).status == "added"
+    assert _memory(settings, run.user_id) == f"{source}{appended}\n".encode()
+
+
+@pytest.mark.parametrize(
+    ("source", "fact"),
+    [
+        ("- Prefers tea.\n", "Prefers tea."),
+        ("* Prefers tea.\n", "Prefers tea."),
+        ("- Prefers tea.\n", "- Prefers tea."),
+        ("- Prefers tea.\n", "* Prefers tea."),
+        ("Prefers tea.\n", "- Prefers tea."),
+        ("-   Prefers tea.  \r\n", "Prefers tea."),
+    ],
+)
+def test_the_same_fact_with_or_without_a_bullet_is_unchanged(settings, run, source, fact):
+    _seed(run.user_id, source.encode())
+    assert remember_memory(context_for(run), fact).status == "unchanged"
+    assert _memory(settings, run.user_id) == source.encode()
+
+
+def test_a_bulleted_fact_remembered_twice_stays_one_bullet(settings, run):
+    _seed(run.user_id, b"- one\n")
+    assert remember_memory(context_for(run), "two").status == "added"
+    assert remember_memory(context_for(run), "two").status == "unchanged"
+    assert remember_memory(context_for(run), "- two").status == "unchanged"
+    assert _memory(settings, run.user_id) == b"- one\n- two\n"
+
+
 def test_a_retried_append_converges_to_unchanged(settings, run):
     assert remember_memory(context_for(run), "once").status == "added"
     assert remember_memory(context_for(run), "once").status == "unchanged"
     assert _memory(settings, run.user_id) == b"once\n"
+
+
+@pytest.mark.parametrize("argument", ["content", "replaces"])
+def test_a_lone_surrogate_is_refused_as_not_valid_unicode_text(settings, run, argument):
+    arguments = {"content": "fact", argument: "a lone surrogate \ud800"}
+    error = _assert_refused(settings, run, MemoryInputError, **arguments)
+    assert str(error) == f"{argument} must be {STORABLE_TEXT_REQUIREMENT}"
 
 
 def test_replaces_swaps_the_one_exact_occurrence_for_the_normalized_content(settings, run):

@@ -10,6 +10,7 @@ from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
 from conversations.repository import read_thread_messages, search_thread_messages, to_json
 from conversations.runs import ToolRuntimeContext
+from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
 from memory_app.runtime import chat
 from memory_app.tools import make_read_thread_messages_tool, make_search_thread_messages_tool
@@ -81,7 +82,16 @@ def test_search_tool_returns_the_repository_response_as_it_is(setup):
 @pytest.mark.django_db(transaction=True)
 def test_a_chat_turns_lookback_output_is_never_read_back_through_include_tools(setup):
     user, _, _, _, _ = setup
-    turn = chat(user_id=user.pk, message="search my history for kyoto")
+
+    class SearchingWithText(ScriptedChatModel):
+        """Says what it does while it calls the tool, so the call's message is visible text
+        (a reply that only calls tools is a hidden `tool_call` message)."""
+
+        def reply(self, messages):
+            scripted = super().reply(messages)
+            return scripted.model_copy(update={"content": scripted.text or "Searching."})
+
+    turn = chat(user_id=user.pk, message="search my history for kyoto", model=SearchingWithText())
     recorded = ToolCall.objects.get(message__conversation__thread_id=turn.thread_id)
     assert recorded.name == "search_thread_messages" and "Kyoto hotel" in recorded.output
     response = read_thread_messages(user.pk, turn.thread_id, include_tools=True)

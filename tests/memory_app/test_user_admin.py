@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from conversations.models import Conversation, Message
 from tests.factories import (
@@ -42,11 +43,13 @@ def gone(user) -> bool:
 
 def test_the_change_page_delete_shows_counts_not_rows_and_erases_the_user(staff_client):
     user = user_with_history()
+    Client().force_login(user)
     url = f"/admin/auth/user/{user.pk}/delete/"
     page = staff_client.get(url)
     assert page.status_code == 200
     text = page.content.decode()
     assert "messages: 31" in text.lower()
+    assert "sessions: 1" in text.lower()
     assert "message 7" not in text  # no row is listed
     response = staff_client.post(url, {"post": "yes"})
     assert response.status_code == 302

@@ -8,12 +8,15 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.sessions.models import Session
 from django.db import OperationalError, connection, connections
 from django.db.backends.signals import connection_created
+from django.test import Client
+from django.urls import reverse
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app import user_data
-from memory_app.models import MemoryEvent, UserConfig
+from memory_app.models import LoginSession, MemoryEvent, UserConfig
 from memory_app.runtime import chat
 from memory_app.selectors import export_user_data
 from memory_app.services import (
@@ -38,6 +41,8 @@ from tests.factories import (
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+LOGIN_URL = reverse("login")
 
 
 class DeletionFailed(Exception):
@@ -145,6 +150,7 @@ def test_erasure_removes_every_row_and_the_workspace_and_leaves_other_users_alon
         "runs": 2,
         "threads": made["threads"],
         "configs": 1,
+        "sessions": 0,
         "users": 1,
     }
     assert set(rows_of(user.pk).values()) == {0}
@@ -152,6 +158,30 @@ def test_erasure_removes_every_row_and_the_workspace_and_leaves_other_users_alon
     assert rows_of(other.pk) == other_before
     assert (workspace_dir(other.pk) / "agents" / "MEMORY.md").read_bytes() == other_file
     assert MemoryEvent.objects.filter(user=other, actor__isnull=True, kind="user_edited").exists()
+
+
+def log_in(user) -> Client:
+    """A browser that logged in through the login page."""
+    browser = Client()
+    response = browser.post(LOGIN_URL, {"username": user.username, "password": "pw"})
+    assert response.status_code == 302
+    return browser
+
+
+def test_erasure_deletes_every_session_of_the_user_and_logs_them_out():
+    user, other = memory_user(), memory_user()
+    browsers = [log_in(user), log_in(user)]
+    bystander = log_in(other)
+    keys = [browser.session.session_key for browser in browsers]
+    assert len(set(keys)) == 2 and Session.objects.filter(session_key__in=keys).count() == 2
+    report = erase_user(user=user, actor=user)
+    assert not Session.objects.filter(session_key__in=keys).exists()
+    assert report.counts["sessions"] == 2
+    assert not LoginSession.objects.filter(session_id__in=keys).exists()
+    for browser in browsers:
+        assert browser.get("/api/memory/").status_code == 401
+    assert Session.objects.filter(session_key=bystander.session.session_key).exists()
+    assert bystander.get("/api/memory/").status_code == 200
 
 
 def test_erasure_run_again_finds_nothing_left_to_do():

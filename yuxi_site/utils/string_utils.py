@@ -1,5 +1,9 @@
 """Text helpers shared by every module that caps or stores text."""
 
+# What `is_storable_text` asks of a text, in the words of every refusal of one it rejects (a
+# lone surrogate is no NUL: the message names both, so neither is reported as the other).
+STORABLE_TEXT_REQUIREMENT = "valid Unicode text (no NUL character, no lone surrogate)"
+
 
 def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     """Longest prefix of `text` that encodes to at most `max_bytes` UTF-8 bytes.
@@ -20,7 +24,8 @@ def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
 
 def is_storable_text(text: str) -> bool:
     """Whether PostgreSQL can take `text` as a parameter: no NUL and valid UTF-8 (no lone
-    surrogate, which JSON can carry as `\\ud800`); anything else fails inside the driver."""
+    surrogate, which JSON can carry as `\\ud800`); anything else fails inside the driver.
+    A refusal says `STORABLE_TEXT_REQUIREMENT`."""
     if "\x00" in text:
         return False
     try:
