@@ -128,6 +128,11 @@ class ConversationQuerySet(models.QuerySet):
         """`uid`'s own threads that history lookback may read."""
         return self.filter(VISIBLE_THREAD, user_id=uid)
 
+    def listed_to(self, uid: int | str) -> "ConversationQuerySet":
+        """`uid`'s own threads their thread list may show, of any status: top-level threads of
+        ordinary sources (never a SubAgent child or agent traffic)."""
+        return self.filter(~Q(source__in=HIDDEN_SOURCES), user_id=uid, parent__isnull=True)
+
     def with_lookback_visibility(self) -> "ConversationQuerySet":
         """Have the database judge each visibility term, so `lookback_hidden_reasons` is free."""
         return self.annotate(

@@ -79,14 +79,16 @@ class ThreadNotFound(Exception):
 
 
 def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversation:
-    """Archive, delete or restore one of `user_id`'s threads (what history lookback may see)."""
+    """Archive, delete or restore one of `user_id`'s threads (what history lookback may see).
+
+    Only a thread their thread list can show: a SubAgent child or agent traffic is not the
+    user's to restore into lookback, so it is `ThreadNotFound` like another user's thread.
+    """
     if status not in Conversation.Status.values:
         raise ValueError(f"{status!r} is not a thread status")
     if not is_storable_text(thread_id):
         raise ThreadNotFound(thread_id)
-    updated = Conversation.objects.filter(user_id=user_id, thread_id=thread_id).update(
-        status=status, updated_at=ClockTimestamp()
-    )
-    if not updated:
+    threads = Conversation.objects.listed_to(user_id).filter(thread_id=thread_id)
+    if not threads.update(status=status, updated_at=ClockTimestamp()):
         raise ThreadNotFound(thread_id)
-    return Conversation.objects.get(user_id=user_id, thread_id=thread_id)
+    return threads.get()

@@ -12,11 +12,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
 from memory_app.api import API_UNAVAILABLE_MESSAGE
+from yuxi_site.api_edge import API_PREFIX
 
-__all__ = ["API_PREFIX", "not_found", "server_error"]
-
-# Requests under this path are API requests: their errors are JSON.
-API_PREFIX = "/api/"
+__all__ = ["not_found", "server_error"]
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
