@@ -279,10 +279,11 @@ class MemoryEventAdmin(ReadOnlyAdmin):
             Conversation, obj.run.conversation_id, id_cell(obj.run.conversation.thread_id)
         )
 
-    @admin.display(description="file hash before → after")
+    @admin.display(description="hash before → after")
     def hashes(self, obj: MemoryEvent) -> SafeString:
+        """The start of each SHA-256, one per line (the whole hashes in the tooltip)."""
         return format_html(
-            '<span class="yuxi-hash" title="{} → {}">{}… → {}…</span>',
+            '<span class="yuxi-hash" title="{} → {}">{}…<br>→ {}…</span>',
             obj.before_sha256,
             obj.after_sha256,
             obj.before_sha256[:12],

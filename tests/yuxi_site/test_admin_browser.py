@@ -274,11 +274,20 @@ CHANGELISTS = [
 ]
 
 
+# The window widths staff use: a laptop and a desktop monitor.
+WINDOW_WIDTHS = (1280, 1920)
+WINDOW_HEIGHT = 2000
+
+
+@pytest.mark.parametrize("width", WINDOW_WIDTHS)
 def test_every_changelist_keeps_readable_columns_and_whole_headers(
-    staff_browser, live_server, long_world
+    staff_browser, live_server, long_world, width
 ):
+    staff_browser.set_window_size(width, WINDOW_HEIGHT)
     for name, screenshot in CHANGELISTS:
-        _open(staff_browser, live_server, reverse(name), screenshot)
+        _open(
+            staff_browser, live_server, reverse(name), screenshot.replace(".png", f"-{width}.png")
+        )
         measured = staff_browser.execute_script(_MEASURE_COLUMNS)
         assert measured is not None, name
         assert not measured["sideways"], name
