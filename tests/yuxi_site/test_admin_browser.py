@@ -6,7 +6,6 @@ links lead from a user to their config, its ledger, the run, the thread and its 
 """
 
 import io
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,16 +14,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
-from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conversations.models import AgentRun, Conversation, Message
 from memory_app.models import MemoryEvent
+from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -36,50 +33,9 @@ from tests.factories import (
     UserFactory,
 )
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,2000",
-)
-ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 MARKER = "<script>window.yuxiInjected = true</script>"
-PAGE_WAIT_SECONDS = 30
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    # Skipped on a developer machine without chromium; never in CI, which installs it.
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and not os.environ.get("CI"),
-        reason="/usr/bin/chromium is absent: apt-get install chromium chromium-driver "
-        "(.ci/run installs them)",
-    ),
-]
-
-
-@pytest.fixture
-def browser(tmp_path):
-    """Debian's chromium through its own chromedriver, so Selenium Manager fetches nothing."""
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(PAGE_WAIT_SECONDS)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture
