@@ -280,18 +280,18 @@ def _decode_cursor(cursor: str, *, user_id: int) -> Q:
 def list_user_threads(
     *, user_id: int, status: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ThreadPage:
-    """The user's own top-level threads of ordinary sources, most recently updated first.
+    """The user's own top-level threads of ordinary sources that hold a message, most recently
+    updated first.
 
-    Without `status`, the threads history lookback may see (active ones); with it, those of
+    Without `status`, the active ones (those history lookback may see); with it, those of
     that status, so archived or deleted threads can be found and restored. Keyset-paginated on
     `(updated_at, id)`, so a page costs the same however deep it is.
     """
     if not 1 <= limit <= THREAD_PAGE_MAX:
         raise ValueError(f"limit must be between 1 and {THREAD_PAGE_MAX}")
-    if status is None:
-        threads = Conversation.objects.visible_to(user_id)
-    else:
-        threads = Conversation.objects.listed_to(user_id).filter(status=status)
+    threads = Conversation.objects.listed_to(user_id).filter(
+        status=status or Conversation.Status.ACTIVE
+    )
     if cursor is not None:
         threads = threads.filter(_decode_cursor(cursor, user_id=user_id))
     rows = list(threads.order_by("-updated_at", "-id")[: limit + 1])

@@ -3,12 +3,20 @@
 import uuid
 from typing import Any
 
+from django.db.models import Case, F, Value, When
+
 from conversations.models import Conversation, Message, ToolCall
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
 THREAD_TITLE_MAX_BYTES = 256
+
+
+def _title(message: str) -> str:
+    """A thread's title from its first message: whitespace runs made one space, cut."""
+    title, _ = truncate_utf8(" ".join(message.split()), THREAD_TITLE_MAX_BYTES)
+    return title
 
 
 def start_thread(
@@ -19,11 +27,10 @@ def start_thread(
     parent: Conversation | None = None,
 ) -> Conversation:
     """A new active thread of `user_id`, titled by its first message."""
-    title, _ = truncate_utf8(" ".join(first_message.split()), THREAD_TITLE_MAX_BYTES)
     return Conversation.objects.create(
         thread_id=f"thread-{uuid.uuid4().hex}",
         user_id=user_id,
-        title=title,
+        title=_title(first_message),
         source=source,
         parent=parent,
     )
@@ -40,7 +47,9 @@ def add_message(
     """Append one message to a thread and mark the thread updated at the message's time.
 
     Both are the database clock's (`created_at` is its `clock_timestamp()`, returned by the
-    insert), so several app hosts with skewed clocks still order one thread consistently.
+    insert), so several app hosts with skewed clocks still order one thread consistently. An
+    untitled thread (one `agent_run` opened) takes its first user text message as its title,
+    as a chat thread does, in the same UPDATE.
     """
     message = Message.objects.create(
         conversation=conversation,
@@ -49,7 +58,14 @@ def add_message(
         content=content,
         metadata=metadata or {},
     )
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
+    changes: dict[str, Any] = {"updated_at": message.created_at}
+    if role == Message.Role.USER and message_type == Message.Type.TEXT:
+        changes["title"] = Case(
+            When(title="", then=Value(_title(content))),
+            default=F("title"),
+            output_field=Conversation._meta.get_field("title"),
+        )
+    Conversation.objects.filter(pk=conversation.pk).update(**changes)
     return message
 
 

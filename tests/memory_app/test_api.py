@@ -12,9 +12,11 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from conversations.models import AgentRun, Conversation, Message
+from conversations.services import add_message
 from memory_app.models import MemoryEvent, UserConfig
+from memory_app.runtime import agent_run
 from tests.database import unreachable_database
-from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from tests.factories import ConversationFactory, MessageFactory, UserConfigFactory, UserFactory
 
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
 CSRF_TOKEN = "a" * 32
@@ -189,14 +191,14 @@ class TestThreads:
         assert seen == ["t4", "t3", "t2", "t1", "t0"]
 
     def test_status_filter_lists_archived_and_deleted_threads(self, api_client, user):
-        ConversationFactory(user=user, status="archived", title="old")
-        ConversationFactory(user=user, status="deleted", title="gone")
+        for status, title in (("archived", "old"), ("deleted", "gone")):
+            MessageFactory(conversation=ConversationFactory(user=user, status=status, title=title))
         for status, title in (("archived", "old"), ("deleted", "gone")):
             page = api_client.get(f"/api/threads/?status={status}").json()
             assert [thread["title"] for thread in page["threads"]] == [title]
 
     def test_patch_archives_deletes_and_restores_an_own_thread(self, api_client, user):
-        thread = ConversationFactory(user=user)
+        thread = MessageFactory(conversation__user=user).conversation
         headers = csrf(api_client)
         for status in ("archived", "deleted", "active"):
             response = send(
@@ -230,6 +232,7 @@ class TestThreads:
         if hidden.pop("parent", False):
             hidden["parent"] = ConversationFactory(user=user)
         thread = ConversationFactory(user=user, status="archived", **hidden)
+        MessageFactory(conversation=thread)  # hidden for what it is, not for being empty
         for status in ("archived", "deleted", "active"):
             assert thread.thread_id not in [
                 t["thread_id"]
@@ -242,6 +245,28 @@ class TestThreads:
         assert snapshot() == before
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_thread_agent_run_opened_is_listed_once_it_holds_a_message_titled_by_it(api_client, user):
+    with agent_run(user_id=user.pk, thread_id=None) as run:
+        pass
+    thread = Conversation.objects.get(thread_id=run.ctx.thread_id)
+    assert thread.title == ""
+
+    def listed() -> list[tuple[str, str]]:
+        page = api_client.get("/api/threads/").json()
+        return [(t["thread_id"], t["title"]) for t in page["threads"]]
+
+    assert listed() == []
+    headers = csrf(api_client)
+    path = f"/api/threads/{thread.thread_id}/"
+    assert send(api_client, "patch", path, {"status": "archived"}, **headers).status_code == 404
+    # The team's loop persists its own messages with conversations.services.add_message.
+    add_message(conversation=thread, role=Message.Role.USER, content="  Plan my\ntrip  ")
+    add_message(conversation=thread, role=Message.Role.ASSISTANT, content="Where to?")
+    add_message(conversation=thread, role=Message.Role.USER, content="Kyoto")
+    assert listed() == [(thread.thread_id, "Plan my trip")]
+
+
 def _page_cursor(client: Client) -> str:
     cursor = client.get("/api/threads/?limit=1").json()["next_cursor"]
     assert cursor is not None
@@ -252,7 +277,7 @@ def _page_cursor(client: Client) -> str:
 class TestCursors:
     @pytest.fixture
     def threads(self, user):
-        return ConversationFactory.create_batch(3, user=user)
+        return [MessageFactory(conversation__user=user).conversation for _ in range(3)]
 
     def test_a_cursor_the_list_returned_leads_to_the_next_page(self, api_client, threads):
         page = api_client.get(f"/api/threads/?limit=1&cursor={_page_cursor(api_client)}")
@@ -290,7 +315,7 @@ class TestCursors:
 
     def test_another_users_cursor_gets_400_json(self, api_client, threads):
         stranger = UserConfigFactory().user
-        ConversationFactory.create_batch(2, user=stranger)
+        MessageFactory.create_batch(2, conversation__user=stranger)
         other = Client()
         other.force_login(stranger)
         response = api_client.get(f"/api/threads/?cursor={_page_cursor(other)}")
