@@ -35,7 +35,6 @@ def test_add_message_bumps_the_threads_updated_at():
     assert Conversation.objects.get(pk=thread.pk).updated_at == message.created_at > before
 
 
-
 def test_an_untitled_thread_takes_its_first_user_text_message_as_title_and_keeps_it():
     thread = ConversationFactory(title="")
     services.add_message(conversation=thread, role="assistant", content="Hello!")
