@@ -14,6 +14,9 @@ from django.conf import settings
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -59,3 +62,15 @@ def chromium(profile: Path) -> Iterator[webdriver.Chrome]:
         yield driver
     finally:
         driver.quit()
+
+
+def log_in(driver: webdriver.Chrome, url: str, username: str, *, submit: str, landed: str) -> None:
+    """Log in through the login form at `url` (password "pw", the factories'), then wait for the
+    element `landed` (a CSS selector) of the page it leads to."""
+    driver.get(url)
+    driver.find_element(By.NAME, "username").send_keys(username)
+    driver.find_element(By.NAME, "password").send_keys("pw")
+    driver.find_element(By.CSS_SELECTOR, submit).click()
+    WebDriverWait(driver, PAGE_WAIT_SECONDS).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, landed))
+    )

@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from conversations.models import AgentRun, Conversation, Message
 from memory_app.models import MemoryEvent
-from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS
+from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, log_in
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -41,14 +41,9 @@ pytestmark = BROWSER_TESTS
 @pytest.fixture
 def staff_browser(browser, live_server):
     """The browser, logged in to the admin through its login form."""
+    url = live_server.url + reverse("admin:login")
     staff = StaffUserFactory()
-    browser.get(live_server.url + reverse("admin:login"))
-    browser.find_element(By.NAME, "username").send_keys(staff.username)
-    browser.find_element(By.NAME, "password").send_keys("pw")
-    browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]').click()
-    WebDriverWait(browser, PAGE_WAIT_SECONDS).until(
-        expected_conditions.presence_of_element_located((By.ID, "user-tools"))
-    )
+    log_in(browser, url, staff.username, submit='input[type="submit"]', landed="#user-tools")
     return browser
 
 

@@ -5,10 +5,8 @@ from urllib.parse import urlsplit
 
 from django.urls import reverse
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support import expected_conditions
-from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS
+from tests.browser import ARTIFACTS, BROWSER_TESTS, log_in
 from tests.factories import UserFactory
 
 pytestmark = BROWSER_TESTS
@@ -19,14 +17,9 @@ DOCS_WIDTH = 1280
 def test_the_api_docs_render_from_our_own_assets(browser, live_server):
     user = UserFactory()
     browser.set_window_size(DOCS_WIDTH, 2000)
-    browser.get(live_server.url + reverse("login"))
-    browser.find_element(By.NAME, "username").send_keys(user.username)
-    browser.find_element(By.NAME, "password").send_keys("pw")
-    browser.find_element(By.CSS_SELECTOR, 'button[type="submit"]').click()
     # The login lands on /api/docs; Swagger UI draws one block per operation.
-    WebDriverWait(browser, PAGE_WAIT_SECONDS).until(
-        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".opblock"))
-    )
+    url = live_server.url + reverse("login")
+    log_in(browser, url, user.username, submit='button[type="submit"]', landed=".opblock")
     assert urlsplit(browser.current_url).path == "/api/docs"
     ARTIFACTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / f"api-docs-{DOCS_WIDTH}.png"))
