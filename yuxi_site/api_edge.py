@@ -7,10 +7,9 @@ a path missing its trailing slash (`CommonMiddleware` redirects with an HTML 301
 client's POST does not follow).
 """
 
-from collections.abc import Callable
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import is_valid_path
+from django.utils.deprecation import MiddlewareMixin
 
 __all__ = ["API_PREFIX", "JSON_CONTENT_TYPE", "ApiEdgeMiddleware"]
 
@@ -27,16 +26,15 @@ def _has_body(request: HttpRequest) -> bool:
     return chunked or not length.isdigit() or int(length) > 0
 
 
-class ApiEdgeMiddleware:
+class ApiEdgeMiddleware(MiddlewareMixin):
     """Under /api/: a non-empty body that is not `application/json` is a JSON 415, unread; a
-    path missing its trailing slash is served as the path with it when that one exists."""
+    path missing its trailing slash is served as the path with it when that one exists.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
+    A `MiddlewareMixin`, so it serves the WSGI and the ASGI handler alike."""
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
         if not request.path_info.startswith(API_PREFIX):
-            return self.get_response(request)
+            return None
         if _has_body(request) and request.content_type.lower() != JSON_CONTENT_TYPE:
             return JsonResponse(
                 {"error": f"the body must be JSON (Content-Type: {JSON_CONTENT_TYPE})"},
@@ -47,4 +45,4 @@ class ApiEdgeMiddleware:
             if is_valid_path(slashed, getattr(request, "urlconf", None)):
                 request.path_info = slashed
                 request.path = request.path + "/"
-        return self.get_response(request)
+        return None
