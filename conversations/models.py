@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.db import models
-from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
 from django.db.models.functions import Upper
 
 from yuxi_site.utils.db_functions import ClockTimestamp
@@ -127,6 +127,17 @@ class ConversationQuerySet(models.QuerySet):
     def visible_to(self, uid: int | str) -> "ConversationQuerySet":
         """`uid`'s own threads that history lookback may read."""
         return self.filter(VISIBLE_THREAD, user_id=uid)
+
+    def listed_to(self, uid: int | str) -> "ConversationQuerySet":
+        """`uid`'s own threads their thread list may show, of any status: top-level threads of
+        ordinary sources (never a SubAgent child or agent traffic) that hold a message, so a
+        thread `agent_run` opened and the team's loop never wrote to stays out of the list."""
+        return self.filter(
+            ~Q(source__in=HIDDEN_SOURCES),
+            Exists(Message.objects.filter(conversation=OuterRef("pk"))),
+            user_id=uid,
+            parent__isnull=True,
+        )
 
     def with_lookback_visibility(self) -> "ConversationQuerySet":
         """Have the database judge each visibility term, so `lookback_hidden_reasons` is free."""

@@ -2,18 +2,17 @@
 chats in and its recent dialogue, a user's threads listed, exported and counted, and bounded
 excerpts of the stored record for staff."""
 
-import base64
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Any
 
 import psycopg
+from django.core import signing
 from django.db import connection
 from django.db.models import F, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 
 from conversations.models import (
-    HIDDEN_SOURCES,
     VISIBLE_MESSAGE,
     AgentRun,
     Conversation,
@@ -251,6 +250,10 @@ def tool_calls_during_runs(*, runs: list[AgentRun], name: str) -> dict[int, list
 THREAD_PAGE_MAX = 100
 
 
+# Keeps thread-list cursors apart from every other value the site signs with SECRET_KEY.
+_CURSOR_SALT = "conversations.selectors.thread-cursor"
+
+
 class InvalidCursor(ValueError):
     """A thread-list cursor this module did not make."""
 
@@ -263,18 +266,20 @@ class ThreadPage:
     next_cursor: str | None
 
 
-def _encode_cursor(thread: Conversation) -> str:
-    raw = f"{thread.updated_at.isoformat()}|{thread.pk}".encode()
-    return base64.urlsafe_b64encode(raw).decode()
+def _encode_cursor(thread: Conversation, *, user_id: int) -> str:
+    """The page's last thread, signed for `user_id`: only this module's own cursors are read."""
+    return signing.dumps([user_id, thread.updated_at.isoformat(), thread.pk], salt=_CURSOR_SALT)
 
 
-def _decode_cursor(cursor: str) -> Q:
+def _decode_cursor(cursor: str, *, user_id: int) -> Q:
+    """The keyset condition of a cursor this module signed for `user_id`; anything else (forged,
+    altered, another user's) is an `InvalidCursor` before any value reaches the database."""
     try:
-        stamp, pk = base64.urlsafe_b64decode(cursor.encode("ascii")).decode().split("|")
-        updated_at, pk = datetime.fromisoformat(stamp), int(pk)
-    except (ValueError, UnicodeError) as exc:
+        owner, stamp, pk = signing.loads(cursor, salt=_CURSOR_SALT)
+        updated_at = datetime.fromisoformat(stamp)
+    except (signing.BadSignature, ValueError, TypeError) as exc:
         raise InvalidCursor("not a cursor of this list") from exc
-    if updated_at.tzinfo is None:
+    if owner != user_id:
         raise InvalidCursor("not a cursor of this list")
     return Q(updated_at__lt=updated_at) | Q(updated_at=updated_at, pk__lt=pk)
 
@@ -282,26 +287,25 @@ def _decode_cursor(cursor: str) -> Q:
 def list_user_threads(
     *, user_id: int, status: str | None = None, cursor: str | None = None, limit: int = 20
 ) -> ThreadPage:
-    """The user's own top-level threads of ordinary sources, most recently updated first.
+    """The user's own top-level threads of ordinary sources that hold a message, most recently
+    updated first.
 
-    Without `status`, the threads history lookback may see (active ones); with it, those of
+    Without `status`, the active ones (those history lookback may see); with it, those of
     that status, so archived or deleted threads can be found and restored. Keyset-paginated on
     `(updated_at, id)`, so a page costs the same however deep it is.
     """
     if not 1 <= limit <= THREAD_PAGE_MAX:
         raise ValueError(f"limit must be between 1 and {THREAD_PAGE_MAX}")
-    if status is None:
-        threads = Conversation.objects.visible_to(user_id)
-    else:
-        threads = Conversation.objects.filter(
-            ~Q(source__in=HIDDEN_SOURCES), user_id=user_id, parent__isnull=True, status=status
-        )
+    threads = Conversation.objects.listed_to(user_id).filter(
+        status=status or Conversation.Status.ACTIVE
+    )
     if cursor is not None:
-        threads = threads.filter(_decode_cursor(cursor))
+        threads = threads.filter(_decode_cursor(cursor, user_id=user_id))
     rows = list(threads.order_by("-updated_at", "-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return ThreadPage(threads=rows, next_cursor=_encode_cursor(rows[-1]) if more else None)
+    next_cursor = _encode_cursor(rows[-1], user_id=user_id) if more else None
+    return ThreadPage(threads=rows, next_cursor=next_cursor)
 
 
 # Rows fetched per round trip from an export's server-side cursors.

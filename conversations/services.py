@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import connection
+from django.db.models import Case, F, Value, When
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from yuxi_site.utils.db_functions import ClockTimestamp
@@ -18,6 +19,12 @@ from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
 THREAD_TITLE_MAX_BYTES = 256
+
+
+def _title(message: str) -> str:
+    """A thread's title from its first message: whitespace runs made one space, cut."""
+    title, _ = truncate_utf8(" ".join(message.split()), THREAD_TITLE_MAX_BYTES)
+    return title
 
 
 def start_thread(
@@ -28,11 +35,10 @@ def start_thread(
     parent: Conversation | None = None,
 ) -> Conversation:
     """A new active thread of `user_id`, titled by its first message."""
-    title, _ = truncate_utf8(" ".join(first_message.split()), THREAD_TITLE_MAX_BYTES)
     return Conversation.objects.create(
         thread_id=f"thread-{uuid.uuid4().hex}",
         user_id=user_id,
-        title=title,
+        title=_title(first_message),
         source=source,
         parent=parent,
     )
@@ -49,7 +55,9 @@ def add_message(
     """Append one message to a thread and mark the thread updated at the message's time.
 
     Both are the database clock's (`created_at` is its `clock_timestamp()`, returned by the
-    insert), so several app hosts with skewed clocks still order one thread consistently.
+    insert), so several app hosts with skewed clocks still order one thread consistently. An
+    untitled thread (one `agent_run` opened) takes its first user text message as its title,
+    as a chat thread does, in the same UPDATE.
     """
     message = Message.objects.create(
         conversation=conversation,
@@ -58,7 +66,14 @@ def add_message(
         content=content,
         metadata=metadata or {},
     )
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=message.created_at)
+    changes: dict[str, Any] = {"updated_at": message.created_at}
+    if role == Message.Role.USER and message_type == Message.Type.TEXT:
+        changes["title"] = Case(
+            When(title="", then=Value(_title(content))),
+            default=F("title"),
+            output_field=Conversation._meta.get_field("title"),
+        )
+    Conversation.objects.filter(pk=conversation.pk).update(**changes)
     return message
 
 
@@ -148,17 +163,19 @@ class ThreadNotFound(Exception):
 
 
 def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversation:
-    """Archive, delete or restore one of `user_id`'s threads (what history lookback may see)."""
+    """Archive, delete or restore one of `user_id`'s threads (what history lookback may see).
+
+    Only a thread their thread list can show: a SubAgent child or agent traffic is not the
+    user's to restore into lookback, so it is `ThreadNotFound` like another user's thread.
+    """
     if status not in Conversation.Status.values:
         raise ValueError(f"{status!r} is not a thread status")
     if not is_storable_text(thread_id):
         raise ThreadNotFound(thread_id)
-    updated = Conversation.objects.filter(user_id=user_id, thread_id=thread_id).update(
-        status=status, updated_at=ClockTimestamp()
-    )
-    if not updated:
+    threads = Conversation.objects.listed_to(user_id).filter(thread_id=thread_id)
+    if not threads.update(status=status, updated_at=ClockTimestamp()):
         raise ThreadNotFound(thread_id)
-    return Conversation.objects.get(user_id=user_id, thread_id=thread_id)
+    return threads.get()
 
 
 def delete_user_conversations(*, user_id: int) -> dict[str, int]:

@@ -6,10 +6,14 @@ rule, so the conversations app never imports it), the run's memory events, and a
 import uuid
 
 from django.contrib import admin
+from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -32,7 +36,7 @@ from memory_app.selectors import (
     remember_calls_for,
     user_ledger,
 )
-from memory_app.user_admin import ErasingUserAdmin
+from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.admin import (
     ReadOnlyAdmin,
@@ -49,6 +53,10 @@ from yuxi_site.admin import (
 __all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin", "UserWithMemoryAdmin"]
 
 User = get_user_model()
+
+
+# How the admin log names each kind of change.
+_LOG_ACTIONS = {ADDITION: "added", CHANGE: "changed", DELETION: "deleted"}
 
 
 def _changelist_url(model: type, query: str) -> str:
@@ -271,10 +279,11 @@ class MemoryEventAdmin(ReadOnlyAdmin):
             Conversation, obj.run.conversation_id, id_cell(obj.run.conversation.thread_id)
         )
 
-    @admin.display(description="file hash before → after")
+    @admin.display(description="hash before → after")
     def hashes(self, obj: MemoryEvent) -> SafeString:
+        """The start of each SHA-256, one per line (the whole hashes in the tooltip)."""
         return format_html(
-            '<span class="yuxi-hash" title="{} → {}">{}… → {}…</span>',
+            '<span class="yuxi-hash" title="{} → {}">{}…<br>→ {}…</span>',
             obj.before_sha256,
             obj.after_sha256,
             obj.before_sha256[:12],
@@ -336,14 +345,19 @@ class AgentRunWithMemoryAdmin(AgentRunAdmin):
         )
 
 
+# Groups: changed by superusers only, as users are.
+admin.site.unregister(Group)
+admin.site.register(Group, SuperuserGroupAdmin)
+
 # The User page: deleting erases the user's data (ErasingUserAdmin), and the page links to the
-# user's memory config, threads, runs, messages, tool calls and memory events.
+# user's memory config, threads, runs, messages, tool calls and memory events, and shows what
+# staff changed on it (Django's admin log).
 admin.site.unregister(User)
 
 
 @admin.register(User)
 class UserWithMemoryAdmin(ErasingUserAdmin):
-    readonly_fields = (*ErasingUserAdmin.readonly_fields, "memory_and_history")
+    readonly_fields = (*ErasingUserAdmin.readonly_fields, "memory_and_history", "admin_log")
     list_per_page = 50
     show_full_result_count = False
     show_facets = admin.ShowFacets.NEVER
@@ -358,8 +372,33 @@ class UserWithMemoryAdmin(ErasingUserAdmin):
         return [
             *fieldsets[:1],
             ("Memory and history", {"fields": ("memory_and_history",)}),
+            ("Changes by staff", {"fields": ("admin_log",)}),
             *fieldsets[1:],
         ]
+
+    @admin.display(description="admin log")
+    def admin_log(self, obj: object) -> SafeString:
+        """The latest changes staff made to this user in the admin, newest first."""
+        entries = LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(User), object_id=str(obj.pk)
+        ).select_related("user")
+        related = first_related(entries.order_by("-action_time", "-id"))
+        return related_list(
+            related,
+            [
+                format_html(
+                    "{} · {} · {}: {}",
+                    format_timestamp(entry.action_time),
+                    entry.user.get_username(),
+                    _LOG_ACTIONS[entry.action_flag],
+                    entry.get_change_message() or "no fields changed",
+                )
+                for entry in related.rows
+            ],
+            empty="none: no staff member has changed this user in the admin",
+            more_url=reverse("admin:auth_user_history", args=[obj.pk]),
+            more_text="the whole admin log of this user",
+        )
 
     @admin.display(description="links")
     def memory_and_history(self, obj: object) -> SafeString:

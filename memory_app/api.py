@@ -7,6 +7,7 @@ error, the framework's own included, has one shape: `{"error": "..."}`.
 
 import functools
 import logging
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
@@ -19,7 +20,7 @@ from ninja import Field, Header, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.security import SessionAuth
 from ninja.utils import check_csrf
-from pydantic import StrictBool, StrictStr
+from pydantic import ConfigDict, StrictBool, StrictStr
 
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
@@ -68,7 +69,14 @@ class Error(Schema):
     error: str
 
 
-class ChatIn(Schema):
+class Body(Schema):
+    """A request body: a field the operation does not take is refused (400), never ignored, so
+    a client that thinks it sent `user_id` learns that it cannot choose whose data it touches."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChatIn(Body):
     message: StrictStr
     thread_id: StrictStr | None = None
 
@@ -99,11 +107,11 @@ class MemoryProblem(Schema):
     size_bytes: int
 
 
-class MemoryIn(Schema):
+class MemoryIn(Body):
     text: StrictStr
 
 
-class SettingsBody(Schema):
+class SettingsBody(Body):
     enable_memory: StrictBool
 
 
@@ -121,7 +129,7 @@ class ThreadPageOut(Schema):
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: done")
 
 
-class ThreadStatusIn(Schema):
+class ThreadStatusIn(Body):
     status: Literal["active", "archived", "deleted"]
 
 
@@ -211,6 +219,10 @@ _MEMORY_PROBLEMS = {
 }
 
 
+# The shape of every etag `GET /api/memory/` sends (`selectors.memory_etag`).
+_ETAG = re.compile(r"sha256:[0-9a-f]{64}")
+
+
 def _error(status: int, message: str) -> JsonResponse:
     return JsonResponse({"error": message}, status=status)
 
@@ -263,7 +275,8 @@ def get_memory(request: HttpRequest, response: HttpResponse) -> Any:
 
 
 def _expected_etag(if_match: str | None) -> str:
-    """The etag an `If-Match` header names (quotes optional); a weak or `*` tag never matches."""
+    """The etag an `If-Match` header names (quotes optional); a weak or `*` tag never matches,
+    and a value that is no etag of this API at all is said to be malformed, not stale."""
     if if_match is None or not if_match.strip():
         raise HttpError(428, "If-Match is required: send the etag of the memory you edited")
     value = if_match.strip()
@@ -271,6 +284,10 @@ def _expected_etag(if_match: str | None) -> str:
         raise HttpError(412, "If-Match must be the memory's exact etag (not * or a weak tag)")
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
+    if not _ETAG.fullmatch(value):
+        raise HttpError(
+            412, 'If-Match is malformed: send the etag GET returned ("sha256:" + 64 hex digits)'
+        )
     return value
 
 

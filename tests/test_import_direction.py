@@ -138,11 +138,13 @@ LAYERS = {
             "yuxi_site.utils.statements",
             "yuxi_site.utils.string_utils",
         },
+        # the /api/ edge middleware (whose prefix the error views share) and the log format
+        # (whose event logger the settings name)
+        {"yuxi_site.api_edge", "yuxi_site.log_format"},
         {
             "yuxi_site.admin",
             "yuxi_site.errors",
             "yuxi_site.health",
-            "yuxi_site.log_format",
             "yuxi_site.settings",
             "yuxi_site.wsgi",
         },

@@ -41,6 +41,7 @@ __all__ = [
     "render_excerpt",
     "planner_row_estimate",
     "render_text",
+    "table_analysed",
     "users_named",
 ]
 
@@ -132,19 +133,38 @@ def planner_row_estimate(queryset: QuerySet) -> int:
     return int(plan[0]["Plan"]["Plan Rows"])
 
 
+def table_analysed(model: type[Model], using: str) -> bool:
+    """Whether PostgreSQL has statistics for the model's table (`pg_class.reltuples >= 0`).
+
+    A table never vacuumed or analysed has `reltuples = -1`, and the planner then guesses its
+    size from its pages: a fresh table of three rows can be "about 1990".
+    """
+    with connections[using].cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [model._meta.db_table]
+        )
+        row = cursor.fetchone()
+    return row is not None and row[0] >= 0
+
+
 class EstimatedCountPaginator(Paginator):
     """Exact count where the result is small; the planner's estimate where it is big.
 
     An exact `COUNT(*)` over a million messages costs half a second for one number in the
     page's corner; the estimate (from `pg_class.reltuples` and the column statistics) costs
-    a plan. `estimated` tells the template to say "about".
+    a plan. Only a table PostgreSQL has analysed is estimated: without statistics the
+    estimate is a guess, and such a table is young and small. `estimated` tells the template
+    to say "about".
     """
 
     estimated = False
 
     @cached_property
     def count(self) -> int:
-        estimate = planner_row_estimate(self.object_list)
+        queryset = self.object_list
+        if not table_analysed(queryset.model, queryset.db):
+            return queryset.count()
+        estimate = planner_row_estimate(queryset)
         if estimate >= ESTIMATED_COUNT_FROM_ROWS:
             self.estimated = True
             return estimate

@@ -12,10 +12,10 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
-__all__ = ["API_PREFIX", "API_UNAVAILABLE_MESSAGE", "not_found", "server_error"]
+from yuxi_site.api_edge import API_PREFIX
 
-# Requests under this path are API requests: their errors are JSON.
-API_PREFIX = "/api/"
+__all__ = ["API_UNAVAILABLE_MESSAGE", "not_found", "server_error"]
+
 # The body of every 503 the API sends when the database (or a lock) is unavailable.
 API_UNAVAILABLE_MESSAGE = "the service is unavailable, try again"
 

@@ -2,9 +2,13 @@
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
+
+from yuxi_site.log_format import EVENT_LOGGER
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -74,6 +78,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    # Login throttling (its AccessAttempt records) and the Content-Security-Policy header.
+    "axes",
+    "csp",
+    # django-ninja's own Swagger UI assets, served from our static files (no CDN).
+    "ninja",
     "conversations",
     "memory_app",
 ]
@@ -82,12 +91,17 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Serves the admin's static files from STATIC_ROOT (filled by `collectstatic`).
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "csp.middleware.CSPMiddleware",
+    # Before the session and CSRF middleware: a non-JSON body under /api/ is refused unread.
+    "yuxi_site.api_edge.ApiEdgeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "yuxi_site.urls"
@@ -141,6 +155,46 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# django-axes checks every login (the site's and the admin's) before the password is tried.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+
+# Login throttling: after LOGIN_FAILURE_LIMIT failed logins for one username, every further
+# attempt for it (right password or not) is refused with 429 until LOGIN_LOCKOUT_SECONDS have
+# passed since the last failure; failures during the lockout do not extend it.
+LOGIN_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+LOGIN_LOCKOUT_SECONDS = env.int("LOGIN_LOCKOUT_SECONDS", default=900)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(seconds=LOGIN_LOCKOUT_SECONDS)
+AXES_LOCKOUT_PARAMETERS = ["username"]
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_LOCKOUT_TEMPLATE = "yuxi_site/lockout.html"
+# Staff unlock a username with `manage.py axes_reset_username USERNAME`; axes' own admin pages
+# (which could delete attempts) stay off, so the admin's only writes are the ones docs/admin.md
+# lists.
+AXES_ENABLE_ADMIN = False
+# axes warns that a lockout by username alone can be dodged by rotating user agents or
+# cookies: not so here, failures count per username whatever the client sends (tested), and
+# adding the IP address would let an attacker with many addresses keep guessing one password.
+SILENCED_SYSTEM_CHECKS = ["axes.W006"]
+
+# Content-Security-Policy on every response (django-csp): no script, style or image from
+# another origin, no inline script, never framed. Swagger UI draws its icons from `data:`.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+        "base-uri": [SELF],
+        "object-src": [NONE],
+    }
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -196,6 +250,6 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # Propagates to the root's handler; only the level differs.
-        "yuxi": {"level": "INFO"},
+        EVENT_LOGGER: {"level": "INFO"},
     },
 }

@@ -42,6 +42,21 @@ def test_add_message_bumps_the_threads_updated_at():
     assert Conversation.objects.get(pk=thread.pk).updated_at == message.created_at > before
 
 
+def test_an_untitled_thread_takes_its_first_user_text_message_as_title_and_keeps_it():
+    thread = ConversationFactory(title="")
+    services.add_message(conversation=thread, role="assistant", content="Hello!")
+    services.add_message(
+        conversation=thread, role="tool", content="{}", message_type=Message.Type.TOOL_RESULT
+    )
+    assert Conversation.objects.get(pk=thread.pk).title == ""
+    services.add_message(conversation=thread, role="user", content=" book\n a   table ")
+    services.add_message(conversation=thread, role="user", content="for two")
+    assert Conversation.objects.get(pk=thread.pk).title == "book a table"
+    titled = ConversationFactory(title="Trip")
+    services.add_message(conversation=titled, role="user", content="hi")
+    assert Conversation.objects.get(pk=titled.pk).title == "Trip"
+
+
 def test_a_tool_call_moves_from_pending_to_success_or_error():
     issuer = MessageFactory(role=Message.Role.ASSISTANT, message_type=Message.Type.TOOL_CALL)
     ok = services.record_tool_call(message=issuer, tool_call_id="c1", name="t", arguments={"a": 1})

@@ -1,16 +1,22 @@
 """The JSON API as a client sees it: session auth, CSRF, one error shape, threads, settings."""
 
+import base64
 import json
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core import signing
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from conversations.models import AgentRun, Conversation, Message
+from conversations.services import add_message
 from memory_app.models import MemoryEvent, UserConfig
+from memory_app.runtime import agent_run
 from tests.database import unreachable_database
-from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from tests.factories import ConversationFactory, MessageFactory, UserConfigFactory, UserFactory
 
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
 CSRF_TOKEN = "a" * 32
@@ -32,9 +38,10 @@ UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
 
 def send(client: Client, method: str, path: str, body: object = None, **headers: str):
-    data = body if isinstance(body, str) or body is None else json.dumps(body)
-    kwargs = {"content_type": "application/json"} if data is not None else {}
-    return getattr(client, method)(path, data=data, **kwargs, **headers)
+    if body is None:  # no body at all (the test client would send the text "None")
+        return getattr(client, method)(path, **headers)
+    data = body if isinstance(body, str) else json.dumps(body)
+    return getattr(client, method)(path, data=data, content_type="application/json", **headers)
 
 
 def csrf(client: Client) -> dict[str, str]:
@@ -184,14 +191,14 @@ class TestThreads:
         assert seen == ["t4", "t3", "t2", "t1", "t0"]
 
     def test_status_filter_lists_archived_and_deleted_threads(self, api_client, user):
-        ConversationFactory(user=user, status="archived", title="old")
-        ConversationFactory(user=user, status="deleted", title="gone")
+        for status, title in (("archived", "old"), ("deleted", "gone")):
+            MessageFactory(conversation=ConversationFactory(user=user, status=status, title=title))
         for status, title in (("archived", "old"), ("deleted", "gone")):
             page = api_client.get(f"/api/threads/?status={status}").json()
             assert [thread["title"] for thread in page["threads"]] == [title]
 
     def test_patch_archives_deletes_and_restores_an_own_thread(self, api_client, user):
-        thread = ConversationFactory(user=user)
+        thread = MessageFactory(conversation__user=user).conversation
         headers = csrf(api_client)
         for status in ("archived", "deleted", "active"):
             response = send(
@@ -215,6 +222,121 @@ class TestThreads:
         response = send(api_client, "patch", path, {"status": "deleted"}, **csrf(api_client))
         assert (response.status_code, response.json()) == (404, {"error": "no such thread"})
         assert snapshot() == before
+
+    @pytest.mark.parametrize(
+        "hidden", [{"source": "agent_call"}, {"source": "agent_evaluation"}, {"parent": True}]
+    )
+    def test_patch_of_a_thread_the_list_never_shows_gets_404_and_changes_nothing(
+        self, api_client, user, hidden
+    ):
+        if hidden.pop("parent", False):
+            hidden["parent"] = ConversationFactory(user=user)
+        thread = ConversationFactory(user=user, status="archived", **hidden)
+        MessageFactory(conversation=thread)  # hidden for what it is, not for being empty
+        for status in ("archived", "deleted", "active"):
+            assert thread.thread_id not in [
+                t["thread_id"]
+                for t in api_client.get(f"/api/threads/?status={status}").json()["threads"]
+            ]
+        before = snapshot()
+        path = f"/api/threads/{thread.thread_id}/"
+        response = send(api_client, "patch", path, {"status": "active"}, **csrf(api_client))
+        assert (response.status_code, response.json()) == (404, {"error": "no such thread"})
+        assert snapshot() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_thread_agent_run_opened_is_listed_once_it_holds_a_message_titled_by_it(api_client, user):
+    with agent_run(user_id=user.pk, thread_id=None) as run:
+        pass
+    thread = Conversation.objects.get(thread_id=run.ctx.thread_id)
+    assert thread.title == ""
+
+    def listed() -> list[tuple[str, str]]:
+        page = api_client.get("/api/threads/").json()
+        return [(t["thread_id"], t["title"]) for t in page["threads"]]
+
+    assert listed() == []
+    headers = csrf(api_client)
+    path = f"/api/threads/{thread.thread_id}/"
+    assert send(api_client, "patch", path, {"status": "archived"}, **headers).status_code == 404
+    # The team's loop persists its own messages with conversations.services.add_message.
+    add_message(conversation=thread, role=Message.Role.USER, content="  Plan my\ntrip  ")
+    add_message(conversation=thread, role=Message.Role.ASSISTANT, content="Where to?")
+    add_message(conversation=thread, role=Message.Role.USER, content="Kyoto")
+    assert listed() == [(thread.thread_id, "Plan my trip")]
+
+
+def _page_cursor(client: Client) -> str:
+    cursor = client.get("/api/threads/?limit=1").json()["next_cursor"]
+    assert cursor is not None
+    return cursor
+
+
+@pytest.mark.django_db
+class TestCursors:
+    @pytest.fixture
+    def threads(self, user):
+        return [MessageFactory(conversation__user=user).conversation for _ in range(3)]
+
+    def test_a_cursor_the_list_returned_leads_to_the_next_page(self, api_client, threads):
+        page = api_client.get(f"/api/threads/?limit=1&cursor={_page_cursor(api_client)}")
+        assert page.status_code == 200 and len(page.json()["threads"]) == 1
+
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            "2020-01-01T00:00:00+16:00|1",  # an offset PostgreSQL refuses
+            "2020-01-01T00:00:00+00:00|1",  # the old unsigned shape, well-formed
+            "9999-12-31T23:59:59+00:00|9223372036854775807",
+        ],
+    )
+    def test_a_forged_cursor_gets_400_json_before_any_query_of_it(self, api_client, threads, raw):
+        cursor = base64.urlsafe_b64encode(raw.encode()).decode()
+        with CaptureQueriesContext(connection) as queries:
+            response = api_client.get(f"/api/threads/?cursor={cursor}")
+        assert (response.status_code, response.json()) == (
+            400,
+            {"error": "cursor is not one this list returned"},
+        )
+        assert not [q for q in queries.captured_queries if "conversations_conversation" in q["sql"]]
+
+    def test_an_altered_cursor_gets_400_json(self, api_client, threads):
+        cursor = _page_cursor(api_client)
+        value, signature = cursor.split(":", 1)
+        payload = json.loads(signing.b64_decode(value.encode()))
+        payload[-1] += 1  # the thread id the page resumes after
+        altered = signing.b64_encode(json.dumps(payload, separators=(",", ":")).encode())
+        tampered = cursor[:-1] + ("A" if cursor[-1] != "A" else "B")
+        for forged in (f"{altered.decode()}:{signature}", tampered, cursor + "x"):
+            response = api_client.get(f"/api/threads/?cursor={forged}")
+            assert response.status_code == 400, forged
+            assert set(response.json()) == {"error"}
+
+    def test_another_users_cursor_gets_400_json(self, api_client, threads):
+        stranger = UserConfigFactory().user
+        MessageFactory.create_batch(2, conversation__user=stranger)
+        other = Client()
+        other.force_login(stranger)
+        response = api_client.get(f"/api/threads/?cursor={_page_cursor(other)}")
+        assert (response.status_code, set(response.json())) == (400, {"error"})
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("method", "path", "body"), [op for op in UNSAFE if op[2] is not None])
+def test_an_unknown_body_field_gets_400_json_and_nothing_changes(
+    api_client, user, method, path, body
+):
+    own = ConversationFactory(user=user)
+    before = snapshot()
+    memory = api_client.get("/api/memory/")
+    headers = {**csrf(api_client), "HTTP_IF_MATCH": memory["ETag"]}
+    response = send(
+        api_client, method, path.replace(FOREIGN, own.thread_id), {**body, "user_id": 1}, **headers
+    )
+    assert response.status_code == 400
+    assert "user_id" in response.json()["error"]
+    assert snapshot() == before
 
 
 @pytest.mark.django_db

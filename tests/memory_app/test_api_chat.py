@@ -140,7 +140,12 @@ class TestChatEndpoint:
 
     def test_the_user_comes_from_the_session_never_from_the_body(self, logged_in):
         other = UserFactory()
+        # A body naming a user is refused outright (an unknown field), not quietly ignored.
         response = post(logged_in, {"message": "hi", "user_id": other.pk, "uid": other.pk})
+        assert response.status_code == 400
+        assert "user_id" in response.json()["error"]
+        assert not Conversation.objects.exists()
+        response = post(logged_in, {"message": "hi"})
         assert response.status_code == 200
         thread = Conversation.objects.get(thread_id=response.json()["thread_id"])
         assert thread.user_id == logged_in.user.pk

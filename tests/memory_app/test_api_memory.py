@@ -112,6 +112,35 @@ def test_put_without_a_matching_strong_etag_is_refused_and_changes_nothing(
 
 
 @pytest.mark.parametrize(
+    "if_match",
+    [
+        "garbage",
+        '"sha256:abc"',
+        "sha256:" + "g" * 64,
+        '"{current}',
+        "{current}, {current}",
+        "md5:0",
+    ],
+)
+def test_a_malformed_if_match_is_called_malformed_not_stale(session, memory_file, if_match):
+    memory_file.write_bytes(b"old\n")
+    response = put(session, {"text": "new\n"}, if_match.replace("{current}", etag(b"old\n")))
+    assert response.status_code == 412
+    message = response.json()["error"]
+    assert message.startswith("If-Match is malformed")
+    assert "changed since you read it" not in message
+    assert memory_file.read_bytes() == b"old\n"
+    assert not MemoryEvent.objects.exists()
+
+
+def test_a_stale_if_match_still_says_the_memory_changed(session, memory_file):
+    memory_file.write_bytes(b"old\n")
+    response = put(session, {"text": "new\n"}, etag(b"older\n"))
+    assert response.status_code == 412
+    assert "the memory changed since you read it" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
     ("text", "status"),
     [
         ("x" * (MEMORY_FILE_MAX_BYTES + 1), 413),

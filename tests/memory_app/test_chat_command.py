@@ -1,4 +1,5 @@
 import io
+import logging
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -26,6 +27,17 @@ def test_one_message_starts_a_thread_for_the_named_user():
     assert "[tool remember_memory: success]" in output
     assert f"(thread {thread.thread_id})" in output
     assert thread.messages.filter(role=Message.Role.USER).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("verbosity", "logged"), [("1", 0), ("2", 1)])
+def test_the_answer_comes_without_info_log_lines_unless_verbose(caplog, verbosity, logged):
+    UserConfigFactory(user__username="mei", enable_memory=True)
+    with caplog.at_level(logging.INFO):
+        output = run_chat("--user", "mei", "--verbosity", verbosity, "remember that I drink tea")
+    assert "[tool remember_memory: success]" in output
+    events = [r for r in caplog.records if r.name.startswith("yuxi") and r.levelno == logging.INFO]
+    assert [r.getMessage().split()[0] for r in events] == ["memory_changed"] * logged
 
 
 def test_thread_option_continues_that_thread():

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import logging
 from io import StringIO
 from pathlib import Path
 
@@ -51,9 +52,30 @@ def test_export_writes_the_json_document(tmp_path):
     user = UserFactory(username="carol")
     ConversationFactory(user=user, status="deleted")
     target = tmp_path / "carol.json"
-    run("memory", "--user", "carol", "export", "--output", str(target))
+    output = run("memory", "--user", "carol", "export", "--output", str(target))
     document = json.loads(target.read_text())
     assert [t["status"] for t in document["threads"]] == ["deleted"]
+    size = target.stat().st_size
+    assert output == f"exported 'carol' to {target} ({size} bytes)\n"
+
+
+def test_an_unknown_actor_is_named_by_its_flag():
+    UserFactory(username="carol")
+    with pytest.raises(CommandError, match=r"^--actor: no user named 'nosuch'$"):
+        run("memory", "--user", "carol", "--actor", "nosuch", "on")
+    with pytest.raises(CommandError, match=r"^--user: no user named 'nobody'$"):
+        run("memory", "--user", "nobody", "on")
+    with pytest.raises(CommandError, match=r"^--actor: no user named 'nosuch'$"):
+        run("erase_user", "--user", "carol", "--actor", "nosuch", "--yes")
+
+
+@pytest.mark.parametrize(("verbosity", "logged"), [("1", 0), ("2", 1)])
+def test_the_answer_comes_without_info_log_lines_unless_verbose(caplog, verbosity, logged):
+    UserFactory(username="carol")
+    with caplog.at_level(logging.INFO):
+        assert run("memory", "--user", "carol", "--verbosity", verbosity, "on") == "memory on\n"
+    events = [r for r in caplog.records if r.name.startswith("yuxi") and r.levelno == logging.INFO]
+    assert len(events) == logged  # the switch change's memory_changed line
 
 
 def test_erase_user_needs_yes_then_erases_and_is_idempotent():

@@ -1,6 +1,9 @@
+import io
+from pathlib import Path
+
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app.models import UserConfig
@@ -95,3 +98,35 @@ def test_seed_demo_admin_remembers_the_readme_example_and_demo_passwords_work(se
     assert b"oolong" in data
     for username, password in (("alice", "alice-demo"), ("bob", "bob-demo")):
         assert User.objects.get(username=username).check_password(password)
+
+
+def test_reset_is_refused_without_debug(settings):
+    settings.DEBUG = False
+    call_command("seed_demo")
+    before = set(get_user_model().objects.values_list("pk", flat=True))
+    with pytest.raises(CommandError, match="only with DEBUG on"):
+        call_command("seed_demo", "--reset")
+    assert set(get_user_model().objects.values_list("pk", flat=True)) == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_reset_erases_the_demo_users_and_seeds_them_afresh(settings):
+    settings.DEBUG = True
+    call_command("seed_demo")
+    User = get_user_model()
+    alice = User.objects.get(username="alice")
+    chat(user_id=alice.pk, message="remember that I drink oolong tea")
+    alice.set_password("changed")
+    alice.save()
+    workspace = Path(settings.WORKSPACE_ROOT) / str(alice.pk)
+    assert workspace.exists()
+    other = UserConfig.objects.create(user=User.objects.create_user("carol")).user
+    out = io.StringIO()
+    call_command("seed_demo", "--reset", stdout=out)
+    assert "Demo users erased: admin, alice, bob." in out.getvalue()
+    fresh = User.objects.get(username="alice")
+    assert fresh.pk != alice.pk and fresh.check_password("alice-demo")
+    assert not Conversation.objects.filter(user_id=alice.pk).exists()
+    assert not workspace.exists()
+    assert User.objects.filter(pk=other.pk).exists()  # not a demo user: untouched
+    assert "oolong" not in read_memory_for_prompt(fresh.pk).text

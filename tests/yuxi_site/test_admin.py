@@ -268,3 +268,25 @@ def test_staff_can_view_every_page_of_the_demo_data(staff_client):
         assert staff_client.get(_url(model, "changelist")).status_code == 200
         for pk in model.objects.values_list("pk", flat=True):
             assert staff_client.get(_url(model, "change", pk)).status_code == 200, (model, pk)
+
+
+def test_a_table_postgresql_never_analysed_is_counted_exactly_not_guessed(
+    staff_client, monkeypatch
+):
+    # A fresh demo: the table has never been analysed (TRUNCATE makes it so again), and the
+    # planner's guess from its pages was "about 1990 user configs" for three rows.
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {UserConfig._meta.db_table}")
+    UserConfigFactory.create_batch(3)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)",
+            [UserConfig._meta.db_table],
+        )
+        assert cursor.fetchone()[0] < 0  # never analysed
+    monkeypatch.setattr("yuxi_site.admin.ESTIMATED_COUNT_FROM_ROWS", 1)
+    response = staff_client.get(_url(UserConfig, "changelist"))
+    html = response.content.decode()
+    assert "3 user configs" in html
+    assert "(estimated)" not in html
+    assert response.context["cl"].paginator.num_pages == 1

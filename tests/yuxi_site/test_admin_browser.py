@@ -6,7 +6,6 @@ links lead from a user to their config, its ledger, the run, the thread and its 
 """
 
 import io
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,16 +14,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
-from selenium import webdriver
 from selenium.common.exceptions import NoAlertPresentException
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 from conversations.models import AgentRun, Conversation, Message
 from memory_app.models import MemoryEvent
+from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, log_in
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -36,63 +33,17 @@ from tests.factories import (
     UserFactory,
 )
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,2000",
-)
-ARTIFACTS = Path(settings.BASE_DIR) / "test-artifacts"
 MARKER = "<script>window.yuxiInjected = true</script>"
-PAGE_WAIT_SECONDS = 30
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.django_db(transaction=True),
-    # Skipped on a developer machine without chromium; never in CI, which installs it.
-    pytest.mark.skipif(
-        not CHROMIUM.exists() and not os.environ.get("CI"),
-        reason="/usr/bin/chromium is absent: apt-get install chromium chromium-driver "
-        "(.ci/run installs them)",
-    ),
-]
-
-
-@pytest.fixture
-def browser(tmp_path):
-    """Debian's chromium through its own chromedriver, so Selenium Manager fetches nothing."""
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path / 'chromium-profile'}")
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(PAGE_WAIT_SECONDS)
-    try:
-        yield driver
-    finally:
-        driver.quit()
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture
 def staff_browser(browser, live_server):
     """The browser, logged in to the admin through its login form."""
+    url = live_server.url + reverse("admin:login")
     staff = StaffUserFactory()
-    browser.get(live_server.url + reverse("admin:login"))
-    browser.find_element(By.NAME, "username").send_keys(staff.username)
-    browser.find_element(By.NAME, "password").send_keys("pw")
-    browser.find_element(By.CSS_SELECTOR, 'input[type="submit"]').click()
-    WebDriverWait(browser, PAGE_WAIT_SECONDS).until(
-        expected_conditions.presence_of_element_located((By.ID, "user-tools"))
-    )
+    log_in(browser, url, staff.username, submit='input[type="submit"]', landed="#user-tools")
     return browser
 
 
@@ -274,11 +225,20 @@ CHANGELISTS = [
 ]
 
 
+# The window widths staff use: a laptop and a desktop monitor.
+WINDOW_WIDTHS = (1280, 1920)
+WINDOW_HEIGHT = 2000
+
+
+@pytest.mark.parametrize("width", WINDOW_WIDTHS)
 def test_every_changelist_keeps_readable_columns_and_whole_headers(
-    staff_browser, live_server, long_world
+    staff_browser, live_server, long_world, width
 ):
+    staff_browser.set_window_size(width, WINDOW_HEIGHT)
     for name, screenshot in CHANGELISTS:
-        _open(staff_browser, live_server, reverse(name), screenshot)
+        _open(
+            staff_browser, live_server, reverse(name), screenshot.replace(".png", f"-{width}.png")
+        )
         measured = staff_browser.execute_script(_MEASURE_COLUMNS)
         assert measured is not None, name
         assert not measured["sideways"], name

@@ -1,6 +1,14 @@
+import io
 import logging
+from pathlib import Path
 
-from yuxi_site.log_format import KeyValueFormatter
+import pytest
+from django.conf import settings
+
+from memory_app.selectors import read_memory_file
+from memory_app.services import write_memory_file
+from tests.factories import UserConfigFactory
+from yuxi_site.log_format import KeyValueFormatter, quiet_event_logs
 
 
 def _line(message: str, *args: object, exc_info: object = None, **extra: object) -> str:
@@ -42,3 +50,51 @@ def test_the_yuxi_loggers_log_info_lines_in_this_format(settings):
         assert logger.isEnabledFor(logging.INFO)
     root = logging.getLogger()
     assert any(isinstance(h.formatter, KeyValueFormatter) for h in root.handlers)
+
+
+def test_a_named_event_becomes_the_event_field_with_its_fields_at_the_top_level():
+    line = _line("memory_changed user=%s kind=%s", 7, "agent_added")
+    assert line.endswith(" logger=yuxi.memory event=memory_changed user=7 kind=agent_added")
+    assert 'msg="run 5 failed: x=y"' in _line("run %s failed: x=y", 5)
+
+
+def _fields(line: str) -> list[tuple[str, str]]:
+    return [tuple(part.split("=", 1)) for part in line.split(" ")]
+
+
+def _documented(event: str) -> str:
+    """The example line docs/operations.md shows for `event`."""
+    text = (Path(settings.BASE_DIR) / "docs" / "operations.md").read_text(encoding="utf-8")
+    (line,) = [line.strip() for line in text.splitlines() if f" event={event} " in line]
+    return line
+
+
+@pytest.mark.django_db
+def test_a_real_memory_write_logs_the_line_operations_md_shows(settings):
+    user = UserConfigFactory(enable_memory=True).user
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(KeyValueFormatter())
+    logger = logging.getLogger("yuxi.memory")
+    logger.addHandler(handler)
+    try:
+        empty = read_memory_file(user=user).etag
+        write_memory_file(user=user, text="I drink oolong tea\n", if_match=empty, actor=user)
+    finally:
+        logger.removeHandler(handler)
+    (line,) = stream.getvalue().splitlines()
+    real, documented = _fields(line), _fields(_documented("memory_changed"))
+    assert [key for key, _ in real] == [key for key, _ in documented]
+    assert dict(real)["level"] == dict(documented)["level"] == "info"
+    assert dict(real)["logger"] == dict(documented)["logger"] == "yuxi.memory"
+    assert dict(real)["kind"] == "user_edited" and dict(real)["user"] == str(user.pk)
+    assert dict(real)["actor"] == str(user.pk) and dict(real)["run"] == "None"
+
+
+@pytest.mark.parametrize(("verbosity", "shown"), [(1, False), (2, True)])
+def test_a_terminal_command_leaves_the_info_event_lines_out_below_verbosity_2(verbosity, shown):
+    logger = logging.getLogger("yuxi.memory")
+    with quiet_event_logs(verbosity=verbosity):
+        assert logger.isEnabledFor(logging.INFO) is shown
+        assert logger.isEnabledFor(logging.WARNING)
+    assert logger.isEnabledFor(logging.INFO)  # as before, once the command is done

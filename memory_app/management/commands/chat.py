@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_app.management.commands.memory import find_user
 from memory_app.runtime import ChatError, chat
+from yuxi_site.log_format import quiet_event_logs
 
 
 class Command(BaseCommand):
@@ -15,6 +16,10 @@ class Command(BaseCommand):
         parser.add_argument("message", nargs="?", help="one message; omit for interactive mode")
 
     def handle(self, *args: object, **options: object) -> None:
+        with quiet_event_logs(verbosity=options["verbosity"]):
+            self._handle(options)
+
+    def _handle(self, options: dict) -> None:
         user = find_user(options["user"])
         thread_id = options["thread"]
         if options["message"] is not None:

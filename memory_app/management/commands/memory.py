@@ -6,12 +6,14 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from memory_app import selectors, services
+from yuxi_site.log_format import quiet_event_logs
 
 
-def find_user(username: str) -> object:
+def find_user(username: str, *, flag: str = "--user") -> object:
+    """The user `flag` names; a name no user has is an error that says which flag was wrong."""
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
-        raise CommandError(f"no user named {username!r}")
+        raise CommandError(f"{flag}: no user named {username!r}")
     return user
 
 
@@ -19,7 +21,7 @@ def find_actor(username: str | None, user: object) -> object:
     """The user themself, or the staff member `--actor` names."""
     if username is None:
         return user
-    actor = find_user(username)
+    actor = find_user(username, flag="--actor")
     if not actor.is_staff:
         raise CommandError(f"--actor {username!r} is not staff")
     return actor
@@ -38,6 +40,10 @@ class Command(BaseCommand):
         parser.add_argument("action", choices=["show", "on", "off", "clear", "export"])
 
     def handle(self, *args: object, **options: object) -> None:
+        with quiet_event_logs(verbosity=options["verbosity"]):
+            self._handle(options)
+
+    def _handle(self, options: dict) -> None:
         user = find_user(options["user"])
         actor = find_actor(options["actor"], user)
         action = options["action"]
@@ -64,14 +70,15 @@ class Command(BaseCommand):
         else:
             self.stdout.write(memory.text, ending="")
 
-    @staticmethod
-    def _export(user: object, output: str | None) -> None:
+    def _export(self, user: object, output: str | None) -> None:
         chunks = selectors.export_user_data(user=user)
         if output is None:
             for chunk in chunks:
                 sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
             return
+        written = 0
         with open(output, "wb") as handle:
             for chunk in chunks:
-                handle.write(chunk)
+                written += handle.write(chunk)
+        self.stdout.write(f"exported {user.username!r} to {output} ({written} bytes)")

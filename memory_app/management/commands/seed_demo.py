@@ -2,13 +2,15 @@
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
 from conversations.runs import db_clock
 from memory_app.models import UserConfig
+from memory_app.services import erase_user
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
 
@@ -44,11 +46,38 @@ DEMO_FILES = {
 class Command(BaseCommand):
     help = (
         "Create the demo users, conversations, runs and tool calls that are missing; an "
-        "existing user's password, flags and files are never changed."
+        "existing user's password, flags and files are never changed. --reset (DEBUG only) "
+        "first erases the demo users and everything of theirs."
     )
 
-    @transaction.atomic
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="erase the demo users (admin, alice, bob) with all their data, then seed "
+            "afresh; refused unless DEBUG is on",
+        )
+
     def handle(self, *args: object, **options: object) -> None:
+        if options["reset"]:
+            self._reset()
+        self._seed()
+
+    def _reset(self) -> None:
+        """Erase each demo user as any user is erased (rows, ledger, workspace). Refused with
+        `DEBUG` off, so a production site can never lose users named like the demo's."""
+        if not settings.DEBUG:
+            raise CommandError(
+                "--reset erases the users admin, alice and bob with all their data: it runs "
+                "only with DEBUG on (DEBUG=True)"
+            )
+        usernames = [STAFF_USERNAME, *DEMO_PASSWORDS]
+        for user in get_user_model().objects.filter(username__in=usernames):
+            erase_user(user=user, actor=user)
+        self.stdout.write(f"Demo users erased: {', '.join(usernames)}.")
+
+    @transaction.atomic
+    def _seed(self) -> None:
         User = get_user_model()
         created = []
         if not User.objects.filter(username=STAFF_USERNAME).exists():
