@@ -217,12 +217,13 @@ def list_memory_versions(*, user) -> list[MemoryVersion]:
 def read_memory_version(*, user, sha256: str) -> bytes:
     """The bytes of `user`'s kept version `sha256`, checked against their hash.
 
-    Unknown, removed, or no longer matching its hash: `MemoryVersionNotFound`. Read no-follow
-    and bounded to the largest version kept. Only the user's own workspace is looked in, so
-    another user's version is not found.
+    Unknown, removed, no longer matching its hash, or not a version that would have been kept
+    (empty, too large, not UTF-8): `MemoryVersionNotFound`. Read no-follow and bounded to the
+    largest version kept. Only the user's own workspace is looked in, so another user's
+    version is not found.
     """
     relpath = version_relpath(sha256)
     data, too_large = Workspace.for_user(user.pk).read_bounded(relpath, MEMORY_FILE_MAX_BYTES)
-    if too_large or not data or hashlib.sha256(data).hexdigest() != sha256:
+    if too_large or not _keepable(data) or hashlib.sha256(data).hexdigest() != sha256:
         raise MemoryVersionNotFound("no such version is kept")
     return data
