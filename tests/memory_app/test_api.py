@@ -15,6 +15,7 @@ from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
 CSRF_TOKEN = "a" * 32
 FOREIGN = "{foreign}"  # replaced by another user's thread id
+VERSION = "0" * 64  # the hash of a version the user does not have
 
 # Every operation: method, path, a valid body.
 OPERATIONS = [
@@ -27,6 +28,10 @@ OPERATIONS = [
     ("get", "/api/threads/", None),
     ("patch", f"/api/threads/{FOREIGN}/", {"status": "archived"}),
     ("get", "/api/export/", None),
+    ("get", "/api/memory/versions/", None),
+    ("delete", "/api/memory/versions/", None),
+    ("get", f"/api/memory/versions/{VERSION}/", None),
+    ("post", f"/api/memory/versions/{VERSION}/restore/", None),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
@@ -228,7 +233,8 @@ class TestDocuments:
             if method != "parameters"
         }
         assert operations == {
-            (method.upper(), path.replace(FOREIGN, "{thread_id}")) for method, path, _ in OPERATIONS
+            (method.upper(), path.replace(FOREIGN, "{thread_id}").replace(VERSION, "{sha256}"))
+            for method, path, _ in OPERATIONS
         }
 
     def test_docs_page_is_served(self, client):
