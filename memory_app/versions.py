@@ -158,12 +158,14 @@ def prune(workspace: Workspace, keep: frozenset[str] | None) -> None:
     """Remove every kept version not in `keep`, after a publish's directory fsync.
 
     Best effort: MEMORY.md is already published, so a failure here is logged, never raised
-    (the next change prunes again).
+    (the next change prunes again). Not fsynced: a crash may bring a pruned version back until
+    the next change prunes it again, which saves every write a directory fsync (forgetting,
+    which the user asked for, is durable).
     """
     if keep is None:
         return
     try:
-        workspace.remove_files_except(MEMORY_VERSIONS_DIR, keep)
+        workspace.remove_files_except(MEMORY_VERSIONS_DIR, keep, durable=False)
     except WorkspaceError as exc:
         logger.warning("event=versions_prune_failed user=%s error=%s", workspace.uid, exc)
 
@@ -173,7 +175,7 @@ def forget_kept_versions(workspace: Workspace) -> int:
 
     For a writer holding the memory locks; a failure raises `WorkspaceError`.
     """
-    return workspace.remove_files_except(MEMORY_VERSIONS_DIR, ())
+    return workspace.remove_files_except(MEMORY_VERSIONS_DIR, (), durable=True)
 
 
 def kept_version_hashes(workspace: Workspace) -> dict[str, int]:

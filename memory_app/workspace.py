@@ -277,9 +277,10 @@ class Workspace:
                 raise WorkspaceError(f"listing a directory failed: {exc.strerror}") from exc
             return sizes
 
-    def remove_files_except(self, directory: str, keep: Collection[str]) -> int:
+    def remove_files_except(self, directory: str, keep: Collection[str], *, durable: bool) -> int:
         """Remove every entry but a subdirectory from a workspace directory unless named in
-        `keep`, then fsync the directory; returns how many went.
+        `keep`; returns how many went. `durable`: fsync the directory afterwards, so a crash
+        cannot bring them back.
 
         Unlinking never follows a symlink (a planted one is removed itself). A missing directory
         has nothing to remove; a symlinked one is refused like any other path.
@@ -298,7 +299,7 @@ class Workspace:
                 for name in names:
                     os.unlink(name, dir_fd=dir_fd)
                     removed += 1
-                if removed:
+                if removed and durable:
                     os.fsync(dir_fd)
             except OSError as exc:
                 raise WorkspaceError(f"removing workspace files failed: {exc.strerror}") from exc

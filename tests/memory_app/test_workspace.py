@@ -409,7 +409,7 @@ def test_file_sizes_lists_regular_files_only_and_refuses_a_symlinked_directory(
 def test_remove_files_except_removes_links_not_their_targets_and_keeps_what_it_is_told(
     ws, settings, tmp_path
 ):
-    assert ws.remove_files_except("agents/.memory-versions", ()) == 0
+    assert ws.remove_files_except("agents/.memory-versions", (), durable=True) == 0
     for name in ("keep", "drop"):
         ws.replace_authorized_file(f"agents/.memory-versions/{name}", name.encode())
     directory = _agents_dir(settings) / ".memory-versions"
@@ -417,10 +417,25 @@ def test_remove_files_except_removes_links_not_their_targets_and_keeps_what_it_i
     outside.write_bytes(b"not the workspace's")
     (directory / "link").symlink_to(outside)
     (directory / "sub").mkdir()
-    assert ws.remove_files_except("agents/.memory-versions", {"keep"}) == 2
+    assert ws.remove_files_except("agents/.memory-versions", {"keep"}, durable=True) == 2
     assert _listing(directory) == ["keep", "sub"]
     assert outside.read_bytes() == b"not the workspace's"
     (_agents_dir(settings) / "elsewhere").symlink_to(directory, target_is_directory=True)
     with pytest.raises(WorkspacePathRefused):
-        ws.remove_files_except("agents/elsewhere", ())
+        ws.remove_files_except("agents/elsewhere", (), durable=False)
     assert _listing(directory) == ["keep", "sub"]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_remove_files_except_fsyncs_the_directory_only_when_asked(ws, monkeypatch, durable):
+    ws.replace_authorized_file("agents/.memory-versions/drop", b"x")
+    synced: list[bool] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(workspace_module.os, "fsync", recording_fsync)
+    assert ws.remove_files_except("agents/.memory-versions", (), durable=durable) == 1
+    assert synced == ([True] if durable else [])
