@@ -138,7 +138,19 @@ class Floor:
 
 def latency() -> None:
     """Interleave the paths call by call, rotating their order, so that drift, noise and the
-    cost one call leaves to the next (dirty pages, journal commits) hit them alike."""
+    cost one call leaves to the next (dirty pages, journal commits) hit them alike.
+
+    With `MEMORY_VERSIONS_KEPT=0`: the floor publishes no kept version, and what keeping one
+    adds is `versions()`'s figure."""
+    kept = settings.MEMORY_VERSIONS_KEPT
+    settings.MEMORY_VERSIONS_KEPT = 0
+    try:
+        _latency()
+    finally:
+        settings.MEMORY_VERSIONS_KEPT = kept
+
+
+def _latency() -> None:
     ctx = _context(_user("latency"), "latency")
     floor = Floor(_context(_user("floor"), "floor"))
     other_run = _context(_user("commit"), "commit").run_id
@@ -175,7 +187,7 @@ def latency() -> None:
             samples[name].append(_timed(*calls[name]))
     med = {name: statistics.median(values) for name, values in samples.items()}
     p95 = {name: _percentile(values, 0.95) for name, values in samples.items()}
-    print(f"latency over {LATENCY_SAMPLES} appends (ms){'median':>26}{'p95':>9}")
+    print(f"latency over {LATENCY_SAMPLES} appends, no version kept (ms){'median':>9}{'p95':>9}")
     for name, label in (
         ("safe", "remember_memory (full safe path)"),
         ("floor", "floor: bare publish + its statements, raw"),
