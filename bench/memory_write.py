@@ -86,6 +86,17 @@ def _percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def _print_latencies(
+    title: str, samples: dict[str, list[float]], rows: tuple[tuple[str, str], ...]
+) -> dict[str, float]:
+    """Print each row's median and p95 under `title`; returns the medians."""
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    print(title)
+    for name, label in rows:
+        print(f"  {label:<42}{med[name]:>8.3f} {_percentile(samples[name], 0.95):>8.3f}")
+    return med
+
+
 def _one_commit(run_id: str) -> None:
     """One durable PostgreSQL commit: a transaction that locks a row, as the safe path does."""
     with transaction.atomic(), connection.cursor() as cursor:
@@ -185,19 +196,19 @@ def _latency() -> None:
         }
         for name in names[i % len(names) :] + names[: i % len(names)]:
             samples[name].append(_timed(*calls[name]))
-    med = {name: statistics.median(values) for name, values in samples.items()}
-    p95 = {name: _percentile(values, 0.95) for name, values in samples.items()}
-    print(f"latency over {LATENCY_SAMPLES} appends, no version kept (ms){'median':>9}{'p95':>9}")
-    for name, label in (
-        ("safe", "remember_memory (full safe path)"),
-        ("floor", "floor: bare publish + its statements, raw"),
-        ("unchanged", "remember_memory, unchanged (no publish)"),
-        ("floor_unchanged", "floor of unchanged: its statements, raw"),
-        ("publish", "bare durable publish"),
-        ("commit", "one durable PostgreSQL commit"),
-        ("write_text", "plain write (no fsync)"),
-    ):
-        print(f"  {label:<42}{med[name]:>8.3f} {p95[name]:>8.3f}")
+    med = _print_latencies(
+        f"latency over {LATENCY_SAMPLES} appends, no version kept (ms){'median':>9}{'p95':>9}",
+        samples,
+        (
+            ("safe", "remember_memory (full safe path)"),
+            ("floor", "floor: bare publish + its statements, raw"),
+            ("unchanged", "remember_memory, unchanged (no publish)"),
+            ("floor_unchanged", "floor of unchanged: its statements, raw"),
+            ("publish", "bare durable publish"),
+            ("commit", "one durable PostgreSQL commit"),
+            ("write_text", "plain write (no fsync)"),
+        ),
+    )
     budget = med["publish"] + med["commit"]
     print("ratios (median)")
     print(f"  safe / floor                        {med['safe'] / med['floor']:>8.2f}x")
@@ -296,16 +307,16 @@ def versions() -> None:
                 samples[name].append(_timed(*call))
     finally:
         settings.MEMORY_VERSIONS_KEPT = kept
-    med = {name: statistics.median(values) for name, values in samples.items()}
-    p95 = {name: _percentile(values, 0.95) for name, values in samples.items()}
-    print(f"kept versions over {LATENCY_SAMPLES} changes each (ms){'median':>17}{'p95':>9}")
-    for name, label in (
-        ("agent_kept", "remember_memory, MEMORY_VERSIONS_KEPT=20"),
-        ("agent_none", "remember_memory, MEMORY_VERSIONS_KEPT=0"),
-        ("user_kept", "write_memory_file, MEMORY_VERSIONS_KEPT=20"),
-        ("user_none", "write_memory_file, MEMORY_VERSIONS_KEPT=0"),
-    ):
-        print(f"  {label:<42}{med[name]:>8.3f} {p95[name]:>8.3f}")
+    med = _print_latencies(
+        f"kept versions over {LATENCY_SAMPLES} changes each (ms){'median':>17}{'p95':>9}",
+        samples,
+        (
+            ("agent_kept", "remember_memory, MEMORY_VERSIONS_KEPT=20"),
+            ("agent_none", "remember_memory, MEMORY_VERSIONS_KEPT=0"),
+            ("user_kept", "write_memory_file, MEMORY_VERSIONS_KEPT=20"),
+            ("user_none", "write_memory_file, MEMORY_VERSIONS_KEPT=0"),
+        ),
+    )
     print("ratios (median): keeping a version / keeping none")
     print(f"  remember_memory                     {med['agent_kept'] / med['agent_none']:>8.2f}x")
     print(f"  write_memory_file                   {med['user_kept'] / med['user_none']:>8.2f}x")
