@@ -106,7 +106,8 @@ class UserConfigAdmin(ReadOnlyAdmin):
             {
                 "description": "First MEMORY.md exactly as the agent's next run reads it, "
                 "then every recorded change to it, newest first, with the run, thread and "
-                "remember_memory call that made it.",
+                "remember_memory call that made it, and the earlier versions kept for the "
+                "user's undo.",
                 "fields": (("memory_preview", "ledger"), "memory_versions"),
             },
         ),

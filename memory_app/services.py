@@ -6,9 +6,8 @@ exists and is active; then the file fence (an exclusive flock on `agents/.memory
 bounded read, dedupe or replacement, keeping the version it replaces (`versions`), the temp
 file and its fsync, the ledger row (the last statement before the rename, and so the proof that
 the session still holds its locks), the rename, the directory fsync, pruning the kept versions,
-the flock's release, the commit. A failure before the rename
-leaves MEMORY.md byte-for-byte as it was, and a database or lock failure is never downgraded
-to an unlocked write.
+the flock's release, the commit. A failure before the rename leaves MEMORY.md byte-for-byte as
+it was, and a database or lock failure is never downgraded to an unlocked write.
 """
 
 import hashlib
