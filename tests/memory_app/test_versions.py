@@ -36,6 +36,7 @@ from memory_app.services import (
 )
 from memory_app.versions import EMPTY_SHA256, MEMORY_VERSIONS_DIR
 from memory_app.workspace import MEMORY_RELPATH, Workspace
+from tests.concurrency import race
 from tests.factories import (
     ConversationFactory,
     RunningAgentRunFactory,
@@ -520,3 +521,40 @@ def test_versions_live_in_the_workspace_folder_the_contract_names(settings):
 
 def test_a_user_with_no_memory_has_no_versions():
     assert list_memory_versions(user=UserFactory()) == []
+
+
+# -- racing writers ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_eight_racing_agent_appends_and_a_clear_keep_every_file_they_replaced(settings):
+    """Real separate connections: each writer keeps what it replaced under the locks, so the
+    kept versions are exactly the ledger's before-states, each byte-for-byte its hash."""
+    settings.MEMORY_VERSIONS_KEPT = 20
+    user = memory_user()
+    _write(user, b"seed\n")
+    runs = [_agent_run(user) for _ in range(8)]
+
+    def write(index: int) -> None:
+        if index == 8:
+            clear_memory(user=user, actor=user)
+        else:
+            remember_memory(context_for(runs[index]), f"agent fact {index}")
+
+    race(write, [(i,) for i in range(9)])
+    kept = _kept(settings, user.pk)
+    befores = set(
+        MemoryEvent.objects.filter(user=user)
+        .exclude(before_sha256=EMPTY_SHA256)
+        .values_list("before_sha256", flat=True)
+    )
+    # The seed and every state a racer left, each replaced once, but the empty file the clear
+    # left (replaced by the next append) unless the clear came last.
+    cleared_last = MemoryEvent.objects.filter(user=user).latest("id").kind == "user_cleared"
+    assert len(befores) == (9 if cleared_last else 8)
+    assert set(kept) == befores
+    assert all(_sha(data) == name for name, data in kept.items())
+    # Undo the whole race: the seed comes back byte-for-byte.
+    current = read_memory_file(user=user).etag
+    restore_memory_version(user=user, sha256=_sha(b"seed\n"), if_match=current, actor=user)
+    assert _memory(settings, user.pk) == b"seed\n"
