@@ -94,6 +94,8 @@ def test_restore_refuses_an_unknown_version_a_missing_hash_and_a_stale_if_match(
         run("memory", "--user", "carol", "restore", "0" * 64)
     with pytest.raises(CommandError, match="needs the SHA-256"):
         run("memory", "--user", "carol", "restore")
+    with pytest.raises(CommandError, match="go with restore only"):
+        run("memory", "--user", "carol", "clear", _sha(b"A"))
     with pytest.raises(CommandError, match="stale"):
         run("memory", "--user", "carol", "--if-match", empty, "restore", _sha(b"A"))
     memory = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"

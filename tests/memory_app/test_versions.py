@@ -5,6 +5,7 @@ except where a test injects a failure.
 """
 
 import hashlib
+import json
 import os
 import stat
 
@@ -34,6 +35,7 @@ from memory_app.services import (
     set_memory_enabled,
     write_memory_file,
 )
+from memory_app.tools import make_remember_memory_tool
 from memory_app.versions import EMPTY_SHA256, MEMORY_VERSIONS_DIR
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from tests.concurrency import race
@@ -275,6 +277,8 @@ def test_a_symlinked_versions_path_is_refused_and_memory_stays_byte_for_byte(
     run = _agent_run(user)
     with pytest.raises(MemoryAccessDenied):
         remember_memory(context_for(run), "agent fact")
+    result = json.loads(make_remember_memory_tool(context_for(run)).invoke({"content": "fact"}))
+    assert result["status"] == "denied"
     with pytest.raises(MemoryAccessDenied):
         clear_memory(user=user, actor=user)
     assert _memory(settings, user.pk) == CJK

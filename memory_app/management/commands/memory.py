@@ -61,6 +61,8 @@ class Command(BaseCommand):
         user = find_user(options["user"])
         actor = find_actor(options["actor"], user)
         action = options["action"]
+        if action != "restore" and (options["sha256"] or options["if_match"]):
+            raise CommandError("a SHA-256 and --if-match go with restore only")
         try:
             if action == "show":
                 self._show(user)
