@@ -28,6 +28,7 @@ from memory_app.selectors import (
 from memory_app.services import (
     MemoryAccessDenied,
     MemoryConflict,
+    MemoryUnavailable,
     clear_memory,
     forget_memory_versions,
     remember_memory,
@@ -230,6 +231,15 @@ def test_a_setting_of_zero_keeps_none_and_removes_what_was_kept(settings):
     settings.MEMORY_VERSIONS_KEPT = 0
     _write(user, b"C\n")
     assert _kept(settings, user.pk) == {}
+
+
+def test_a_negative_setting_fails_the_change_closed(settings):
+    user = memory_user()
+    _write(user, b"A\n")
+    settings.MEMORY_VERSIONS_KEPT = -1
+    with pytest.raises(MemoryUnavailable, match="MEMORY_VERSIONS_KEPT"):
+        _write(user, b"B\n")
+    assert _memory(settings, user.pk) == b"A\n"
 
 
 def test_a_failed_prune_is_logged_and_the_write_stands(settings, monkeypatch, caplog):
@@ -475,6 +485,22 @@ def test_forgetting_removes_every_kept_file_and_keeps_memory(settings):
     assert [v.available for v in list_memory_versions(user=user)] == [False] * 3
     with pytest.raises(MemoryVersionNotFound):
         read_memory_version(user=user, sha256=_sha(b"A\n"))
+
+
+def test_forgetting_is_durable_the_versions_directory_is_fsynced(settings, monkeypatch):
+    user = memory_user()
+    _write(user, b"A\n")
+    _write(user, b"B\n")
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(workspace_module.os, "fsync", recording_fsync)
+    forget_memory_versions(user=user, actor=user)
+    assert synced == [str(_agents(settings, user.pk) / ".memory-versions")]
 
 
 def test_forgetting_with_nothing_kept_is_recorded_and_creates_no_directory(settings):
