@@ -5,14 +5,18 @@ very statements `remember_memory` sends (advisory lock with its settings, run ro
 user + switch, the ledger row just before the rename), as one raw psycopg transaction. The
 target is `remember_memory` <= 1.3x its floor.
 
-Run: .venv/bin/python bench/memory_write.py   (BENCH_DATABASE_URL picks the database)
-It creates its own users and runs under a temporary
+It also shows what keeping the replaced version (for undo) adds to a write: the same writes
+with `MEMORY_VERSIONS_KEPT` at 20 and at 0, side by side.
+
+Run: .venv/bin/python bench/memory_write.py [latency] [throughput] [versions]   (default: all;
+BENCH_DATABASE_URL picks the database). It creates its own users and runs under a temporary
 workspace root, prints its figures, and removes everything it created.
 """
 
 import multiprocessing
 import os
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -32,7 +36,9 @@ from conversations.models import AgentRun, Conversation  # noqa: E402
 from memory_app import authorization, locks  # noqa: E402
 from memory_app.models import MemoryEventKind, UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
-from memory_app.services import remember_memory  # noqa: E402
+from memory_app.selectors import read_memory_file  # noqa: E402
+from memory_app.services import remember_memory, write_memory_file  # noqa: E402
+from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
 from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
 from yuxi_site.utils.db_functions import ClockTimestamp  # noqa: E402
 
@@ -78,6 +84,17 @@ def _timed(call, *args) -> float:
 def _percentile(samples: list[float], fraction: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def _print_latencies(
+    title: str, samples: dict[str, list[float]], rows: tuple[tuple[str, str], ...]
+) -> dict[str, float]:
+    """Print each row's median and p95 under `title`; returns the medians."""
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    print(title)
+    for name, label in rows:
+        print(f"  {label:<42}{med[name]:>8.3f} {_percentile(samples[name], 0.95):>8.3f}")
+    return med
 
 
 def _one_commit(run_id: str) -> None:
@@ -132,7 +149,19 @@ class Floor:
 
 def latency() -> None:
     """Interleave the paths call by call, rotating their order, so that drift, noise and the
-    cost one call leaves to the next (dirty pages, journal commits) hit them alike."""
+    cost one call leaves to the next (dirty pages, journal commits) hit them alike.
+
+    With `MEMORY_VERSIONS_KEPT=0`: the floor publishes no kept version, and what keeping one
+    adds is `versions()`'s figure."""
+    kept = settings.MEMORY_VERSIONS_KEPT
+    settings.MEMORY_VERSIONS_KEPT = 0
+    try:
+        _latency()
+    finally:
+        settings.MEMORY_VERSIONS_KEPT = kept
+
+
+def _latency() -> None:
     ctx = _context(_user("latency"), "latency")
     floor = Floor(_context(_user("floor"), "floor"))
     other_run = _context(_user("commit"), "commit").run_id
@@ -167,19 +196,19 @@ def latency() -> None:
         }
         for name in names[i % len(names) :] + names[: i % len(names)]:
             samples[name].append(_timed(*calls[name]))
-    med = {name: statistics.median(values) for name, values in samples.items()}
-    p95 = {name: _percentile(values, 0.95) for name, values in samples.items()}
-    print(f"latency over {LATENCY_SAMPLES} appends (ms){'median':>26}{'p95':>9}")
-    for name, label in (
-        ("safe", "remember_memory (full safe path)"),
-        ("floor", "floor: bare publish + its statements, raw"),
-        ("unchanged", "remember_memory, unchanged (no publish)"),
-        ("floor_unchanged", "floor of unchanged: its statements, raw"),
-        ("publish", "bare durable publish"),
-        ("commit", "one durable PostgreSQL commit"),
-        ("write_text", "plain write (no fsync)"),
-    ):
-        print(f"  {label:<42}{med[name]:>8.3f} {p95[name]:>8.3f}")
+    med = _print_latencies(
+        f"latency over {LATENCY_SAMPLES} appends, no version kept (ms){'median':>9}{'p95':>9}",
+        samples,
+        (
+            ("safe", "remember_memory (full safe path)"),
+            ("floor", "floor: bare publish + its statements, raw"),
+            ("unchanged", "remember_memory, unchanged (no publish)"),
+            ("floor_unchanged", "floor of unchanged: its statements, raw"),
+            ("publish", "bare durable publish"),
+            ("commit", "one durable PostgreSQL commit"),
+            ("write_text", "plain write (no fsync)"),
+        ),
+    )
     budget = med["publish"] + med["commit"]
     print("ratios (median)")
     print(f"  safe / floor                        {med['safe'] / med['floor']:>8.2f}x")
@@ -243,12 +272,71 @@ def throughput() -> None:
         print(f"  {count:>7} {same:>9.1f} {spread:>15.1f} {spread / same:>15.2f}x")
 
 
+def _user_replace(user, text: str) -> None:
+    write_memory_file(user=user, text=text, if_match=read_memory_file(user=user).etag, actor=user)
+
+
+def versions() -> None:
+    """What keeping the replaced version adds to a write: the same writes with
+    `MEMORY_VERSIONS_KEPT` at 20 (each change keeps a version, and from the 21st on prunes
+    one) and at 0 (none kept), interleaved call by call with their order rotating."""
+    kept = settings.MEMORY_VERSIONS_KEPT
+    paths = {
+        "agent_kept": (_context(_user("kept"), "kept"), 20),
+        "agent_none": (_context(_user("none"), "none"), 0),
+        "user_kept": (_user("user-kept"), 20),
+        "user_none": (_user("user-none"), 0),
+    }
+    samples: dict[str, list[float]] = {name: [] for name in paths}
+    names = list(paths)
+    # Every write replaces a non-empty file; past the 20th, the kept path prunes one version.
+    for target, _ in paths.values():
+        if isinstance(target, ToolRuntimeContext):
+            remember_memory(target, "the first fact 记住")
+        else:
+            _user_replace(target, "the first text 记住\n")
+    try:
+        for i in range(LATENCY_SAMPLES):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                target, count = paths[name]
+                settings.MEMORY_VERSIONS_KEPT = count
+                if isinstance(target, ToolRuntimeContext):
+                    call = (remember_memory, target, f"versioned fact {i} 记住 🥜")
+                else:
+                    call = (_user_replace, target, f"the user's text, take {i} 记住\n" * 40)
+                samples[name].append(_timed(*call))
+    finally:
+        settings.MEMORY_VERSIONS_KEPT = kept
+    med = _print_latencies(
+        f"kept versions over {LATENCY_SAMPLES} changes each (ms){'median':>17}{'p95':>9}",
+        samples,
+        (
+            ("agent_kept", "remember_memory, MEMORY_VERSIONS_KEPT=20"),
+            ("agent_none", "remember_memory, MEMORY_VERSIONS_KEPT=0"),
+            ("user_kept", "write_memory_file, MEMORY_VERSIONS_KEPT=20"),
+            ("user_none", "write_memory_file, MEMORY_VERSIONS_KEPT=0"),
+        ),
+    )
+    print("ratios (median): keeping a version / keeping none")
+    print(f"  remember_memory                     {med['agent_kept'] / med['agent_none']:>8.2f}x")
+    print(f"  write_memory_file                   {med['user_kept'] / med['user_none']:>8.2f}x")
+    for name in ("agent_kept", "user_kept"):
+        target = paths[name][0]
+        uid = target.uid if isinstance(target, ToolRuntimeContext) else target.pk
+        on_disk = len(Workspace.for_user(uid).file_sizes(MEMORY_VERSIONS_DIR))
+        print(f"  versions on disk after the run ({name}): {on_disk}")
+
+
+SECTIONS = {"latency": latency, "throughput": throughput, "versions": versions}
+
+
 def main() -> None:
+    chosen = sys.argv[1:] or list(SECTIONS)
     with tempfile.TemporaryDirectory(prefix="yuxi-bench-") as root:
         settings.WORKSPACE_ROOT = Path(root)
         try:
-            latency()
-            throughput()
+            for name in chosen:
+                SECTIONS[name]()
         finally:
             get_user_model().objects.filter(username__startswith=f"{PREFIX}-").delete()
 

@@ -5,6 +5,7 @@ rule, so the conversations app never imports it), the run's memory events, and a
 
 import uuid
 
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
@@ -30,15 +31,21 @@ from conversations.selectors import first_related
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
+    MemoryVersion,
+    MemoryVersionNotFound,
     ledger_events,
+    list_memory_versions,
     memory_write_refusal,
     read_memory_for_prompt,
+    read_memory_version,
     remember_calls_for,
     user_ledger,
 )
 from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
+from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.admin import (
+    FIELD_EXCERPT_BYTES,
     ReadOnlyAdmin,
     UserFilter,
     change_link,
@@ -46,6 +53,7 @@ from yuxi_site.admin import (
     changelist_link,
     changelist_url,
     format_timestamp,
+    render_excerpt,
     render_text,
     users_named,
 )
@@ -106,8 +114,9 @@ class UserConfigAdmin(ReadOnlyAdmin):
             {
                 "description": "First MEMORY.md exactly as the agent's next run reads it, "
                 "then every recorded change to it, newest first, with the run, thread and "
-                "remember_memory call that made it.",
-                "fields": (("memory_preview", "ledger"),),
+                "remember_memory call that made it, and the earlier versions kept for the "
+                "user's undo.",
+                "fields": (("memory_preview", "ledger"), "memory_versions"),
             },
         ),
     )
@@ -117,7 +126,11 @@ class UserConfigAdmin(ReadOnlyAdmin):
         "memory_preview": "The same bounded, no-follow read the agent makes: at most "
         f"{MEMORY_PROMPT_MAX_BYTES} bytes, never through a symlink.",
         "ledger": "MemoryEvent rows: who changed the memory, with which run, and the file's "
-        "SHA-256 before and after. They hold no memory text.",
+        "SHA-256 before and after. They hold no memory text; each change links to the version "
+        "it replaced while that version is kept.",
+        "memory_versions": "Earlier MEMORY.md files, kept in the user's workspace "
+        "(agents/.memory-versions/) for undo: the newest MEMORY_VERSIONS_KEPT distinct ones. "
+        "No agent reads them; the user restores or forgets them.",
     }
 
     def search_filter(self, term: str) -> Q:
@@ -170,6 +183,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
     @admin.display(description="memory ledger")
     def ledger(self, obj: UserConfig) -> SafeString:
         page = user_ledger(user_id=obj.user_id)
+        kept = {version.sha256 for version in self._versions(obj)[0] if version.available}
         rows = [
             {
                 "entry": entry,
@@ -177,6 +191,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 "created": time_cell(entry.event.created_at),
                 "actor": _actor(entry.event),
                 "provenance": _provenance(entry.event, entry.tool_calls),
+                "version": _replaced_version(entry.event, kept),
             }
             for entry in page.entries
         ]
@@ -188,6 +203,72 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 "all_url": _changelist_url(MemoryEvent, f"user={obj.user_id}"),
             },
         )
+
+    @staticmethod
+    def _versions(obj: UserConfig) -> tuple[list[MemoryVersion], str | None]:
+        """The user's versions and why none could be listed; read once per page (the ledger
+        links into the versions panel)."""
+        if not hasattr(obj, "_memory_versions"):
+            found, refused = [], None
+            try:
+                found = list_memory_versions(user=obj.user)
+            except WorkspacePathRefused:
+                refused = _VERSIONS_REFUSED
+            except WorkspaceError:
+                refused = "Unavailable: the workspace could not be read."
+            obj._memory_versions = (found, refused)
+        return obj._memory_versions
+
+    @admin.display(description="kept versions")
+    def memory_versions(self, obj: UserConfig) -> SafeString:
+        """The user's earlier versions, each kept one's text cut to an excerpt."""
+        found, refused = self._versions(obj)
+        rows = []
+        for version in found:
+            text = None
+            if version.available:
+                try:
+                    data = read_memory_version(user=obj.user, sha256=version.sha256)
+                except (MemoryVersionNotFound, WorkspaceError):
+                    pass
+                else:
+                    text = render_excerpt(data.decode("utf-8"), len(data), FIELD_EXCERPT_BYTES)
+            rows.append(
+                {
+                    "version": version,
+                    "anchor": _version_anchor(version.sha256),
+                    "replaced": time_cell(version.replaced_at),
+                    "text": text,
+                }
+            )
+        context = {
+            "refused": refused,
+            "rows": rows,
+            "available": sum(version.available for version in found),
+            "excerpt_bytes": FIELD_EXCERPT_BYTES,
+            "kept_max": settings.MEMORY_VERSIONS_KEPT,
+        }
+        return render_to_string("admin/memory_app/userconfig/versions.html", context)
+
+
+_VERSIONS_REFUSED = (
+    "Refused: the versions directory or a directory above it is a symlink or not a directory, "
+    "so no version is listed, and every change that would keep one is refused until staff "
+    "repair the workspace."
+)
+
+
+def _version_anchor(sha256: str) -> str:
+    return f"memory-version-{sha256}"
+
+
+def _replaced_version(event: MemoryEvent, kept: set[str]) -> SafeString | str:
+    """A link to the version `event` replaced while it is kept; why not, otherwise."""
+    if event.kind not in FILE_CHANGING_KINDS:
+        return "—"
+    if event.before_sha256 in kept:
+        return format_html('<a href="#{}">kept</a>', _version_anchor(event.before_sha256))
+    return "empty file" if event.before_sha256 == EMPTY_SHA256 else "not kept"
 
 
 def _is_uuid(term: str) -> bool:

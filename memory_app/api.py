@@ -1,4 +1,5 @@
-"""The JSON API under /api/ (django-ninja): chat, the user's own memory, settings, threads, export.
+"""The JSON API under /api/ (django-ninja): chat, the user's own memory and its kept versions,
+settings, threads, export.
 
 Thin adapters over the services and selectors. The user always comes from the Django session
 (CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
@@ -25,6 +26,7 @@ from pydantic import ConfigDict, StrictBool, StrictStr
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
 from memory_app import selectors, services
+from memory_app.errors import MemoryVersionNotFound
 from memory_app.runtime import (
     ChatInputError,
     ChatModelUnavailable,
@@ -109,6 +111,24 @@ class MemoryProblem(Schema):
 
 class MemoryIn(Body):
     text: StrictStr
+
+
+class MemoryVersionOut(Schema):
+    sha256: str = Field(description="the hex SHA-256 of that earlier MEMORY.md's bytes")
+    size_bytes: int | None = Field(description="its size; null only if neither kept nor recorded")
+    replaced_at: datetime = Field(description="when a change last replaced it")
+    kind: str = Field(description="the ledger kind of that change (agent_added, user_cleared, ...)")
+    available: bool = Field(description="whether its bytes are still kept (read, restore)")
+
+
+class MemoryVersionsOut(Schema):
+    versions: list[MemoryVersionOut]
+
+
+class MemoryVersionTextOut(Schema):
+    sha256: str
+    text: str
+    size_bytes: int
 
 
 class SettingsBody(Body):
@@ -196,6 +216,12 @@ class ExportEvent(Schema):
     created_at: datetime
 
 
+class ExportVersion(Schema):
+    sha256: str
+    size_bytes: int
+    text: str
+
+
 class ExportDocument(Schema):
     user: ExportUser
     enable_memory: bool
@@ -203,6 +229,7 @@ class ExportDocument(Schema):
     agents_md: str | None
     user_md: str | None
     memory_events: list[ExportEvent]
+    memory_versions: list[ExportVersion]
     threads: list[ExportThread]
 
 
@@ -316,6 +343,49 @@ def delete_memory(request: HttpRequest) -> Any:
     return Status(204, None)
 
 
+@api.get("/memory/versions/", response={200: MemoryVersionsOut, **_COMMON}, tags=["memory"])
+def get_memory_versions(request: HttpRequest) -> Any:
+    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file)."""
+    return {"versions": selectors.list_memory_versions(user=request.auth)}
+
+
+@api.delete("/memory/versions/", response={204: None, **_UNSAFE}, tags=["memory"])
+def delete_memory_versions(request: HttpRequest) -> Any:
+    """Forget every kept version for good (MEMORY.md itself stays as it is)."""
+    services.forget_memory_versions(user=request.auth, actor=request.auth)
+    return Status(204, None)
+
+
+@api.get(
+    "/memory/versions/{sha256}/",
+    response={200: MemoryVersionTextOut, 404: Error, **_COMMON},
+    tags=["memory"],
+)
+def get_memory_version(request: HttpRequest, sha256: str) -> Any:
+    """One kept version's text, checked against its hash."""
+    data = selectors.read_memory_version(user=request.auth, sha256=sha256)
+    return {"sha256": sha256, "text": data.decode("utf-8"), "size_bytes": len(data)}
+
+
+@api.post(
+    "/memory/versions/{sha256}/restore/",
+    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    tags=["memory"],
+)
+def post_memory_version_restore(
+    request: HttpRequest,
+    response: HttpResponse,
+    sha256: str,
+    if_match: str | None = Header(None, alias="If-Match"),
+) -> Any:
+    """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
+    names; the file it replaces is kept in turn. No body."""
+    memory = services.restore_memory_version(
+        user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
+    )
+    return _memory_state(request, response, memory)
+
+
 @api.get("/settings/", response={200: SettingsBody, **_COMMON}, tags=["settings"])
 def get_settings(request: HttpRequest) -> Any:
     """The memory switch."""
@@ -423,6 +493,10 @@ def _on_memory_error(request: HttpRequest, exc: services.MemoryWriteError) -> Ht
     return _error(503, API_UNAVAILABLE_MESSAGE)
 
 
+def _on_version_not_found(request: HttpRequest, exc: MemoryVersionNotFound) -> HttpResponse:
+    return _error(404, "no such version is kept")
+
+
 def _on_workspace_error(request: HttpRequest, exc: WorkspaceError) -> HttpResponse:
     if isinstance(exc, WorkspacePathRefused):
         return _error(403, "your memory file is not a regular file: ask staff to repair it")
@@ -438,6 +512,7 @@ for _exception, _handler in (
     (RequestDataTooBig, _on_too_big),
     (DatabaseError, _on_database_error),
     (services.MemoryWriteError, _on_memory_error),
+    (MemoryVersionNotFound, _on_version_not_found),
     (WorkspaceError, _on_workspace_error),
 ):
     api.add_exception_handler(_exception, _handler)

@@ -18,6 +18,7 @@ __all__ = [
     "MemoryFileTooLarge",
     "MemoryInputError",
     "MemoryUnavailable",
+    "MemoryVersionNotFound",
     "MemoryWriteError",
     "memory_errors",
 ]
@@ -55,6 +56,11 @@ class MemoryAccessDenied(MemoryWriteError):
 
 class MemoryUnavailable(MemoryWriteError):
     """The database, a lock wait or the file system failed; nothing was written."""
+
+
+class MemoryVersionNotFound(LookupError):
+    """No kept version of MEMORY.md has that hash: never kept, removed (pruned or forgotten),
+    not the user's, or its bytes no longer match it. A lookup that failed, not a write error."""
 
 
 @contextmanager

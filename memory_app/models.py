@@ -31,6 +31,8 @@ class MemoryEventKind(models.TextChoices):
     USER_CLEARED = "user_cleared"
     SWITCH_ON = "switch_on"
     SWITCH_OFF = "switch_off"
+    USER_RESTORED = "user_restored"
+    VERSIONS_FORGOTTEN = "versions_forgotten"
 
 
 class MemoryEvent(models.Model):

@@ -1,8 +1,9 @@
 """Reads of memory settings, of MEMORY.md as the agent sees it, and of the memory ledger
 (`MemoryEvent`) as staff see it: where the chain of file hashes breaks.
 
-MEMORY.md as its user sees it (`MemoryFile`, `read_memory_file`) lives in `memory_file` and
-the export in `user_data`; both are re-exported here, where the public API names them.
+MEMORY.md as its user sees it (`MemoryFile`, `read_memory_file`) lives in `memory_file`, its
+kept versions (`list_memory_versions`, `read_memory_version`) in `versions` and the export in
+`user_data`; they are re-exported here, where the public API names them.
 """
 
 import codecs
@@ -13,6 +14,7 @@ from django.db.models import QuerySet
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
 from memory_app.authorization import memory_run_refusal, read_memory_state
+from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import (
     MEMORY_FILE_MAX_BYTES,
     MemoryFile,
@@ -23,6 +25,7 @@ from memory_app.memory_file import (
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
+from memory_app.versions import MemoryVersion, list_memory_versions, read_memory_version
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
 
@@ -35,14 +38,18 @@ __all__ = [
     "LedgerPage",
     "MemoryFile",
     "MemorySnapshot",
+    "MemoryVersion",
+    "MemoryVersionNotFound",
     "export_user_data",
     "ledger_events",
+    "list_memory_versions",
     "memory_enabled",
     "memory_etag",
     "memory_file_from",
     "memory_write_refusal",
     "read_memory_file",
     "read_memory_for_prompt",
+    "read_memory_version",
     "remember_calls_for",
     "user_ledger",
 ]

@@ -3,11 +3,11 @@
 Each write is one transaction in one order: the per-user advisory lock; for the agent, the run
 row lock, the lease check and the switch re-read; for every writer, the check that its user
 exists and is active; then the file fence (an exclusive flock on `agents/.memory.lock`), the
-bounded read, dedupe or replacement, the temp file and its fsync, the ledger row (the last
-statement before the rename, and so the proof that the session still holds its locks), the
-rename, the directory fsync, the flock's release, the commit. A failure before the rename
-leaves MEMORY.md byte-for-byte as it was, and a database or lock failure is never downgraded
-to an unlocked write.
+bounded read, dedupe or replacement, keeping the version it replaces (`versions`), the temp
+file and its fsync, the ledger row (the last statement before the rename, and so the proof that
+the session still holds its locks), the rename, the directory fsync, pruning the kept versions,
+the flock's release, the commit. A failure before the rename leaves MEMORY.md byte-for-byte as
+it was, and a database or lock failure is never downgraded to an unlocked write.
 """
 
 import hashlib
@@ -22,6 +22,7 @@ from functools import partial
 from django.db import connection, transaction
 
 from conversations.runs import ToolRuntimeContext
+from memory_app import versions
 from memory_app.authorization import MemoryRunRefused, authorize_memory_run, read_memory_state
 from memory_app.errors import (
     MemoryAccessDenied,
@@ -29,6 +30,7 @@ from memory_app.errors import (
     MemoryFileTooLarge,
     MemoryInputError,
     MemoryUnavailable,
+    MemoryVersionNotFound,
     MemoryWriteError,
     memory_errors,
 )
@@ -61,15 +63,18 @@ __all__ = [
     "MemoryFileTooLarge",
     "MemoryInputError",
     "MemoryUnavailable",
+    "MemoryVersionNotFound",
     "MemoryWriteError",
     "MemoryWriteResult",
     "MemoryWriteStatus",
     "clear_memory",
     "erase_user",
+    "forget_memory_versions",
     "hold_memory_locks",
     "memory_lock_key",
     "normalize_memory_text",
     "remember_memory",
+    "restore_memory_version",
     "set_memory_enabled",
     "write_memory_file",
 ]
@@ -142,11 +147,16 @@ def _publish_recorded(
     actor_id: int | None = None,
     run_id: int | None = None,
     before: str,
+    replaced: bytes | None,
 ) -> str:
     """Publish `data` as MEMORY.md with its ledger row sent just before the rename.
 
-    Returns the new file's SHA-256 (hex).
+    The one publish every writer of MEMORY.md shares, so every change keeps the version it
+    replaces (`replaced`, the file's bytes hashing to `before`; None when too large to read
+    whole) before its ledger row, and prunes the kept versions after its directory fsync,
+    all inside the caller's file fence. Returns the new file's SHA-256 (hex).
     """
+    keep = versions.keep_replaced(workspace, sha256=before, data=replaced)
     after = hashlib.sha256(data).hexdigest()
     fields = {
         "user_id": workspace.uid,
@@ -158,6 +168,7 @@ def _publish_recorded(
     }
     record = partial(record_event, held, size_bytes=len(data), **fields)
     workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    versions.prune(workspace, keep)
     _log_change(**fields)
     return after
 
@@ -233,7 +244,9 @@ def _remember_fenced(
         raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
     if encoded != data:
         before = hashlib.sha256(data).hexdigest()
-        _publish_recorded(workspace, held, encoded, kind=kind, run_id=run_id, before=before)
+        _publish_recorded(
+            workspace, held, encoded, kind=kind, run_id=run_id, before=before, replaced=data
+        )
     return MemoryWriteResult(status=status, size_bytes=len(encoded))
 
 
@@ -317,19 +330,24 @@ def set_memory_enabled(*, user, enabled: bool, actor) -> UserConfig:
             user_id=workspace.uid, defaults={"enable_memory": enabled}
         )
         if enabled != was_enabled:
-            read = workspace.read_digested(MEMORY_RELPATH, 0)
             kind = MemoryEventKind.SWITCH_ON if enabled else MemoryEventKind.SWITCH_OFF
-            fields = {
-                "user_id": workspace.uid,
-                "kind": kind,
-                "actor_id": _actor_id(actor),
-                "run_id": None,
-                "before": read.sha256,
-                "after": read.sha256,
-            }
-            record_event(held, size_bytes=read.size_bytes, **fields)
-            _log_change(**fields)
+            _record_unchanged_file(workspace, held, kind=kind, actor=actor)
     return config
+
+
+def _record_unchanged_file(workspace: Workspace, held: CallerSettings, *, kind: str, actor) -> None:
+    """The ledger row of a change that leaves MEMORY.md alone: its current hash before and after."""
+    read = workspace.read_digested(MEMORY_RELPATH, 0)
+    fields = {
+        "user_id": workspace.uid,
+        "kind": kind,
+        "actor_id": _actor_id(actor),
+        "run_id": None,
+        "before": read.sha256,
+        "after": read.sha256,
+    }
+    record_event(held, size_bytes=read.size_bytes, **fields)
+    _log_change(**fields)
 
 
 def _checked_user_text(text: object) -> bytes:
@@ -353,7 +371,13 @@ def _replace_whole_file(
         unchanged = not current.truncated and current.data == data
         if not unchanged:
             _publish_recorded(
-                workspace, held, data, kind=kind, actor_id=_actor_id(actor), before=current.sha256
+                workspace,
+                held,
+                data,
+                kind=kind,
+                actor_id=_actor_id(actor),
+                before=current.sha256,
+                replaced=None if current.truncated else current.data,
             )
     digest = current.sha256 if unchanged else hashlib.sha256(data).hexdigest()
     return MemoryFile(
@@ -369,6 +393,13 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
     switch is on or off; `text` is stored as given.
     """
     data = _checked_user_text(text)
+    return _replace_whole_file(
+        user.pk, data, kind=MemoryEventKind.USER_EDITED, actor=actor, accept=_if_current(if_match)
+    )
+
+
+def _if_current(if_match: object) -> Callable[[str], None]:
+    """The check, made under the locks, that the user acted on the version still current."""
     if not isinstance(if_match, str):
         raise MemoryInputError("if_match must be the etag that was read")
 
@@ -376,9 +407,7 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
         if current_etag != if_match:
             raise MemoryConflict(MemoryConflict.STALE)
 
-    return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_EDITED, actor=actor, accept=accept
-    )
+    return accept
 
 
 def clear_memory(*, user, actor) -> None:
@@ -387,3 +416,30 @@ def clear_memory(*, user, actor) -> None:
     _replace_whole_file(
         user.pk, b"", kind=MemoryEventKind.USER_CLEARED, actor=actor, accept=lambda _etag: None
     )
+
+
+def restore_memory_version(*, user, sha256: str, if_match: str, actor) -> MemoryFile:
+    """Put kept version `sha256` back as `user`'s MEMORY.md, only if `if_match` is current.
+
+    The rule of `write_memory_file`: the etag is compared under the locks (stale:
+    `MemoryConflict("stale")`, nothing changed). The file it replaces is kept in turn, so a
+    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`.
+    """
+    accept = _if_current(if_match)
+    data = versions.read_memory_version(user=user, sha256=sha256)
+    return _replace_whole_file(
+        user.pk, data, kind=MemoryEventKind.USER_RESTORED, actor=actor, accept=accept
+    )
+
+
+def forget_memory_versions(*, user, actor) -> None:
+    """Remove every kept version of `user`'s MEMORY.md, for good; MEMORY.md itself stays.
+
+    Under both memory locks, so no writer keeps a version meanwhile; recorded in the ledger
+    (`versions_forgotten`, the file's current hash as before and after) before the files go.
+    """
+    with _user_write(user.pk) as (workspace, held, _):
+        _record_unchanged_file(
+            workspace, held, kind=MemoryEventKind.VERSIONS_FORGOTTEN, actor=actor
+        )
+        versions.forget_kept_versions(workspace)

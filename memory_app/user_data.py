@@ -5,8 +5,8 @@ user in one statement, so a user with 100,000 messages costs seconds and bounded
 conversations app exports, counts, deletes and fails its own rows of the user (its selectors,
 services and run repository); this module does the memory app's share, holds the memory
 locks around erasure and writes the document. It imports only the app's leaves (workspace,
-memory file, locks, errors, models) and the conversations app, so `services` and `selectors`
-re-export it without a circle.
+memory file, versions, locks, errors, models) and the conversations app, so `services` and
+`selectors` re-export it without a circle.
 """
 
 import json
@@ -24,11 +24,12 @@ from conversations import runs
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import AgentRun
-from memory_app.errors import MemoryUnavailable
+from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.locks import hold_memory_locks
 from memory_app.login_sessions import delete_user_sessions
 from memory_app.memory_file import read_memory_file
 from memory_app.models import LoginSession, MemoryEvent, UserConfig
+from memory_app.versions import kept_version_hashes, list_memory_versions, read_memory_version
 from memory_app.workspace import (
     AGENTS_RELPATH,
     USER_RELPATH,
@@ -151,6 +152,8 @@ def _write_export(out: IO[bytes], *, user: Any) -> None:
                 _write_json(out, _file_text(workspace, relpath))
             out.write(b', "memory_events": [')
             _write_events(out, pg, user_id)
+            out.write(b'], "memory_versions": [')
+            _write_versions(out, user)
             out.write(b'], "threads": [')
             conversation_selectors.write_user_threads(out, pg, user_id=user_id)
             out.write(b"]}")
@@ -183,6 +186,28 @@ def _file_text(workspace: Workspace, relpath: str) -> str | None:
     except WorkspaceError:
         return None
     return data.decode("utf-8", errors="replace") if data else None
+
+
+def _write_versions(out: IO[bytes], user: Any) -> None:
+    """Every kept version of MEMORY.md, newest replacement first, then any the ledger does
+    not name (kept by a write that then failed), one at a time."""
+    try:
+        listed = [
+            version.sha256 for version in list_memory_versions(user=user) if version.available
+        ]
+        unlisted = sorted(set(kept_version_hashes(Workspace.for_user(user.pk))) - set(listed))
+    except WorkspaceError:
+        return  # a refused or unreadable versions directory: nothing of it can be exported
+    written = 0
+    for sha256 in listed + unlisted:
+        try:
+            data = read_memory_version(user=user, sha256=sha256)
+        except (MemoryVersionNotFound, WorkspaceError):
+            continue  # pruned since it was listed, or no longer its hash's bytes
+        if written:
+            out.write(b", ")
+        _write_json(out, {"sha256": sha256, "size_bytes": len(data), "text": data.decode("utf-8")})
+        written += 1
 
 
 def _write_events(out: IO[bytes], pg: psycopg.Connection, user_id: int) -> None:

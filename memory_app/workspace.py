@@ -14,7 +14,7 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +94,12 @@ def _split_relpath(relpath: str) -> tuple[list[str], str]:
     if any(part in ("", ".", "..") for part in parts):
         raise WorkspacePathRefused("workspace path has an empty, '.' or '..' component")
     return parts[:-1], parts[-1]
+
+
+def _split_dirpath(relpath: str) -> list[str]:
+    """The components of a directory path that stays inside the workspace."""
+    components, name = _split_relpath(relpath)
+    return [*components, name]
 
 
 def _refusal_or_error(exc: OSError, what: str) -> WorkspaceError:
@@ -244,6 +250,60 @@ class Workspace:
             yield
         finally:
             os.close(fd)  # closing the only descriptor releases the lock
+
+    def file_exists(self, relpath: str) -> bool:
+        """Whether a workspace file exists, judged no-follow; a symlink or non-regular file there
+        is refused. A missing directory on the way means no file."""
+        components, name = _split_relpath(relpath)
+        with self._directory(components, create=False) as dir_fd:
+            return dir_fd is not None and _target_exists(dir_fd, name)
+
+    def file_sizes(self, directory: str) -> dict[str, int]:
+        """Name and size of every regular file in a workspace directory, none followed.
+
+        A missing directory has none; a symlinked one is refused like any other path.
+        """
+        with self._directory(_split_dirpath(directory), create=False) as dir_fd:
+            if dir_fd is None:
+                return {}
+            sizes = {}
+            try:
+                with os.scandir(dir_fd) as entries:
+                    for entry in entries:
+                        info = entry.stat(follow_symlinks=False)
+                        if stat.S_ISREG(info.st_mode):
+                            sizes[entry.name] = info.st_size
+            except OSError as exc:
+                raise WorkspaceError(f"listing a directory failed: {exc.strerror}") from exc
+            return sizes
+
+    def remove_files_except(self, directory: str, keep: Collection[str], *, durable: bool) -> int:
+        """Remove every entry but a subdirectory from a workspace directory unless named in
+        `keep`; returns how many went. `durable`: fsync the directory afterwards, so a crash
+        cannot bring them back.
+
+        Unlinking never follows a symlink (a planted one is removed itself). A missing directory
+        has nothing to remove; a symlinked one is refused like any other path.
+        """
+        with self._directory(_split_dirpath(directory), create=False) as dir_fd:
+            if dir_fd is None:
+                return 0
+            removed = 0
+            try:
+                with os.scandir(dir_fd) as entries:
+                    names = [
+                        entry.name
+                        for entry in entries
+                        if entry.name not in keep and not entry.is_dir(follow_symlinks=False)
+                    ]
+                for name in names:
+                    os.unlink(name, dir_fd=dir_fd)
+                    removed += 1
+                if removed and durable:
+                    os.fsync(dir_fd)
+            except OSError as exc:
+                raise WorkspaceError(f"removing workspace files failed: {exc.strerror}") from exc
+            return removed
 
     def remove_tree(self) -> None:
         """Remove `<root>/<uid>/` and everything in it, following no symlink; missing is fine.

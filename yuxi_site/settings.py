@@ -230,6 +230,9 @@ AGENT_RUN_PENDING_TIMEOUT_SECONDS = env.int("AGENT_RUN_PENDING_TIMEOUT_SECONDS",
 # Upper bound on waiting for the per-user memory advisory lock.
 MEMORY_LOCK_TIMEOUT_MS = env.int("MEMORY_LOCK_TIMEOUT_MS", default=5000)
 
+# How many distinct earlier versions of each user's MEMORY.md are kept for undo (0: none).
+MEMORY_VERSIONS_KEPT = env.int("MEMORY_VERSIONS_KEPT", default=20)
+
 # The chat model: an OpenAI-compatible chat-completions endpoint when LLM_BASE_URL is set,
 # otherwise the deterministic scripted model (tests, demo).
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -1,6 +1,7 @@
 """A user's config page: the memory preview (the agent's own bounded, no-follow read) beside
 the ledger of memory events, and the links the memory app adds to the run and user pages."""
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -11,7 +12,13 @@ from django.urls import reverse
 from conversations.models import ToolCall
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
-from memory_app.selectors import LEDGER_EVENTS_SHOWN, MEMORY_PROMPT_MAX_BYTES
+from memory_app.selectors import (
+    LEDGER_EVENTS_SHOWN,
+    MEMORY_FILE_MAX_BYTES,
+    MEMORY_PROMPT_MAX_BYTES,
+    read_memory_file,
+)
+from memory_app.services import clear_memory, forget_memory_versions, write_memory_file
 from tests.factories import (
     AgentRunFactory,
     MemoryEventFactory,
@@ -19,6 +26,7 @@ from tests.factories import (
     UserConfigFactory,
     memory_user,
 )
+from yuxi_site.admin import FIELD_EXCERPT_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -239,3 +247,78 @@ def test_config_page_is_titled_by_username(staff_client):
     config = UserConfigFactory(user__username="zhang-wei")
     html = _page(staff_client, config)
     assert "<h2>zhang-wei (memory on)</h2>" in html
+
+
+# -- kept versions ---------------------------------------------------------------------------
+
+
+def _versions_panel(html: str) -> str:
+    return html.split('class="yuxi-memory-versions"', 1)[1]
+
+
+def _user_write(user, text: str) -> None:
+    current = read_memory_file(user=user).etag
+    write_memory_file(user=user, text=text, if_match=current, actor=user)
+
+
+def test_versions_are_shown_beside_the_ledger_which_links_each_change_to_what_it_replaced(
+    staff_client,
+):
+    config = UserConfigFactory()
+    user = config.user
+    old = f"- 对花生过敏 🥜\n- {MARKER}\n"
+    _user_write(user, old)
+    _user_write(user, "- newer\n")
+    clear_memory(user=user, actor=user)
+    html = _page(staff_client, config)
+    panel = _versions_panel(html)
+    assert "2 earlier versions, newest replacement first; 2 still kept" in panel
+    assert "对花生过敏 🥜" in panel and "&lt;script&gt;" in panel and "<script>alert" not in html
+    anchor = f"memory-version-{hashlib.sha256(old.encode()).hexdigest()}"
+    assert f'id="{anchor}"' in panel
+    ledger = _ledger(html).split('class="yuxi-memory-versions"', 1)[0]
+    # Newest first: the clear and the second edit link to what they replaced; the first edit
+    # replaced the empty file.
+    assert ledger.count(">kept</a>") == 2 and f'href="#{anchor}"' in ledger
+    assert "empty file" in ledger
+
+
+def test_a_forgotten_version_is_listed_as_not_kept_and_no_longer_linked(staff_client):
+    config = UserConfigFactory()
+    _user_write(config.user, "- old\n")
+    _user_write(config.user, "- new\n")
+    forget_memory_versions(user=config.user, actor=config.user)
+    html = _page(staff_client, config)
+    assert "1 earlier version, newest replacement first; 0 still kept" in html
+    assert "- old" not in _versions_panel(html)
+    assert ">kept</a>" not in html and "not kept" in _ledger(html)
+
+
+def test_a_128_kib_version_is_shown_as_a_bounded_excerpt(staff_client):
+    config = UserConfigFactory()
+    big = "记" * (MEMORY_FILE_MAX_BYTES // 3)
+    _user_write(config.user, big)
+    clear_memory(user=config.user, actor=config.user)
+    response = staff_client.get(reverse("admin:memory_app_userconfig_change", args=[config.pk]))
+    panel = _versions_panel(response.content.decode())
+    assert panel.count("记") == FIELD_EXCERPT_BYTES // 3
+    assert f"first {FIELD_EXCERPT_BYTES // 3 * 3:,} of {len(big.encode()):,} bytes shown" in panel
+
+
+def test_a_symlinked_versions_directory_is_reported_and_its_target_never_listed(
+    staff_client, tmp_path
+):
+    config = UserConfigFactory()
+    _user_write(config.user, "- a\n")
+    _user_write(config.user, "- b\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ("0" * 64)).write_text("not yours")
+    versions = _agents_dir(config.user_id) / ".memory-versions"
+    for path in versions.iterdir():
+        path.unlink()
+    versions.rmdir()
+    versions.symlink_to(outside, target_is_directory=True)
+    html = _page(staff_client, config)
+    assert "Refused: the versions directory or a directory above it is a symlink" in html
+    assert "not yours" not in html

@@ -21,6 +21,7 @@ from tests.factories import ConversationFactory, MessageFactory, UserConfigFacto
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.
 CSRF_TOKEN = "a" * 32
 FOREIGN = "{foreign}"  # replaced by another user's thread id
+VERSION = "0" * 64  # the hash of a version the user does not have
 
 # Every operation: method, path, a valid body.
 OPERATIONS = [
@@ -33,13 +34,17 @@ OPERATIONS = [
     ("get", "/api/threads/", None),
     ("patch", f"/api/threads/{FOREIGN}/", {"status": "archived"}),
     ("get", "/api/export/", None),
+    ("get", "/api/memory/versions/", None),
+    ("delete", "/api/memory/versions/", None),
+    ("get", f"/api/memory/versions/{VERSION}/", None),
+    ("post", f"/api/memory/versions/{VERSION}/restore/", None),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
 
 def send(client: Client, method: str, path: str, body: object = None, **headers: str):
-    if body is None:  # no body at all (the test client would send the text "None")
-        return getattr(client, method)(path, **headers)
+    if body is None:  # no body at all (the test client's post() would send an empty form)
+        return client.generic(method.upper(), path, **headers)
     data = body if isinstance(body, str) else json.dumps(body)
     return getattr(client, method)(path, data=data, content_type="application/json", **headers)
 
@@ -350,7 +355,8 @@ class TestDocuments:
             if method != "parameters"
         }
         assert operations == {
-            (method.upper(), path.replace(FOREIGN, "{thread_id}")) for method, path, _ in OPERATIONS
+            (method.upper(), path.replace(FOREIGN, "{thread_id}").replace(VERSION, "{sha256}"))
+            for method, path, _ in OPERATIONS
         }
 
     def test_docs_page_is_served(self, client):

@@ -236,3 +236,135 @@ def test_a_symlinked_memory_file_is_refused_with_403_json_and_its_target_untouch
     replaced = put(session, {"text": "x\n"}, etag(b"not yours\n"))
     assert (replaced.status_code, set(replaced.json())) == (403, {"error"})
     assert target.read_bytes() == b"not yours\n"
+
+
+# -- kept versions ---------------------------------------------------------------------------
+
+VERSIONS_URL = "/api/memory/versions/"
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def restore(client: Client, sha256: str, if_match: str | None):
+    headers = {"HTTP_X_CSRFTOKEN": CSRF_TOKEN}
+    if if_match is not None:
+        headers["HTTP_IF_MATCH"] = if_match
+    # No body is needed; the test client's default (an empty multipart form) is not JSON.
+    return client.post(
+        f"{VERSIONS_URL}{sha256}/restore/", content_type="application/json", **headers
+    )
+
+
+def test_a_cleared_memory_is_listed_read_and_restored_over_http(session, memory_file):
+    original = "我喝乌龙茶 🍵\nI live in Lyon\n".encode()
+    memory_file.write_bytes(b"")
+    assert put(session, {"text": original.decode()}, etag(b"")).status_code == 200
+    cleared = session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    assert cleared.status_code == 204 and memory_file.read_bytes() == b""
+
+    listed = session.get(VERSIONS_URL)
+    assert listed.status_code == 200
+    [version] = listed.json()["versions"]
+    assert set(version) == {"sha256", "size_bytes", "replaced_at", "kind", "available"}
+    assert (version["sha256"], version["size_bytes"], version["kind"], version["available"]) == (
+        _sha(original),
+        len(original),
+        "user_cleared",
+        True,
+    )
+    read = session.get(f"{VERSIONS_URL}{_sha(original)}/")
+    assert read.json() == {
+        "sha256": _sha(original),
+        "text": original.decode(),
+        "size_bytes": len(original),
+    }
+
+    restored = restore(session, _sha(original), f'"{etag(b"")}"')
+    assert restored.status_code == 200
+    assert restored.json()["text"] == original.decode()
+    assert restored["ETag"] == f'"{etag(original)}"'
+    assert memory_file.read_bytes() == original
+    assert MemoryEvent.objects.latest("id").kind == "user_restored"
+
+
+@pytest.mark.parametrize(
+    ("if_match", "status"),
+    [(None, 428), ("", 428), ("stale", 412), ("*", 412), ("W/{current}", 412)],
+)
+def test_a_restore_without_a_matching_strong_etag_is_refused_and_changes_nothing(
+    session, memory_file, if_match, status
+):
+    memory_file.write_bytes(b"A\n")
+    assert put(session, {"text": "B\n"}, etag(b"A\n")).status_code == 200
+    events = MemoryEvent.objects.count()
+    current = etag(b"B\n")
+    header = {None: None, "stale": etag(b"A\n")}.get(if_match, if_match)
+    if header is not None:
+        header = header.replace("{current}", f'"{current}"')
+    response = restore(session, _sha(b"A\n"), header)
+    assert (response.status_code, set(response.json())) == (status, {"error"})
+    assert memory_file.read_bytes() == b"B\n"
+    assert MemoryEvent.objects.count() == events
+
+
+def test_another_users_version_is_404_and_the_list_is_only_ones_own(session, memory_file):
+    other = UserConfigFactory().user
+    other_file = Path(settings.WORKSPACE_ROOT) / str(other.pk) / "agents" / "MEMORY.md"
+    other_file.parent.mkdir(parents=True)
+    other_file.write_bytes(b"other's secret\n")
+    other_client = Client(enforce_csrf_checks=True)
+    other_client.force_login(other)
+    other_client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
+    assert put(other_client, {"text": "B\n"}, etag(b"other's secret\n")).status_code == 200
+    secret = _sha(b"other's secret\n")
+    assert other_client.get(f"{VERSIONS_URL}{secret}/").status_code == 200
+
+    assert session.get(VERSIONS_URL).json() == {"versions": []}
+    for response in (
+        session.get(f"{VERSIONS_URL}{secret}/"),
+        restore(session, secret, etag(b"")),
+        session.get(f"{VERSIONS_URL}not-a-hash/"),
+    ):
+        assert response.json() == {"error": "no such version is kept"}
+        assert response.status_code == 404
+    assert not memory_file.exists()
+    assert other_file.read_bytes() == b"B\n"
+
+
+def test_delete_forgets_every_version_and_keeps_memory(session, memory_file, user):
+    memory_file.write_bytes(b"A\n")
+    for text in ("B\n", "C\n"):
+        current = session.get(URL).json()["etag"]
+        assert put(session, {"text": text}, current).status_code == 200
+    forgotten = session.delete(VERSIONS_URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    assert forgotten.status_code == 204
+    versions = memory_file.parent / ".memory-versions"
+    assert list(versions.iterdir()) == []
+    assert memory_file.read_bytes() == b"C\n"
+    assert [v["available"] for v in session.get(VERSIONS_URL).json()["versions"]] == [False] * 2
+    gone = _sha(b"A\n")
+    assert session.get(f"{VERSIONS_URL}{gone}/").status_code == 404
+    assert MemoryEvent.objects.latest("id").kind == "versions_forgotten"
+
+
+def test_version_endpoints_need_a_session_and_csrf(user, memory_file):
+    anonymous = Client(enforce_csrf_checks=True)
+    assert anonymous.get(VERSIONS_URL).status_code == 401
+    no_csrf = Client(enforce_csrf_checks=True)
+    no_csrf.force_login(user)
+    assert no_csrf.delete(VERSIONS_URL).status_code == 403
+    restore_url = f"{VERSIONS_URL}{'0' * 64}/restore/"
+    assert no_csrf.post(restore_url, content_type="application/json").status_code == 403
+
+
+def test_a_symlinked_versions_directory_refuses_the_write_with_403_and_memory_stays(
+    session, memory_file, tmp_path
+):
+    memory_file.write_bytes(b"A\n")
+    (memory_file.parent / ".memory-versions").symlink_to(tmp_path, target_is_directory=True)
+    response = put(session, {"text": "B\n"}, etag(b"A\n"))
+    assert (response.status_code, set(response.json())) == (403, {"error"})
+    assert memory_file.read_bytes() == b"A\n"
+    assert session.get(VERSIONS_URL).status_code == 403

@@ -87,3 +87,43 @@ def test_erase_user_needs_yes_then_erases_and_is_idempotent():
     assert not get_user_model().objects.filter(username="carol").exists()
     assert not (Path(settings.WORKSPACE_ROOT) / str(user.pk)).exists()
     assert "nothing to erase" in run("erase_user", "--user", "carol", "--yes")
+
+
+def test_versions_restore_and_forget_versions_from_the_terminal():
+    user = UserFactory(username="carol")
+    empty = "sha256:" + hashlib.sha256(b"").hexdigest()
+    write_memory_file(user=user, text="I drink oolong tea\n", if_match=empty, actor=user)
+    assert run("memory", "--user", "carol", "clear") == "memory cleared\n"
+    sha = hashlib.sha256(b"I drink oolong tea\n").hexdigest()
+    [line] = run("memory", "--user", "carol", "versions").splitlines()
+    assert line.startswith(f"{sha} 19 bytes, replaced ") and line.endswith("by user_cleared, kept")
+    restored = run("memory", "--user", "carol", "restore", sha)
+    assert restored.startswith(f"restored {sha}: etag sha256:{sha}, 19 bytes")
+    memory = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"
+    assert memory.read_bytes() == b"I drink oolong tea\n"
+    assert MemoryEvent.objects.latest("id").kind == "user_restored"
+    assert run("memory", "--user", "carol", "forget-versions") == "kept versions forgotten\n"
+    assert not any((memory.parent / ".memory-versions").iterdir())
+    assert MemoryEvent.objects.latest("id").kind == "versions_forgotten"
+
+
+def test_restore_refuses_an_unknown_version_a_missing_hash_and_a_stale_if_match():
+    user = UserFactory(username="carol")
+    empty = "sha256:" + hashlib.sha256(b"").hexdigest()
+    write_memory_file(user=user, text="A\n", if_match=empty, actor=user)
+    write_memory_file(user=user, text="B\n", if_match=f"sha256:{_sha(b'A')}", actor=user)
+    with pytest.raises(CommandError, match="no such version is kept"):
+        run("memory", "--user", "carol", "restore", "0" * 64)
+    with pytest.raises(CommandError, match="needs the SHA-256"):
+        run("memory", "--user", "carol", "restore")
+    with pytest.raises(CommandError, match="go with restore only"):
+        run("memory", "--user", "carol", "clear", _sha(b"A"))
+    with pytest.raises(CommandError, match="stale"):
+        run("memory", "--user", "carol", "--if-match", empty, "restore", _sha(b"A"))
+    memory = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"
+    assert memory.read_bytes() == b"B\n"
+    assert run("memory", "--user", "carol", "versions").startswith(_sha(b"A"))
+
+
+def _sha(line: bytes) -> str:
+    return hashlib.sha256(line + b"\n").hexdigest()

@@ -193,7 +193,10 @@ def test_a_holder_whose_backend_died_mid_publish_never_overwrites_the_next_write
         assert final == SEED + b"waiter's fact\n"
     else:
         assert waiter.outcome.text == final.decode() == (SEED + b"waiter's edit\n").decode()
-    assert sorted(os.listdir(_agents(settings, user.pk))) == [".memory.lock", "MEMORY.md"]
+    # No leftover: the file, its fence, and the one version both writers replaced (kept once).
+    agents = _agents(settings, user.pk)
+    assert sorted(os.listdir(agents)) == [".memory-versions", ".memory.lock", "MEMORY.md"]
+    assert os.listdir(agents / ".memory-versions") == [_sha(SEED)]
     events = list(
         MemoryEvent.objects.filter(user=user).values_list("before_sha256", "after_sha256")
     )

@@ -137,9 +137,10 @@ def test_a_writer_killed_between_rename_and_commit_shows_as_a_break_in_the_chain
     renamed, release = threading.Event(), threading.Event()
     real_rename = workspace_module.os.rename
 
-    def rename_then_pause(*args, **kwargs):
-        real_rename(*args, **kwargs)
-        if threading.current_thread() is doomed.get("thread"):
+    def rename_then_pause(source, target, *args, **kwargs):
+        real_rename(source, target, *args, **kwargs)
+        # MEMORY.md's own rename (the version it replaces is renamed into place before it).
+        if threading.current_thread() is doomed.get("thread") and target == "MEMORY.md":
             renamed.set()
             assert release.wait(WAIT_SECONDS)
 

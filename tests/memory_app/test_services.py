@@ -62,9 +62,14 @@ def _memory(settings, uid: int) -> bytes:
     return _memory_path(settings, uid).read_bytes()
 
 
-def _entries(agents) -> list[str]:
-    """The names in `agents/` but the file fence's lock file (created empty, never removed)."""
-    return [name for name in os.listdir(agents) if name != ".memory.lock"]
+def _files(agents) -> dict[str, bytes]:
+    """Every file below `agents/` (kept versions included) and its bytes, but the file fence's
+    lock file (created empty, never removed)."""
+    return {
+        path.relative_to(agents).as_posix(): path.read_bytes()
+        for path in agents.rglob("*")
+        if path.is_file() and path.name != ".memory.lock"
+    }
 
 
 def _assert_refused(settings, run, error, ctx=None, content="New fact.", replaces=None):
@@ -72,11 +77,10 @@ def _assert_refused(settings, run, error, ctx=None, content="New fact.", replace
     if not _memory_path(settings, run.user_id).exists():
         _seed(run.user_id)
     agents = _memory_path(settings, run.user_id).parent
-    before = {name: (agents / name).read_bytes() for name in _entries(agents)}
+    before = _files(agents)
     with pytest.raises(error) as excinfo:
         remember_memory(ctx or context_for(run), content, replaces)
-    after = {name: (agents / name).read_bytes() for name in _entries(agents)}
-    assert after == before
+    assert _files(agents) == before
     return excinfo.value
 
 
@@ -371,7 +375,7 @@ def test_a_source_file_over_the_limit_is_refused(settings, run):
     with pytest.raises(MemoryFileTooLarge):
         remember_memory(context_for(run), "one more")
     assert _memory(settings, run.user_id) == b"x" * (MEMORY_FILE_MAX_BYTES + 1)
-    assert _entries(agents) == ["MEMORY.md"]
+    assert [name for name in os.listdir(agents) if name != ".memory.lock"] == ["MEMORY.md"]
 
 
 def test_a_source_of_exactly_the_limit_can_still_be_deduplicated(settings, run):
@@ -418,7 +422,7 @@ def test_invalid_utf8_in_the_file_is_a_conflict_left_for_the_user(settings, run)
             remember_memory(context_for(run), "new", replaces)
         assert excinfo.value.reason == "invalid_encoding"
     assert _memory(settings, run.user_id) == b"good line\n\xff\xfe broken\n"
-    assert _entries(agents) == ["MEMORY.md"]
+    assert [name for name in os.listdir(agents) if name != ".memory.lock"] == ["MEMORY.md"]
 
 
 @pytest.mark.parametrize("where", ["file", "agents"])

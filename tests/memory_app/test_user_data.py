@@ -21,6 +21,7 @@ from memory_app.runtime import chat
 from memory_app.selectors import export_user_data
 from memory_app.services import (
     MemoryWriteError,
+    clear_memory,
     erase_user,
     remember_memory,
     set_memory_enabled,
@@ -100,6 +101,7 @@ def test_export_is_one_json_document_with_every_thread_of_every_status_and_sourc
         "agents_md",
         "user_md",
         "memory_events",
+        "memory_versions",
         "threads",
     }
     assert (document["user"]["username"], document["enable_memory"]) == (user.username, True)
@@ -107,6 +109,7 @@ def test_export_is_one_json_document_with_every_thread_of_every_status_and_sourc
     assert document["memory"]["etag"] == etag(b"I drink oolong tea\n")
     assert (document["agents_md"], document["user_md"]) == ("# rules\n", None)
     assert [event["kind"] for event in document["memory_events"]] == ["user_edited"]
+    assert document["memory_versions"] == []  # it replaced only the empty file
     threads = document["threads"]
     assert len(threads) == made["threads"]
     assert {(t["status"], t["source"]) for t in threads} >= {
@@ -182,6 +185,39 @@ def test_erasure_deletes_every_session_of_the_user_and_logs_them_out():
         assert browser.get("/api/memory/").status_code == 401
     assert Session.objects.filter(session_key=bystander.session.session_key).exists()
     assert bystander.get("/api/memory/").status_code == 200
+
+
+def test_export_carries_every_kept_version_as_text_newest_first():
+    user = memory_user()
+    first, second = "我喝乌龙茶 🍵\n".encode(), b"I live in Lyon\n"
+    write_memory_file(user=user, text=first.decode(), if_match=etag(b""), actor=user)
+    write_memory_file(user=user, text=second.decode(), if_match=etag(first), actor=user)
+    clear_memory(user=user, actor=user)
+    # A version a failed write left behind (no ledger row names it) is exported too.
+    orphan = b"kept by a write that then failed\n"
+    Workspace.for_user(user.pk).replace_authorized_file(
+        f"agents/.memory-versions/{hashlib.sha256(orphan).hexdigest()}", orphan
+    )
+    document = json.loads(b"".join(export_user_data(user=user)))
+    assert document["memory_versions"] == [
+        {"sha256": hashlib.sha256(data).hexdigest(), "size_bytes": len(data), "text": text}
+        for data, text in (
+            (second, second.decode()),
+            (first, first.decode()),
+            (orphan, orphan.decode()),
+        )
+    ]
+    assert document["memory"]["text"] == ""
+
+
+def test_erasure_removes_the_kept_versions_with_the_workspace():
+    user = memory_user()
+    write_memory_file(user=user, text="secret\n", if_match=etag(b""), actor=user)
+    clear_memory(user=user, actor=user)
+    versions = workspace_dir(user.pk) / "agents" / ".memory-versions"
+    assert [path.read_bytes() for path in versions.iterdir()] == [b"secret\n"]
+    erase_user(user=user, actor=StaffUserFactory())
+    assert not versions.exists() and not workspace_dir(user.pk).exists()
 
 
 def test_erasure_run_again_finds_nothing_left_to_do():

@@ -378,3 +378,64 @@ def test_remove_tree_removes_a_symlink_at_the_uid_without_following_it(ws, setti
 
 def test_remove_tree_of_a_missing_root_is_fine(ws):
     ws.remove_tree()
+
+
+# -- listing and removing a directory's files (kept versions) ---------------------------------
+
+
+def test_file_exists_is_no_follow_and_refuses_a_symlink(ws, settings, tmp_path):
+    assert ws.file_exists("agents/.memory-versions/a") is False
+    ws.replace_authorized_file("agents/.memory-versions/a", b"x")
+    assert ws.file_exists("agents/.memory-versions/a") is True
+    (_agents_dir(settings) / ".memory-versions" / "b").symlink_to(tmp_path / "missing")
+    with pytest.raises(WorkspacePathRefused):
+        ws.file_exists("agents/.memory-versions/b")
+
+
+def test_file_sizes_lists_regular_files_only_and_refuses_a_symlinked_directory(
+    ws, settings, tmp_path
+):
+    assert ws.file_sizes("agents/.memory-versions") == {}
+    ws.replace_authorized_file("agents/.memory-versions/a", b"abc")
+    directory = _agents_dir(settings) / ".memory-versions"
+    (directory / "sub").mkdir()
+    (directory / "link").symlink_to(directory / "a")
+    assert ws.file_sizes("agents/.memory-versions") == {"a": 3}
+    (_agents_dir(settings) / "elsewhere").symlink_to(directory, target_is_directory=True)
+    with pytest.raises(WorkspacePathRefused):
+        ws.file_sizes("agents/elsewhere")
+
+
+def test_remove_files_except_removes_links_not_their_targets_and_keeps_what_it_is_told(
+    ws, settings, tmp_path
+):
+    assert ws.remove_files_except("agents/.memory-versions", (), durable=True) == 0
+    for name in ("keep", "drop"):
+        ws.replace_authorized_file(f"agents/.memory-versions/{name}", name.encode())
+    directory = _agents_dir(settings) / ".memory-versions"
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not the workspace's")
+    (directory / "link").symlink_to(outside)
+    (directory / "sub").mkdir()
+    assert ws.remove_files_except("agents/.memory-versions", {"keep"}, durable=True) == 2
+    assert _listing(directory) == ["keep", "sub"]
+    assert outside.read_bytes() == b"not the workspace's"
+    (_agents_dir(settings) / "elsewhere").symlink_to(directory, target_is_directory=True)
+    with pytest.raises(WorkspacePathRefused):
+        ws.remove_files_except("agents/elsewhere", (), durable=False)
+    assert _listing(directory) == ["keep", "sub"]
+
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_remove_files_except_fsyncs_the_directory_only_when_asked(ws, monkeypatch, durable):
+    ws.replace_authorized_file("agents/.memory-versions/drop", b"x")
+    synced: list[bool] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(workspace_module.os, "fsync", recording_fsync)
+    assert ws.remove_files_except("agents/.memory-versions", (), durable=durable) == 1
+    assert synced == ([True] if durable else [])

@@ -1,4 +1,5 @@
-"""A user's memory from the terminal: show it, switch it, clear it, export the user's data."""
+"""A user's memory from the terminal: show it, switch it, clear it, list, restore or forget its
+kept versions, export the user's data."""
 
 import sys
 
@@ -30,6 +31,9 @@ def find_actor(username: str | None, user: object) -> object:
 class Command(BaseCommand):
     help = (
         "show: the switch and MEMORY.md; on / off: the switch; clear: empty MEMORY.md; "
+        "versions: the earlier versions of MEMORY.md; restore SHA: put a kept version back "
+        "(if MEMORY.md is still the version --if-match names, default: the one read now); "
+        "forget-versions: remove every kept version; "
         "export: all of the user's data as JSON (to stdout or --output)."
     )
 
@@ -37,7 +41,23 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="whose memory")
         parser.add_argument("--actor", help="staff username doing it (default: the user)")
         parser.add_argument("--output", help="export: write to this file instead of stdout")
-        parser.add_argument("action", choices=["show", "on", "off", "clear", "export"])
+        parser.add_argument(
+            "--if-match", help="restore: the etag MEMORY.md must still have (default: current)"
+        )
+        parser.add_argument(
+            "action",
+            choices=[
+                "show",
+                "on",
+                "off",
+                "clear",
+                "versions",
+                "restore",
+                "forget-versions",
+                "export",
+            ],
+        )
+        parser.add_argument("sha256", nargs="?", help="restore: the version's SHA-256 (hex)")
 
     def handle(self, *args: object, **options: object) -> None:
         with quiet_event_logs(verbosity=options["verbosity"]):
@@ -47,6 +67,8 @@ class Command(BaseCommand):
         user = find_user(options["user"])
         actor = find_actor(options["actor"], user)
         action = options["action"]
+        if action != "restore" and (options["sha256"] or options["if_match"]):
+            raise CommandError("a SHA-256 and --if-match go with restore only")
         try:
             if action == "show":
                 self._show(user)
@@ -56,10 +78,41 @@ class Command(BaseCommand):
             elif action == "clear":
                 services.clear_memory(user=user, actor=actor)
                 self.stdout.write("memory cleared")
+            elif action == "versions":
+                self._versions(user)
+            elif action == "restore":
+                self._restore(user, actor, options["sha256"], options["if_match"])
+            elif action == "forget-versions":
+                services.forget_memory_versions(user=user, actor=actor)
+                self.stdout.write("kept versions forgotten")
             else:
                 self._export(user, options["output"])
         except services.MemoryWriteError as exc:
             raise CommandError(str(exc)) from exc
+        except selectors.MemoryVersionNotFound as exc:
+            raise CommandError(f"no such version is kept: {options['sha256']}") from exc
+
+    def _versions(self, user: object) -> None:
+        found = selectors.list_memory_versions(user=user)
+        if not found:
+            self.stdout.write("no earlier version")
+        for version in found:
+            size = "?" if version.size_bytes is None else version.size_bytes
+            kept = "kept" if version.available else "not kept"
+            self.stdout.write(
+                f"{version.sha256} {size} bytes, replaced {version.replaced_at.isoformat()} "
+                f"by {version.kind}, {kept}"
+            )
+
+    def _restore(self, user: object, actor: object, sha256: str | None, if_match: str | None):
+        if not sha256:
+            raise CommandError("restore needs the SHA-256 of a kept version (see `versions`)")
+        if if_match is None:
+            if_match = selectors.read_memory_file(user=user).etag
+        memory = services.restore_memory_version(
+            user=user, sha256=sha256, if_match=if_match, actor=actor
+        )
+        self.stdout.write(f"restored {sha256}: etag {memory.etag}, {memory.size_bytes} bytes")
 
     def _show(self, user: object) -> None:
         memory = selectors.read_memory_file(user=user)
