@@ -1168,3 +1168,50 @@ def test_a_full_page_among_the_newest_messages_never_runs_the_indexed_step():
     _messages(_thread(user), ["old rare words"] + ["frequent words here"] * 5)
     assert _message_scans_run(user, "words frequent") == 1
     assert _message_scans_run(user, "rare words") == 2
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        {"thread": {"user": "other"}},
+        {"thread": {"status": Conversation.Status.ARCHIVED}},
+        {"thread": {"status": Conversation.Status.DELETED}},
+        {"thread": {"source": Conversation.Source.AGENT_CALL}},
+        {"thread": {"source": Conversation.Source.AGENT_EVALUATION}},
+        {"thread": {"parent": "visible"}},
+        {"message": {"role": Message.Role.SYSTEM}},
+        {"message": {"role": Message.Role.TOOL}},
+        {"message": {"message_type": Message.Type.TOOL_CALL}},
+    ],
+    ids=[
+        "other user",
+        "archived",
+        "deleted",
+        "agent_call",
+        "agent_evaluation",
+        "sub-agent child",
+        "system message",
+        "tool message",
+        "tool_call message",
+    ],
+)
+def test_a_full_page_of_newer_invisible_matches_is_never_returned(hidden):
+    # Ten invisible matches newer than ten visible ones: a page the newest-first step would
+    # fill, and answer with, if it let any of them through.
+    user = UserFactory()
+    visible_thread = _thread(user)
+    visible = _messages(visible_thread, [f"sister wedding {i}" for i in range(10)])
+    options = dict(hidden.get("thread", {}))
+    if options.get("user") == "other":
+        options["user"] = UserFactory()
+    if options.get("parent") == "visible":
+        options["parent"] = visible_thread
+    thread = _thread(options.pop("user", user), **options) if "thread" in hidden else visible_thread
+    for i in range(10):
+        MessageFactory(
+            conversation=thread,
+            content=f"wedding of my sister {i}",
+            created_at=T0 + timedelta(hours=1, minutes=i),
+            **hidden.get("message", {}),
+        )
+    assert _search_ids(user, "wedding sister") == [m.pk for m in reversed(visible)]
