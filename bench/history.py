@@ -299,6 +299,21 @@ def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[]
     return run
 
 
+def _old_message(uid: int, pattern: str) -> str:
+    """An old visible user message of `uid` matching `pattern` (a regex): its text."""
+    return (
+        Message.objects.filter(
+            owner_id=uid,
+            role="user",
+            message_type="text",
+            conversation__in=Conversation.objects.visible_to(uid),
+            content__regex=pattern,
+        )
+        .order_by("created_at")
+        .values_list("content", flat=True)[200]
+    )
+
+
 def main() -> None:
     with psycopg.connect(_dsn()) as conn:
         with conn.cursor() as cur:
@@ -330,28 +345,8 @@ def main() -> None:
         .values_list("id", flat=True)
     )
     deep_anchor = visible[len(visible) // 10]
-    old_chinese = (
-        Message.objects.filter(
-            owner_id=uid,
-            role="user",
-            message_type="text",
-            conversation__in=Conversation.objects.visible_to(uid),
-            content__regex=r"^[一-鿿]{3}",
-        )
-        .order_by("created_at")
-        .values_list("content", flat=True)[200]
-    )
-    old_latin = (
-        Message.objects.filter(
-            owner_id=uid,
-            role="user",
-            message_type="text",
-            conversation__in=Conversation.objects.visible_to(uid),
-            content__regex=r"^[a-z]+( [a-z]+){19}",
-        )
-        .order_by("created_at")
-        .values_list("content", flat=True)[200]
-    )
+    old_chinese = _old_message(uid, r"^[一-鿿]{3}")
+    old_latin = _old_message(uid, r"^[a-z]+( [a-z]+){19}")
     # The message's rarest words (latest in WORDS), rarest first: not in the message's order.
     rare = sorted(set(old_latin.split()), key=WORDS.index, reverse=True)
     adjacent = " ".join(old_latin.split()[3:5])

@@ -86,14 +86,28 @@ ZH_TOPICS = [
 ]  # fmt: skip
 
 
+FAMILY_FACTS = 40
+
+
+def _family_events(
+    rng: random.Random, relatives: list[str], events: list[str], cities: list[str], by: int
+) -> list[tuple[str, str, str]]:
+    """Distinct (relative, event) pairs with a city each, never the same city twice with the
+    same relative (`by` 0) or event (`by` 1), so that a question naming the city finds one."""
+    pairs = [(r, e) for r in relatives for e in events]
+    rng.shuffle(pairs)
+    places: set[tuple[str, str]] = set()
+    chosen = []
+    for pair in pairs[:FAMILY_FACTS]:
+        city = rng.choice([c for c in cities if (c, pair[by]) not in places])
+        places.add((city, pair[by]))
+        chosen.append((*pair, city))
+    return chosen
+
+
 def _en_facts(rng: random.Random) -> list[dict]:
     facts = []
-    pairs = [(r, e) for r in EN_RELATIVES for e in EN_EVENTS]
-    rng.shuffle(pairs)
-    places: set[tuple[str, str]] = set()  # (city, event): one fact each
-    for relative, event in pairs[:40]:
-        city = rng.choice([c for c in EN_CITIES if (c, event) not in places])
-        places.add((city, event))
+    for relative, event, city in _family_events(rng, EN_RELATIVES, EN_EVENTS, EN_CITIES, 1):
         month = rng.choice(EN_MONTHS)
         day = rng.randint(2, 28)
         facts.append(
@@ -155,12 +169,7 @@ def _en_facts(rng: random.Random) -> list[dict]:
 
 def _zh_facts(rng: random.Random) -> list[dict]:
     facts = []
-    pairs = [(r, e) for r in ZH_RELATIVES for e in ZH_EVENTS]
-    rng.shuffle(pairs)
-    places: set[tuple[str, str]] = set()  # (city, relative): one fact each
-    for relative, event in pairs[:40]:
-        city = rng.choice([c for c in ZH_CITIES if (c, relative) not in places])
-        places.add((city, relative))
+    for relative, event, city in _family_events(rng, ZH_RELATIVES, ZH_EVENTS, ZH_CITIES, 0):
         month = rng.choice(ZH_MONTHS)
         day = rng.randint(2, 28)
         facts.append(

@@ -73,25 +73,11 @@ CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) f
 ORDER BY hit.created_at DESC, hit.id DESC
 """
 
-LITERAL_CJK_PAIR_SQL = """
-SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
-       yuxi_utc_iso(hit.created_at),
-       SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
-       found.at, LENGTH(hit.content)
-FROM (
-    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
-    FROM conversations_message m
-    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
-    WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-      AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
-      AND yuxi_cjk_bigrams(UPPER(m.content)) @> ARRAY[%(query)s]
-    ORDER BY m.created_at DESC, m.id DESC
-    LIMIT %(limit)s
-) hit
-CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) found
-ORDER BY hit.created_at DESC, hit.id DESC
-"""
+LITERAL_CJK_PAIR_SQL = LITERAL_SQL.replace(
+    "UPPER(m.content) LIKE UPPER(%(pattern)s)",
+    "yuxi_cjk_bigrams(UPPER(m.content)) @> ARRAY[%(query)s]",
+)
+assert LITERAL_CJK_PAIR_SQL != LITERAL_SQL
 
 FULL_TEXT_SQL = """
 SELECT m.id
