@@ -47,7 +47,7 @@ __all__ = [
 QUERY_MAX_CHARS = 256
 QUERY_TERMS_MAX = 8
 # Newest visible messages a search scans for a full page of hits before it uses the indexes.
-SEARCH_WINDOW = 1_000
+SEARCH_WINDOW = 500
 # A term this long or longer is served by the trigram index; a shorter one (but a CJK pair)
 # only narrows.
 TRIGRAM_TERM_MIN_CHARS = 3
@@ -371,8 +371,8 @@ def _terms(query: str) -> list[str]:
 
 def _term_params(terms: list[str]) -> dict[str, str | None]:
     """The search statement's term parameters (see the comment above SEARCH_SQL): every
-    distinct term's pattern, and each one again in the condition of the index that serves it;
-    the unused conditions NULL."""
+    distinct term's pattern for the newest-first step, and each one again in the condition
+    that serves it in the indexed step; the unused conditions NULL."""
     distinct = list(dict.fromkeys(terms))
     trigram = [_like_pattern(t) for t in distinct if len(t) >= TRIGRAM_TERM_MIN_CHARS]
     pairs = [t for t in distinct if _is_cjk_pair(t)]
