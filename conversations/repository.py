@@ -47,7 +47,7 @@ __all__ = [
 QUERY_MAX_CHARS = 256
 QUERY_TERMS_MAX = 8
 # Newest visible messages a search scans for a full page of hits before it uses the indexes.
-SEARCH_WINDOW = 500
+SEARCH_WINDOW = 1_000
 # A term this long or longer is served by the trigram index; a shorter one (but a CJK pair)
 # only narrows.
 TRIGRAM_TERM_MIN_CHARS = 3
