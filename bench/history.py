@@ -8,7 +8,9 @@ Chinese text, hidden threads, tool messages and tool calls. Then prints, per sce
 and p95 latency of the repository call, of the very SQL it sent run bare through psycopg
 (ratio; the two are timed alternately, so both see the same load on a shared machine; each
 statement is checked to be one of the repository's statement constants), and of a naive
-unindexed ILIKE, followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
+unindexed ILIKE (ILIKE ALL of the terms), followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
+Searches of one term, and of two and three terms in any order (frequent and rare words, Chinese
+pairs and longer runs, a quoted phrase, a short term, no match).
 """
 
 import functools
@@ -271,7 +273,10 @@ def _bare(conn: psycopg.Connection, statements: list[str]) -> Callable[[], None]
 
 
 def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[], None]:
-    escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    patterns = [
+        "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        for term in repository._terms(query)
+    ]
 
     def run() -> None:
         with conn.cursor() as cur:
@@ -284,14 +289,29 @@ def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[]
                 "WHERE c.user_id = %s AND c.status = 'active' AND c.parent_id IS NULL "
                 "AND c.source NOT IN ('agent_call', 'agent_evaluation') "
                 "AND m.role IN ('user', 'assistant') AND m.message_type = 'text' "
-                "AND m.content ILIKE %s ORDER BY m.created_at DESC, m.id DESC LIMIT 10",
-                [uid, f"%{escaped}%"],
+                "AND m.content ILIKE ALL (%s) ORDER BY m.created_at DESC, m.id DESC LIMIT 10",
+                [uid, patterns],
             )
             cur.fetchall()
             cur.execute("RESET enable_indexscan")
             cur.execute("RESET enable_bitmapscan")
 
     return run
+
+
+def _old_message(uid: int, pattern: str) -> str:
+    """An old visible user message of `uid` matching `pattern` (a regex): its text."""
+    return (
+        Message.objects.filter(
+            owner_id=uid,
+            role="user",
+            message_type="text",
+            conversation__in=Conversation.objects.visible_to(uid),
+            content__regex=pattern,
+        )
+        .order_by("created_at")
+        .values_list("content", flat=True)[200]
+    )
 
 
 def main() -> None:
@@ -325,17 +345,11 @@ def main() -> None:
         .values_list("id", flat=True)
     )
     deep_anchor = visible[len(visible) // 10]
-    old_chinese = (
-        Message.objects.filter(
-            owner_id=uid,
-            role="user",
-            message_type="text",
-            conversation__in=Conversation.objects.visible_to(uid),
-            content__regex=r"^[一-鿿]{3}",
-        )
-        .order_by("created_at")
-        .values_list("content", flat=True)[200]
-    )
+    old_chinese = _old_message(uid, r"^[一-鿿]{3}")
+    old_latin = _old_message(uid, r"^[a-z]+( [a-z]+){19}")
+    # The message's rarest words (latest in WORDS), rarest first: not in the message's order.
+    rare = sorted(set(old_latin.split()), key=WORDS.index, reverse=True)
+    adjacent = " ".join(old_latin.split()[3:5])
     print(
         f"\n{total:,} messages, {USERS + 1:,} users; heavy user {heavy_total:,} messages, "
         f"big thread {len(visible):,} visible of {big_thread.messages.count():,}\n"
@@ -348,6 +362,22 @@ def main() -> None:
         ("search Chinese 2 chars", old_chinese[1:3]),
         ("search Chinese 2 frequent", HANZI[0] + HANZI[1]),
         ("search no match", "qxzvjw"),
+        ("2 terms ASCII common", f"{WORDS[5]} {WORDS[3]}"),
+        ("3 terms ASCII common", f"{WORDS[8]} {WORDS[3]} {WORDS[5]}"),
+        ("2 terms ASCII rare", " ".join(rare[:2])),
+        ("3 terms ASCII rare", " ".join(rare[:3])),
+        ("2 terms common + rare", f"{WORDS[3]} {rare[0]}"),
+        ("2 terms rare + short", f"{rare[0]} {rare[0][:2]}"),
+        ("2 terms, phrase", f'"{adjacent}" {rare[0]}'),
+        ("2 terms Chinese pairs", f"{old_chinese[5:7]} {old_chinese[1:3]}"),
+        ("3 terms Chinese rare", f"{old_chinese[6:8]} {old_chinese[:3]} {old_chinese[3:5]}"),
+        ("2 terms Chinese common", f"{HANZI[2]}{HANZI[3]} {HANZI[0]}{HANZI[1]}"),
+        (
+            "3 terms Chinese common",
+            f"{HANZI[0]}{HANZI[1]} {HANZI[1]}{HANZI[0]} {HANZI[0]}{HANZI[2]}",
+        ),
+        ("2 terms Chinese + 1 char", f"{old_chinese[1:3]} {old_chinese[5]}"),
+        ("3 terms no match", f"{WORDS[3]} qxzvjw {HANZI[0]}{HANZI[1]}"),
     ]
     scenarios: list[tuple[str, Callable[[], dict], str | None]] = [
         (name, functools.partial(search_thread_messages, uid, query, limit=10), query)

@@ -31,6 +31,7 @@ __all__ = [
     "LOOKBACK_TOOL_NAMES",
     "NOT_FOUND_MESSAGE",
     "QUERY_MAX_CHARS",
+    "QUERY_TERMS_MAX",
     "READ_LIMIT_MAX",
     "READ_RESPONSE_MAX_BYTES",
     "SEARCH_LIMIT_MAX",
@@ -48,6 +49,12 @@ __all__ = [
 ]
 
 QUERY_MAX_CHARS = 256
+QUERY_TERMS_MAX = 8
+# Newest visible messages a search scans for a full page of hits before it uses the indexes.
+SEARCH_WINDOW = 1_000
+# A term this long or longer is served by the trigram index; a shorter one (but a CJK pair)
+# only narrows.
+TRIGRAM_TERM_MIN_CHARS = 3
 SEARCH_LIMIT_MAX = 10
 SNIPPET_MAX_BYTES = 512
 # Context kept before the match in a snippet; the rest of the snippet follows the match.
@@ -95,51 +102,76 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # function from migration 0008, equal to Python's `isoformat()` of the UTC value): no Python
 # per message for them.
 
-# Substring search. The outer query cuts snippets for the kept hits only: select-list
-# expressions of the inner one are computed for every candidate before the sort. `pattern` is
-# the query as a LIKE pattern (`%`, `_` and `\` escaped) for the trigram index.
+# Every term, in any order, in two steps, the second run only when the first falls short:
+#   recent  the user's SEARCH_WINDOW newest visible messages, every term a LIKE pattern
+#           (`every`: `%`, `_` and `\` escaped). When they hold a full page of hits, those are
+#           the newest hits of all: frequent terms cost a short walk, whatever the planner
+#           would have estimated for several of them together (it multiplies their
+#           frequencies, and counts the user once for the message and once for the thread).
+#   indexed all the user's visible messages, each term in the condition that serves it; a
+#           condition whose parameter is NULL folds away while planning (`NULL IS NULL OR
+#           ...` is true), so each query is planned with only the conditions it has:
+#             pattern_1..8  a term of 3+ characters as a LIKE pattern: the trigram index;
+#             pairs         the terms of two caseless CJK characters: containing such a pair
+#                           is having it among the content's bigrams, the bigram index;
+#             narrow        the shorter terms' patterns: LIKE ALL is never an index condition,
+#                           so they only narrow what the others found, and a query of short
+#                           terms only walks the user's newest messages.
+#           Expression statistics on UPPER(content) and on the bigrams let the planner walk the
+#           newest messages for frequent terms and go through the GIN indexes for rare ones.
+# Pattern arrays arrive in array text form and are cased by UPPER as a whole (Python's case
+# mapping is not PostgreSQL's). The outer query cuts snippets for the kept hits only, around
+# the first occurrence of the first term (`first`).
 SEARCH_SQL = """
+WITH recent AS MATERIALIZED (
+    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
+    FROM (
+        SELECT m.id, m.conversation_id, m.role, m.created_at, m.content
+        FROM conversations_message m
+        WHERE m.owner_id = %(owner)s
+          AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+        ORDER BY m.created_at DESC, m.id DESC
+        LIMIT %(window)s
+    ) m
+    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+    WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+      AND UPPER(m.content) LIKE ALL (UPPER(%(every)s::text)::text[])
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(limit)s
+)
 SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
        yuxi_utc_iso(hit.created_at),
        SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
        found.at, LENGTH(hit.content)
 FROM (
-    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
-    FROM conversations_message m
-    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
-    WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-      AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
-      AND UPPER(m.content) LIKE UPPER(%(pattern)s)
-    ORDER BY m.created_at DESC, m.id DESC
-    LIMIT %(limit)s
+    SELECT * FROM recent WHERE (SELECT count(*) FROM recent) = %(limit)s
+    UNION ALL
+    (SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
+     FROM conversations_message m
+     INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+     WHERE (SELECT count(*) FROM recent) < %(limit)s
+       AND m.owner_id = %(owner)s
+       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+       AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+{patterns}
+       AND (%(pairs)s::text IS NULL
+            OR yuxi_cjk_bigrams(UPPER(m.content)) @> %(pairs)s::text[])
+       AND (%(narrow)s::text IS NULL
+            OR UPPER(m.content) LIKE ALL (UPPER(%(narrow)s::text)::text[]))
+     ORDER BY m.created_at DESC, m.id DESC
+     LIMIT %(limit)s)
 ) hit
-CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) found
+CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(first)s)) AS at) found
 ORDER BY hit.created_at DESC, hit.id DESC
-"""
-
-# A query of two caseless CJK characters, which trigrams cannot serve: containing the pair is
-# the substring match itself, served by the bigram index (and estimated as such, so a frequent
-# pair walks the user's newest messages instead).
-SEARCH_CJK_PAIR_SQL = """
-SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
-       yuxi_utc_iso(hit.created_at),
-       SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
-       found.at, LENGTH(hit.content)
-FROM (
-    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
-    FROM conversations_message m
-    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
-    WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-      AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
-      AND yuxi_cjk_bigrams(UPPER(m.content)) @> ARRAY[%(query)s]
-    ORDER BY m.created_at DESC, m.id DESC
-    LIMIT %(limit)s
-) hit
-CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) found
-ORDER BY hit.created_at DESC, hit.id DESC
-"""
+""".format(
+    patterns="\n".join(
+        f"       AND (%(pattern_{n})s::text IS NULL"
+        f" OR UPPER(m.content) LIKE UPPER(%(pattern_{n})s))"
+        for n in range(1, QUERY_TERMS_MAX + 1)
+    )
+)
 
 # The thread, and the anchor's timestamp when it is a visible message of that thread (NULL
 # when there is no anchor or it is not), in one round trip. The timestamp is plain UTC: the
@@ -313,6 +345,54 @@ def _like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _quoted_array_text(values: list[str]) -> str | None:
+    """Strings in PostgreSQL's array text form, every element quoted; None for none."""
+    if not values:
+        return None
+    quoted = (value.replace("\\", "\\\\").replace('"', '\\"') for value in values)
+    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
+
+
+def _terms(query: str) -> list[str]:
+    """The query's terms in order: whitespace separates them, a pair of double quotes keeps
+    what it encloses as one term (its ends stripped), and a last `"` without a partner is a
+    literal character. Raises HistoryQueryError unless there are 1 to QUERY_TERMS_MAX."""
+    parts = query.split('"')
+    if len(parts) % 2 == 0:  # an odd number of quotes: the last one is literal
+        parts[-2:] = [parts[-2] + '"' + parts[-1]]
+    terms: list[str] = []
+    for index, part in enumerate(parts):
+        if index % 2:  # between a pair of quotes
+            terms += [part.strip()] if part.strip() else []
+        else:
+            terms += part.split()
+    if not terms:
+        raise HistoryQueryError("query must contain a term (it is blank)")
+    if len(terms) > QUERY_TERMS_MAX:
+        raise HistoryQueryError(f"query must have at most {QUERY_TERMS_MAX} terms")
+    return terms
+
+
+def _term_params(terms: list[str]) -> dict[str, str | None]:
+    """The search statement's term parameters (see the comment above SEARCH_SQL): every
+    distinct term's pattern for the newest-first step, and each one again in the condition
+    that serves it in the indexed step; the unused conditions NULL."""
+    distinct = list(dict.fromkeys(terms))
+    trigram = [_like_pattern(t) for t in distinct if len(t) >= TRIGRAM_TERM_MIN_CHARS]
+    pairs = [t for t in distinct if _is_cjk_pair(t)]
+    short = [t for t in distinct if len(t) < TRIGRAM_TERM_MIN_CHARS and not _is_cjk_pair(t)]
+    params = {
+        f"pattern_{n}": trigram[n - 1] if n <= len(trigram) else None
+        for n in range(1, QUERY_TERMS_MAX + 1)
+    }
+    return {
+        **params,
+        "every": _quoted_array_text([_like_pattern(term) for term in distinct]),
+        "pairs": _quoted_array_text(pairs),
+        "narrow": _quoted_array_text([_like_pattern(term) for term in short]),
+    }
+
+
 def _title(head: str) -> tuple[str, bool]:
     return truncate_utf8(head, TITLE_MAX_BYTES)
 
@@ -332,30 +412,31 @@ _EMPTY_SEARCH_BYTES = _json_bytes({"results": [], "truncated": False})
 
 
 def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dict[str, Any]:
-    """Newest visible messages of `uid` containing `query` (case-insensitive, literal).
+    """Newest visible messages of `uid` containing every term of `query` (case-insensitive,
+    literal, in any order; see `_terms`).
 
-    One SQL query; it never touches ToolCall. Hits are cut to snippets around the match, and
-    kept newest first while the serialized response stays within its cap.
+    One SQL query; it never touches ToolCall. Hits are cut to snippets around the first
+    term, and kept newest first while the serialized response stays within its cap.
     """
     owner = _uid(uid)
     query = _text(query, "query")
     if len(query) > QUERY_MAX_CHARS:
         raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
+    terms = _terms(query)
     limit = _limit(limit, SEARCH_LIMIT_MAX)
 
     params = {
         "owner": owner,
-        "query": query,
+        "first": terms[0],
         "limit": limit,
+        "window": SEARCH_WINDOW,
         "title_chars": TITLE_MAX_BYTES + 1,
         "lead_chars": SNIPPET_LEAD_BYTES,
         "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
+        **_term_params(terms),
     }
     with connection.cursor() as cursor:
-        if _is_cjk_pair(query):
-            rows = _fetch(cursor, SEARCH_CJK_PAIR_SQL, params)
-        else:
-            rows = _fetch(cursor, SEARCH_SQL, {**params, "pattern": _like_pattern(query)})
+        rows = _fetch(cursor, SEARCH_SQL, params)
 
     hits: list[dict[str, Any]] = []
     for thread_id, title_head, message_id, role, created_at, window, match_at, chars in rows:

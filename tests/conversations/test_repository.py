@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conversations import repository
 from conversations.models import VISIBLE_MESSAGE, VISIBLE_THREAD, Conversation, Message
 from conversations.repository import (
     CONTENT_MAX_BYTES,
@@ -66,6 +67,15 @@ def _messages(thread: Conversation, contents: list[str], **kwargs) -> list[Messa
 
 def _ids(response: dict, key: str = "messages") -> list[int]:
     return [item["message_id"] for item in response[key]]
+
+
+@pytest.fixture(params=["newest first", "indexed"])
+def search_step(request, monkeypatch):
+    """Each step of a search in turn: the scan of the newest messages (which answers whenever
+    they hold a full page of hits), and the indexed one, forced by an empty window."""
+    if request.param == "indexed":
+        monkeypatch.setattr(repository, "SEARCH_WINDOW", 0)
+    return request.param
 
 
 @pytest.fixture
@@ -221,7 +231,7 @@ def test_search_is_case_insensitive_newest_first_and_limited():
         ("\\", ["c:\\temp"]),
     ],
 )
-def test_like_wildcards_in_a_query_match_literally(query, matching):
+def test_like_wildcards_in_a_query_match_literally(query, matching, search_step):
     user = UserFactory()
     messages = _messages(_thread(user), ["100% sure", "1000 sure", "a_b here", "axb", "c:\\temp"])
     by_content = {m.content: m.pk for m in messages}
@@ -233,7 +243,7 @@ def test_like_wildcards_in_a_query_match_literally(query, matching):
     "query",
     ["你好", "你好吗", "世界和平", "東京タワー", "です", "😀", "😀🎉", "ﾃｽﾄ", "ＡＢ"],
 )
-def test_chinese_japanese_and_emoji_queries_match(query):
+def test_chinese_japanese_and_emoji_queries_match(query, search_step):
     user = UserFactory()
     contents = [
         "你好吗？世界和平",
@@ -272,16 +282,17 @@ def corpus():
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
-def test_search_agrees_with_a_plain_substring_scan(corpus, data):
+def test_search_agrees_with_a_plain_substring_scan(corpus, search_step, data):
     user, contents = corpus
     source = data.draw(st.sampled_from([c for c in contents if c]))
     start = data.draw(st.integers(0, len(source) - 1))
     end = data.draw(st.integers(start + 1, len(source)))
+    # A one-term query: whitespace would split it into terms (the property test below).
     query = data.draw(
         st.one_of(
             st.just(source[start:end]),
             st.text(alphabet="你好世界们日本%_\\oOxX😀 ", min_size=1, max_size=4),
-        )
+        ).filter(lambda text: text.split() == [text])
     )
     response = search_thread_messages(user.pk, query, limit=10)
     found = sorted(hit["snippet"] for hit in response["results"])
@@ -667,7 +678,7 @@ def _lookups(condition: Q) -> set[str]:
     return found
 
 
-def test_the_statements_select_exactly_what_the_model_visibility_conditions_select():
+def test_the_statements_select_exactly_what_the_model_visibility_conditions_select(search_step):
     # The statements spell visibility out by hand; every value of every field the model
     # conditions name is tried here, so the two cannot drift apart unnoticed.
     assert _lookups(VISIBLE_THREAD) == {"parent__isnull", "status", "source__in"}
@@ -860,3 +871,355 @@ def test_the_tool_call_frame_size_is_the_item_serialized_without_its_free_fields
     assert _tool_call_frame_bytes(call_id, message_id, name, status) == (
         len(to_json(item).encode("utf-8")) - 6
     )
+
+
+# History search by terms.
+
+
+def _search_ids(user, query: str, limit: int = 10) -> list[int]:
+    return _ids(search_thread_messages(user.pk, query, limit=limit), "results")
+
+
+def test_search_matches_every_term_in_any_order_case_insensitively(search_step):
+    user = UserFactory()
+    messages = _messages(
+        _thread(user),
+        [
+            "My sister's wedding is in Kyoto",
+            "the WEDDING of my Sister",
+            "my sister is visiting",
+            "a wedding cake",
+            "sisterhood and weddings",
+        ],
+    )
+    assert _search_ids(user, "sister wedding") == [messages[4].pk, messages[1].pk, messages[0].pk]
+    assert _search_ids(user, "wedding SISTER") == [messages[4].pk, messages[1].pk, messages[0].pk]
+    assert _search_ids(user, "kyoto wedding sister's") == [messages[0].pk]
+    assert _search_ids(user, "sister wedding cake") == []
+
+
+def test_a_quoted_phrase_is_one_term(search_step):
+    user = UserFactory()
+    messages = _messages(
+        _thread(user),
+        ["my sister's wedding in Kyoto", "the wedding of my sister's friend", "sister's  wedding"],
+    )
+    assert _search_ids(user, '"sister\'s wedding"') == [messages[0].pk]
+    assert _search_ids(user, 'kyoto "SISTER\'S WEDDING"') == [messages[0].pk]
+    assert _search_ids(user, '"wedding sister"') == []
+    assert _search_ids(user, '"sister\'s  wedding"') == [messages[2].pk]  # inner space kept
+    assert _search_ids(user, 'friend"sister\'s wedding"') == []  # quotes separate terms too
+    assert _search_ids(user, '"of my"friend') == [messages[1].pk]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("婚礼 妹妹", [0]),  # two CJK pairs: the bigram index
+        ("妹妹 京都", [0, 1]),
+        ("妹妹的婚礼 京都", [0]),  # a longer CJK term: the trigram index
+        ("京 婚礼", [0]),  # one CJK character only narrows
+        ("京都 wedding", [1]),
+        ("東京タワー 妹妹", [1]),
+        ("婚礼 东京", []),
+    ],
+)
+def test_cjk_terms_of_two_and_more_characters_match_in_any_order(query, expected, search_step):
+    user = UserFactory()
+    messages = _messages(
+        _thread(user),
+        ["我妹妹的婚礼在京都举行", "妹妹去了京都和東京タワー, no wedding", "婚礼的蛋糕"],
+    )
+    assert _search_ids(user, query) == [messages[i].pk for i in reversed(expected)]
+
+
+def test_a_query_of_short_terms_only_matches_every_one_of_them(search_step):
+    user = UserFactory()
+    messages = _messages(_thread(user), ["go to a b", "go b", "京 a", "ab 京"])
+    assert _search_ids(user, "a 京") == [messages[3].pk, messages[2].pk]
+    assert _search_ids(user, "b go") == [messages[1].pk, messages[0].pk]
+    assert _search_ids(user, "b a go") == [messages[0].pk]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "one two three four five six seven eight nine",
+        'a b c d e f g "h i" j',
+        " ",
+        "\u3000\t\n",
+        '""',
+        '" "  "\t"',
+    ],
+)
+def test_nine_terms_and_a_blank_query_are_refused(query):
+    with pytest.raises(HistoryQueryError, match="query"):
+        search_thread_messages(UserFactory().pk, query)
+
+
+def test_eight_terms_are_accepted_and_all_must_match(search_step):
+    user = UserFactory()
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "fox", "go", "京都"]
+    full = _messages(_thread(user), [" ".join(reversed(words)), " ".join(words[1:])])
+    assert _search_ids(user, " ".join(words)) == [full[0].pk]
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ('say "hi', [1]),  # one quote: a literal character of the term `"hi`
+        ('5" screen', [0]),
+        ('"a b" "c', [2]),  # the pair is a phrase, the last quote literal
+        ('x"', [3]),
+        ('"', [0, 1, 2, 3]),
+    ],
+)
+def test_an_unbalanced_quote_is_a_literal_character(query, expected, search_step):
+    user = UserFactory()
+    messages = _messages(_thread(user), ['a 5" screen', 'say "hi there', 'a b "c', 'x" y'])
+    assert _search_ids(user, query) == [messages[i].pk for i in reversed(expected)]
+
+
+TERM_ALPHABET = "你好世界们日本%_\\oOxX😀\"' "
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_a_search_of_several_terms_agrees_with_a_scan_for_every_term(corpus, search_step, data):
+    user, contents = corpus
+    pieces = [c[i : i + n] for c in contents for i in range(len(c)) for n in (1, 2, 3, 5)]
+    terms = data.draw(
+        st.lists(
+            st.sampled_from([p for p in pieces if p.split() == [p] and '"' not in p])
+            | st.text(alphabet=TERM_ALPHABET.replace(" ", "").replace('"', ""), min_size=1),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    response = search_thread_messages(user.pk, " ".join(terms), limit=10)
+    found = sorted(hit["snippet"] for hit in response["results"])
+    assert found == sorted(
+        c for c in contents if c and all(term.upper() in c.upper() for term in terms)
+    )
+
+
+def test_the_snippet_is_cut_around_the_first_term(search_step):
+    user = UserFactory()
+    content = "zebra " + "前" * 3000 + "NEEDLE" + "後" * 3000
+    _messages(_thread(user), [content])
+    first_needle = search_thread_messages(user.pk, "needle zebra")["results"][0]["snippet"]
+    assert "NEEDLE" in first_needle and "zebra" not in first_needle
+    first_zebra = search_thread_messages(user.pk, "zebra needle")["results"][0]["snippet"]
+    assert first_zebra.startswith("zebra ") and "NEEDLE" not in first_zebra
+
+
+def test_terms_never_match_in_other_users_archived_deleted_or_sub_agent_threads(search_step):
+    user = UserFactory()
+    content = "sister wedding 妹妹 婚礼 京 x in Kyoto"
+    visible = _messages(_thread(user), [content])[0]
+    forbidden = [
+        _thread(UserFactory()),
+        _thread(user, status=Conversation.Status.ARCHIVED),
+        _thread(user, status=Conversation.Status.DELETED),
+        _thread(user, source=Conversation.Source.AGENT_CALL),
+        _thread(user, source=Conversation.Source.AGENT_EVALUATION),
+    ]
+    forbidden.append(_thread(user, parent=forbidden[0]))
+    forbidden.append(_thread(user, parent=_thread(user)))
+    for thread in forbidden:
+        _messages(thread, [content, content])
+    for role, kind in [
+        (Message.Role.SYSTEM, Message.Type.TEXT),
+        (Message.Role.ASSISTANT, Message.Type.TOOL_CALL),
+        (Message.Role.TOOL, Message.Type.TOOL_RESULT),
+    ]:
+        MessageFactory(
+            conversation=visible.conversation, role=role, message_type=kind, content=content
+        )
+    for query in ["wedding sister", "婚礼 妹妹", "京 x", "kyoto 婚礼 x", '"sister wedding" 京']:
+        assert _search_ids(user, query) == [visible.pk]
+
+
+def test_several_hostile_terms_keep_every_byte_budget(search_step):
+    user = UserFactory()
+    terms = ["\\x%", "a_\\", "\x01\x01", "😀😀😀", "婚礼", "京", 'q"']  # one literal quote
+    query = " ".join(terms)
+    body = HOSTILE.join(terms)
+    contents = [f"{i:02d}" + HOSTILE * 300 + body + HOSTILE * 300 for i in range(10)]
+    matching = []
+    for i, content in enumerate(contents):
+        thread = _thread(user, title=HOSTILE * 5_000)
+        matching += _messages(thread, [content])
+        Message.objects.filter(conversation=thread).update(created_at=T0 + timedelta(hours=i))
+    _messages(_thread(user), [body.replace('q"', "")])  # all terms but one
+    response = search_thread_messages(user.pk, query, limit=10)
+    assert _size(response) <= SEARCH_RESPONSE_MAX_BYTES
+    assert response["truncated"] is True
+    kept = _ids(response, "results")
+    assert 0 < len(kept) < 10
+    assert kept == [m.pk for m in matching[::-1][: len(kept)]]  # newest first
+    for hit in response["results"]:
+        assert len(hit["snippet"].encode("utf-8")) <= SNIPPET_MAX_BYTES
+        assert len(hit["title"].encode("utf-8")) <= TITLE_MAX_BYTES
+        assert "\\x%" in hit["snippet"]  # around the first term
+        assert any(hit["snippet"] in c for c in contents) and hit["truncated"] is True
+
+
+def test_a_search_of_several_terms_is_still_one_query(
+    planted, search_step, django_assert_num_queries
+):
+    user, _, _, _ = planted
+    for query in ("ordinary words", "你好 世界 o", '"ordinary words" two', "o d"):
+        with django_assert_num_queries(1) as captured:
+            search_thread_messages(user.pk, query, limit=10)
+        assert "toolcall" not in captured.captured_queries[0]["sql"].lower()
+
+
+def _plan(user, query: str) -> dict:
+    """The planner's JSON plan of the statement `query`'s search sends."""
+    with CaptureQueriesContext(connection) as captured:
+        search_thread_messages(user.pk, query, limit=10)
+    [statement] = captured.captured_queries
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN (FORMAT JSON) " + statement["sql"])
+        return cursor.fetchone()[0][0]["Plan"]
+
+
+def _scans(node: dict) -> list[dict]:
+    found = [node] if "Index Name" in node else []
+    for child in node.get("Plans", []):
+        found += _scans(child)
+    return found
+
+
+SEARCH_INDEXES = {"message_owner_recent_idx", "message_owner_trgm_idx", "message_owner_bigram_idx"}
+
+
+@pytest.fixture
+def rare_terms_among_many():
+    """A user with 10,000 messages of frequent words over 100 threads and two with rarer ones,
+    analysed; and, for this test's transaction only, no index on messages but the primary key
+    and the three search indexes, so that a plan can only reach messages through those (at this
+    size the planner would rather walk any index; bench/history.py shows its choices at 1M)."""
+    user = UserFactory()
+    threads = ConversationFactory.create_batch(100, user=user)
+    Message.objects.bulk_create(
+        [
+            Message(conversation=threads[i % 100], role="user", content=f"common text {i} a 京")
+            for i in range(10_000)
+        ]
+        + [
+            Message(conversation=threads[i], role="user", content="wedding kyoto 你好世界 a 1")
+            for i in (7, 8)
+        ]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'conversations_message' "
+            "AND indexname <> 'conversations_message_pkey'"
+        )
+        for (name,) in cursor.fetchall():
+            if name not in SEARCH_INDEXES:
+                cursor.execute(f'DROP INDEX "{name}"')
+        cursor.execute("ANALYZE conversations_conversation, conversations_message")
+    return user
+
+
+def _index_conditions(scans: list[dict], index: str) -> str:
+    return " ".join(s.get("Index Cond", "") for s in scans if s["Index Name"] == index)
+
+
+def test_each_long_term_and_cjk_pair_is_an_index_condition_and_short_terms_only_narrow(
+    rare_terms_among_many,
+):
+    user = rare_terms_among_many
+    assert len(_search_ids(user, "wedding kyoto a 1")) == 2
+    trigram = _index_conditions(_scans(_plan(user, "wedding kyoto a 1")), "message_owner_trgm_idx")
+    assert "%WEDDING%" in trigram and "%KYOTO%" in trigram
+    assert "%A%" not in trigram and "%1%" not in trigram
+    assert len(_search_ids(user, "你好 世界 界")) == 2
+    bigram = _index_conditions(_scans(_plan(user, "你好 世界 界")), "message_owner_bigram_idx")
+    assert "你好" in bigram and "世界" in bigram and "%界%" not in bigram
+
+
+def test_a_query_of_short_terms_walks_the_newest_messages(rare_terms_among_many):
+    user = rare_terms_among_many
+    assert len(_search_ids(user, "a 京 1")) == 10
+    names = {s["Index Name"] for s in _scans(_plan(user, "a 京 1"))}
+    assert "message_owner_recent_idx" in names
+    assert not names & {"message_owner_trgm_idx", "message_owner_bigram_idx"}
+
+
+def _nodes(node: dict) -> list[dict]:
+    return [node] + [found for child in node.get("Plans", []) for found in _nodes(child)]
+
+
+def _message_scans_run(user, query: str) -> int:
+    """How many scans of the message table the statement `query`'s search sends runs."""
+    with CaptureQueriesContext(connection) as captured:
+        search_thread_messages(user.pk, query, limit=3)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
+        plan = cursor.fetchone()[0][0]["Plan"]
+    return sum(
+        1
+        for node in _nodes(plan)
+        if node.get("Relation Name") == "conversations_message" and node["Actual Loops"] > 0
+    )
+
+
+def test_a_full_page_among_the_newest_messages_never_runs_the_indexed_step():
+    user = UserFactory()
+    _messages(_thread(user), ["old rare words"] + ["frequent words here"] * 5)
+    assert _message_scans_run(user, "words frequent") == 1
+    assert _message_scans_run(user, "rare words") == 2
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        {"thread": {"user": "other"}},
+        {"thread": {"status": Conversation.Status.ARCHIVED}},
+        {"thread": {"status": Conversation.Status.DELETED}},
+        {"thread": {"source": Conversation.Source.AGENT_CALL}},
+        {"thread": {"source": Conversation.Source.AGENT_EVALUATION}},
+        {"thread": {"parent": "visible"}},
+        {"message": {"role": Message.Role.SYSTEM}},
+        {"message": {"role": Message.Role.TOOL}},
+        {"message": {"message_type": Message.Type.TOOL_CALL}},
+    ],
+    ids=[
+        "other user",
+        "archived",
+        "deleted",
+        "agent_call",
+        "agent_evaluation",
+        "sub-agent child",
+        "system message",
+        "tool message",
+        "tool_call message",
+    ],
+)
+def test_a_full_page_of_newer_invisible_matches_is_never_returned(hidden):
+    # Ten invisible matches newer than ten visible ones: a page the newest-first step would
+    # fill, and answer with, if it let any of them through.
+    user = UserFactory()
+    visible_thread = _thread(user)
+    visible = _messages(visible_thread, [f"sister wedding {i}" for i in range(10)])
+    options = dict(hidden.get("thread", {}))
+    if options.get("user") == "other":
+        options["user"] = UserFactory()
+    if options.get("parent") == "visible":
+        options["parent"] = visible_thread
+    thread = _thread(options.pop("user", user), **options) if "thread" in hidden else visible_thread
+    for i in range(10):
+        MessageFactory(
+            conversation=thread,
+            content=f"wedding of my sister {i}",
+            created_at=T0 + timedelta(hours=1, minutes=i),
+            **hidden.get("message", {}),
+        )
+    assert _search_ids(user, "wedding sister") == [m.pk for m in reversed(visible)]

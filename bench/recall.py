@@ -1,0 +1,230 @@
+"""Lookback recall: does a search find the message that states what the model looks for?
+
+    .venv/bin/python bench/recall.py   (BENCH_DATABASE_URL picks the database; see benchenv)
+
+Loads the labelled set `bench/recall_set/lookback.json` (written by `make_recall_set.py`) as
+one user's history into the bench database, next to whatever else it holds (the 1M-message
+seed of `history.py`, so the indexes are as large as there), then asks every question with
+each search, side by side, the three timed in turn on each question:
+
+- literal: the search before terms, its statements copied here as they were (the query one
+  case-insensitive substring, served by the same indexes);
+- terms: `search_thread_messages` as it is (the whole call, its Python included);
+- full text: PostgreSQL's own ranking, `to_tsvector('simple', content)` matched with
+  `websearch_to_tsquery('simple', query)` and ordered by `ts_rank`, then newest first, over the
+  same visibility, with a GIN index of its own on this user's messages (made here, bench only).
+
+Prints recall@1, @5 and @10 (the share of questions whose fact is among the first k hits),
+p50 and p95 latency, recall@10 per language and kind of question, and how many hits came from
+the hidden threads that repeat facts (always 0, or a visibility bug).
+"""
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from benchenv import setup_django
+
+setup_django()
+
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
+
+from conversations.models import Conversation, Message  # noqa: E402
+from conversations.repository import (  # noqa: E402
+    SNIPPET_LEAD_BYTES,
+    SNIPPET_MAX_BYTES,
+    TITLE_MAX_BYTES,
+    _is_cjk_pair,
+    _like_pattern,
+    search_thread_messages,
+)
+
+SET_PATH = Path(__file__).resolve().parent / "recall_set" / "lookback.json"
+USERNAME = "bench-recall"
+LIMIT = 10
+ROUNDS = 5
+KS = (1, 5, 10)
+FTS_INDEX = "bench_recall_fts_idx"
+T0 = datetime(2025, 6, 1, tzinfo=UTC)
+
+# The search before terms, as `conversations/repository.py` sent it: the whole query one
+# substring (a LIKE pattern), or, for two caseless CJK characters, one bigram.
+LITERAL_SQL = """
+SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
+       yuxi_utc_iso(hit.created_at),
+       SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
+       found.at, LENGTH(hit.content)
+FROM (
+    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
+    FROM conversations_message m
+    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+    WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+      AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+      AND UPPER(m.content) LIKE UPPER(%(pattern)s)
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(limit)s
+) hit
+CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(query)s)) AS at) found
+ORDER BY hit.created_at DESC, hit.id DESC
+"""
+
+LITERAL_CJK_PAIR_SQL = LITERAL_SQL.replace(
+    "UPPER(m.content) LIKE UPPER(%(pattern)s)",
+    "yuxi_cjk_bigrams(UPPER(m.content)) @> ARRAY[%(query)s]",
+)
+assert LITERAL_CJK_PAIR_SQL != LITERAL_SQL
+
+FULL_TEXT_SQL = """
+SELECT m.id
+FROM conversations_message m
+INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+CROSS JOIN websearch_to_tsquery('simple', %(query)s) AS q
+WHERE m.owner_id = %(owner)s AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+  AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+  AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+  AND to_tsvector('simple', m.content) @@ q
+ORDER BY ts_rank(to_tsvector('simple', m.content), q) DESC, m.created_at DESC, m.id DESC
+LIMIT %(limit)s
+"""
+
+
+def _load(data: dict) -> tuple[int, list[int]]:
+    """The set as the bench user's history (replacing an earlier load); its message ids."""
+    user, _ = get_user_model().objects.get_or_create(username=USERNAME)
+    with transaction.atomic():
+        Message.objects.filter(conversation__user=user).delete()
+        Conversation.objects.filter(user=user).delete()
+        threads = Conversation.objects.bulk_create(
+            Conversation(
+                thread_id=f"recall-{n}",
+                user=user,
+                title=thread["title"],
+                status=thread["status"],
+                source=thread["source"],
+            )
+            for n, thread in enumerate(data["threads"])
+        )
+        messages = Message.objects.bulk_create(
+            Message(
+                conversation=threads[message["thread"]],
+                role=message["role"],
+                content=message["content"],
+                created_at=T0 + timedelta(minutes=n),
+            )
+            for n, message in enumerate(data["messages"])
+        )
+    with connection.cursor() as cursor:
+        for index in ("message_owner_trgm_idx", "message_owner_bigram_idx"):
+            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
+        cursor.execute(f"DROP INDEX IF EXISTS {FTS_INDEX}")
+        cursor.execute(
+            f"CREATE INDEX {FTS_INDEX} ON conversations_message "
+            f"USING gin (to_tsvector('simple', content)) WHERE owner_id = {int(user.pk)}"
+        )
+        cursor.execute("ANALYZE conversations_conversation")
+        cursor.execute("ANALYZE conversations_message")
+    return user.pk, [m.pk for m in messages]
+
+
+def _literal(uid: int, query: str) -> list[int]:
+    params = {
+        "owner": uid,
+        "query": query,
+        "limit": LIMIT,
+        "title_chars": TITLE_MAX_BYTES + 1,
+        "lead_chars": SNIPPET_LEAD_BYTES,
+        "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
+    }
+    with connection.cursor() as cursor:
+        if _is_cjk_pair(query):
+            cursor.execute(LITERAL_CJK_PAIR_SQL, params)
+        else:
+            cursor.execute(LITERAL_SQL, {**params, "pattern": _like_pattern(query)})
+        return [row[2] for row in cursor.fetchall()]
+
+
+def _terms(uid: int, query: str) -> list[int]:
+    return [hit["message_id"] for hit in search_thread_messages(uid, query, limit=LIMIT)["results"]]
+
+
+def _full_text(uid: int, query: str) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(FULL_TEXT_SQL, {"owner": uid, "query": query, "limit": LIMIT})
+        return [row[0] for row in cursor.fetchall()]
+
+
+METHODS: dict[str, Callable[[int, str], list[int]]] = {
+    "literal (before)": _literal,
+    "terms (now)": _terms,
+    "full text (simple)": _full_text,
+}
+
+
+def _percentile(samples: list[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[max(0, round(share * len(ordered)) - 1)]
+
+
+def main() -> None:
+    data = json.loads(SET_PATH.read_text(encoding="utf-8"))
+    started = time.perf_counter()
+    uid, ids = _load(data)
+    print(
+        f"loaded {len(ids):,} messages, {len(data['questions'])} questions "
+        f"in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    visible_threads = {n for n, t in enumerate(data["threads"]) if t["status"] == "active"}
+    visible_threads -= {n for n, t in enumerate(data["threads"]) if t["source"] != "chat"}
+    hidden = {ids[n] for n, m in enumerate(data["messages"]) if m["thread"] not in visible_threads}
+    gold = {m["fact"]: ids[n] for n, m in enumerate(data["messages"]) if m["fact"] is not None}
+
+    ranks: dict[str, list[int | None]] = {name: [] for name in METHODS}
+    times: dict[str, list[float]] = {name: [] for name in METHODS}
+    hidden_hits = dict.fromkeys(METHODS, 0)
+    for question in data["questions"]:
+        for round_ in range(ROUNDS + 1):  # the first round warms up, untimed
+            for name, method in METHODS.items():
+                began = time.perf_counter()
+                found = method(uid, question["query"])
+                taken = (time.perf_counter() - began) * 1000
+                if round_ == 0:
+                    target = gold[question["fact"]]
+                    ranks[name].append(found.index(target) + 1 if target in found else None)
+                    hidden_hits[name] += len(hidden.intersection(found))
+                else:
+                    times[name].append(taken)
+
+    header = (
+        f"{'search':<20}{'recall@1':>9}{'recall@5':>9}{'recall@10':>10}"
+        f"{'p50 ms':>9}{'p95 ms':>9}{'hidden hits':>13}"
+    )
+    print(f"\n{header}\n{'-' * len(header)}")
+    for name in METHODS:
+        recalls = [sum(1 for r in ranks[name] if r and r <= k) / len(ranks[name]) for k in KS]
+        cells = "".join(f"{r:>9.2f}" for r in recalls[:2]) + f"{recalls[2]:>10.2f}"
+        print(
+            f"{name:<20}{cells}{statistics.median(times[name]):>9.2f}"
+            f"{_percentile(times[name], 0.95):>9.2f}{hidden_hits[name]:>13}"
+        )
+
+    groups = sorted({(q["lang"], q["kind"]) for q in data["questions"]})
+    print(f"\nrecall@10 by language and kind of question\n{'group':<20}{'questions':>10}", end="")
+    print("".join(f"{name:>20}" for name in METHODS))
+    for lang, kind in groups:
+        members = [
+            i for i, q in enumerate(data["questions"]) if (q["lang"], q["kind"]) == (lang, kind)
+        ]
+        cells = "".join(
+            f"{sum(1 for i in members if ranks[name][i]) / len(members):>20.2f}" for name in METHODS
+        )
+        print(f"{lang + ' ' + kind:<20}{len(members):>10}{cells}")
+
+
+if __name__ == "__main__":
+    main()
