@@ -173,7 +173,10 @@ class SearchThreadMessagesArguments(StrictArguments):
     query: str = Field(
         min_length=1,
         max_length=history.QUERY_MAX_CHARS,
-        description="Text to find (case-insensitive, literal).",
+        description=(
+            "A few distinctive words, all of which must occur in any order "
+            '(case-insensitive); "double quotes" keep an exact phrase together.'
+        ),
     )
     limit: int = Field(default=5, ge=1, le=history.SEARCH_LIMIT_MAX)
 
