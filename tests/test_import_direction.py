@@ -77,7 +77,12 @@ LAYERS = {
         # leaves: the models, the file system, the names and limits everything shares
         {"memory_app", "memory_app.models", "memory_app.workspace"},
         {"memory_app.tool_names", "memory_app.memory_file", "memory_app.errors"},
-        {"memory_app.context", "memory_app.authorization", "memory_app.locks"},
+        {
+            "memory_app.context",
+            "memory_app.authorization",
+            "memory_app.locks",
+            "memory_app.versions",
+        },
         {"memory_app.login_sessions"},
         # export and erasure: leaves and the conversations app only
         {"memory_app.user_data"},
