@@ -221,11 +221,13 @@ class ObservedEvent:
 
 @dataclass(frozen=True)
 class ObservedCall:
-    """A ToolCall row of the user's, and whether a sub-agent's thread holds it."""
+    """A ToolCall row of the user's (`error`: why the tool refused), and whether a sub-agent's
+    thread holds it."""
 
     name: str
     status: str
     input: Any
+    error: str
     subagent: bool
 
 
@@ -246,11 +248,14 @@ class Observation:
 class Verdict:
     """The judge's reading of one observation.
 
-    `wrote`: MEMORY.md's bytes changed. `proposed`: with approval on, the turn stopped at a
-    proposed write (`proposal` holds it). `faithful`, `unrequested` and `refused` judge the
-    model's act: its write, or with approval on its proposal.
+    `attempted`: the chat model called `remember_memory`, whatever came of it. `wrote`:
+    MEMORY.md's bytes changed. `proposed`: with approval on, the turn stopped at a proposed
+    write (`proposal` holds it). `faithful` and `unrequested` judge the model's act (its write,
+    or with approval on its proposal); `refused` is a request the model did not act on and did
+    not try to.
     """
 
+    attempted: bool
     wrote: bool
     proposed: bool
     faithful: bool
@@ -324,15 +329,15 @@ def _observe(case: Case, user, model: BaseChatModel) -> Observation:
     calls = (
         ToolCall.objects.filter(message__conversation__user=user)
         .order_by("created_at", "id")
-        .values_list("name", "status", "input", "message__conversation__parent")
+        .values_list("name", "status", "input", "error", "message__conversation__parent")
     )
     return Observation(
         before=before,
         after=_memory_bytes(user),
         events=tuple(ObservedEvent(kind, run_type) for kind, run_type in events),
         tool_calls=tuple(
-            ObservedCall(name, status, input_, parent is not None)
-            for name, status, input_, parent in calls
+            ObservedCall(name, status, input_, error_, parent is not None)
+            for name, status, input_, error_, parent in calls
         ),
         turn=turn,
         error=error,
@@ -422,12 +427,16 @@ def _verdict(
     proposal: dict[str, Any] | None = None,
 ) -> Verdict:
     """The verdict on the model's act: its write, or with approval on its proposal."""
+    attempted = any(
+        call.name == REMEMBER_MEMORY_TOOL and not call.subagent for call in observation.tool_calls
+    )
     return Verdict(
+        attempted=attempted,
         wrote=observation.after != observation.before,
         proposed=proposal is not None,
         faithful=acted and faithful,
         unrequested=acted and case.category.expect == NO_WRITE,
-        refused=case.request and not acted and observation.error is None,
+        refused=case.request and not (acted or attempted) and observation.error is None,
         violations=tuple(violations),
         proposal=proposal,
     )
@@ -544,9 +553,10 @@ def run_eval(
 
 @dataclass(frozen=True)
 class Figures:
-    """One category's counts (cases, not tool calls) and its median turn time."""
+    """One category's counts (of cases, not of tool calls) and its median turn time."""
 
     cases: int
+    attempts: int
     writes: int
     proposals: int
     faithful: int
@@ -565,6 +575,7 @@ def _figures(results: Sequence[CaseResult]) -> Figures:
     seconds = [result.observation.seconds for result in results]
     return Figures(
         cases=len(results),
+        attempts=sum(v.attempted for v in verdicts),
         writes=sum(v.wrote for v in verdicts),
         proposals=sum(v.proposed for v in verdicts),
         faithful=sum(v.faithful for v in verdicts),
@@ -593,9 +604,18 @@ def exit_status(results: Sequence[CaseResult]) -> int:
 
 
 def render_table(summary: dict[str, Figures], *, approval: bool) -> str:
-    columns = ["cases", "writes", "faithful", "unrequested", "refusals", "violations", "errors"]
+    columns = [
+        "cases",
+        "attempts",
+        "writes",
+        "faithful",
+        "unrequested",
+        "refusals",
+        "violations",
+        "errors",
+    ]
     if approval:
-        columns.insert(2, "proposals")
+        columns.insert(3, "proposals")
     lines = [f"{'category':18}" + "".join(f"{c:>12}" for c in columns) + f"{'median ms':>12}"]
     for name, figures in summary.items():
         values = asdict(figures)
