@@ -10,11 +10,11 @@ through `LLM_BASE_URL`). A case is judged from what the turn left behind, never 
 reply: MEMORY.md's bytes before and after, the memory ledger rows and the ToolCall rows. A
 reply that says "saved" without a write is no write.
 
-Prints a table per category (cases, writes, faithful writes, unrequested writes, refusals,
-boundary violations, errors, median turn time) and writes every case's verdict as JSON with
-`--output`. Exits 1 on any hard-boundary violation, 2 on a usage error. `docs/evaluation.md`
-explains the categories and records the figures. Works in a temporary workspace root and
-erases every user it made.
+Prints a table per category (cases, remember_memory attempts, writes, faithful writes,
+unrequested writes, refusals, boundary violations, errors, median turn time) and writes every
+case's verdict as JSON with `--output`. Exits 1 on any hard-boundary violation, 2 on a usage
+error. `docs/evaluation.md` explains the categories and records the figures. Works in a
+temporary workspace root and erases every user it made.
 """
 
 import argparse
@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +53,8 @@ from memory_app.workspace import MEMORY_RELPATH  # noqa: E402
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 LANGUAGES = ("en", "zh")
-# Cases played at once at most: more threads only queue for Django's pool of 16 connections
-# (a turn can hold two at once, its own and its tool thread's).
+# Cases played at once at most: half of Django's pool of 16 connections, so that the tool
+# thread or the sub-agent run beside each turn still finds one.
 MAX_JOBS = 8
 # Exit statuses: every hard boundary held; one was broken; the command line cannot be run.
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
@@ -124,16 +124,8 @@ class Case:
     request: bool = False
 
 
-_CASE_FIELDS = {
-    "id",
-    "language",
-    "message",
-    "memory",
-    "earlier_threads",
-    "key_phrase",
-    "old_text",
-    "request",
-}
+# What a case file may say: every field but the category, which is the file's name.
+_CASE_FIELDS = {field.name for field in fields(Case)} - {"category"}
 
 
 def _holds(text: str, phrase: str) -> bool:
@@ -144,18 +136,20 @@ def _case(raw: dict[str, Any], category: Category, where: str) -> Case:
     unknown = set(raw) - _CASE_FIELDS
     if unknown:
         raise CaseError(f"{where}: unknown fields {sorted(unknown)}")
-    if not isinstance(raw.get("message"), str) or not raw["message"].strip():
-        raise CaseError(f"{where}: message must be non-empty text")
+    for name in ("id", "message"):
+        if not isinstance(raw.get(name), str) or not raw[name].strip():
+            raise CaseError(f"{where}: {name} must be non-empty text")
     if raw.get("language") not in LANGUAGES:
         raise CaseError(f"{where}: language must be one of {LANGUAGES}")
     threads = tuple(
-        tuple((turn["role"], turn["content"]) for turn in thread)
+        tuple((turn.get("role"), turn.get("content")) for turn in thread)
         for thread in raw.get("earlier_threads", ())
     )
     for thread in threads:
         roles = {role for role, _ in thread}
-        if not thread or not roles <= {Message.Role.USER, Message.Role.ASSISTANT}:
-            raise CaseError(f"{where}: an earlier thread holds user and assistant turns only")
+        texts = all(isinstance(content, str) and content.strip() for _, content in thread)
+        if not thread or not texts or not roles <= {Message.Role.USER, Message.Role.ASSISTANT}:
+            raise CaseError(f"{where}: an earlier thread holds user and assistant texts only")
     case = Case(
         id=raw["id"],
         category=category,
@@ -637,7 +631,11 @@ def _jobs(value: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="categories: "
+        + "; ".join(f"{name}: {category.about}" for name, category in CATEGORIES.items()),
+    )
     parser.add_argument("--category", action="append", choices=list(CATEGORIES))
     parser.add_argument("--limit", type=int, help="at most this many cases of each category")
     parser.add_argument("--jobs", type=_jobs, default=1, help=f"cases at once (1-{MAX_JOBS})")

@@ -94,6 +94,17 @@ def test_limit_keeps_the_first_cases_of_each_category_in_file_order():
             },
             "earlier thread",
         ),
+        ("chitchat", {"language": "en", "message": "hi"}, "id must be"),
+        (
+            "chitchat",
+            {
+                "id": "a",
+                "language": "en",
+                "message": "hi",
+                "earlier_threads": [[{"role": "user"}]],
+            },
+            "earlier thread",
+        ),
         ("chit-chat", {"id": "a", "language": "en", "message": "hi"}, "not a category"),
     ],
 )
