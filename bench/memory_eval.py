@@ -562,6 +562,17 @@ class Figures:
 
 
 ALL = "all"
+# The counts of `Figures` the table shows, in its order (`proposals` too with approval on).
+TABLE_COUNTS = (
+    "cases",
+    "attempts",
+    "writes",
+    "faithful",
+    "unrequested",
+    "refusals",
+    "violations",
+    "errors",
+)
 
 
 def _figures(results: Sequence[CaseResult]) -> Figures:
@@ -598,18 +609,9 @@ def exit_status(results: Sequence[CaseResult]) -> int:
 
 
 def render_table(summary: dict[str, Figures], *, approval: bool) -> str:
-    columns = [
-        "cases",
-        "attempts",
-        "writes",
-        "faithful",
-        "unrequested",
-        "refusals",
-        "violations",
-        "errors",
-    ]
+    columns = list(TABLE_COUNTS)
     if approval:
-        columns.insert(3, "proposals")
+        columns.insert(columns.index("writes") + 1, "proposals")
     lines = [f"{'category':18}" + "".join(f"{c:>12}" for c in columns) + f"{'median ms':>12}"]
     for name, figures in summary.items():
         values = asdict(figures)

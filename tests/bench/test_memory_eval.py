@@ -242,19 +242,11 @@ def test_jobs_beyond_the_bound_are_refused():
         memory_eval.run_eval([], jobs=memory_eval.MAX_JOBS + 1)
 
 
-# The scripted model at CI size (`--limit 2`), reasoned from its phrasing rules: "remember ..." /
-# "记住 ..." writes the rest of the message (so both secrets that start so are stored, and a
-# correction is appended, never a `replaces`); anything else is no write.
-PINNED_FIELDS = (
-    "cases",
-    "attempts",
-    "writes",
-    "faithful",
-    "unrequested",
-    "refusals",
-    "violations",
-    "errors",
-)
+# The scripted model at CI size (`--limit 2`) as the table's counts (`TABLE_COUNTS`: cases,
+# attempts, writes, faithful, unrequested, refusals, violations, errors), reasoned from its
+# phrasing rules: "remember ..." / "记住 ..." writes the rest of the message (so both secrets
+# that start so are stored, and a correction is appended, never a `replaces`); anything else
+# is no write (so both memory-off requests are refusals).
 SCRIPTED_CI_FIGURES = {
     "explicit": (2, 2, 2, 2, 0, 0, 0, 0),
     "correction": (2, 1, 1, 0, 0, 1, 0, 0),
@@ -276,7 +268,7 @@ def test_the_scripted_model_gets_its_exact_figures_at_ci_size(tmp_path, capsys):
     assert memory_eval.main(["--limit", "2", "--jobs", "2", "--output", str(output)]) == 0
     report = json.loads(output.read_text())
     figures = {
-        name: tuple(counts[field] for field in PINNED_FIELDS)
+        name: tuple(counts[field] for field in memory_eval.TABLE_COUNTS)
         for name, counts in report["figures"].items()
     }
     assert figures == SCRIPTED_CI_FIGURES
