@@ -32,7 +32,7 @@ from memory_app.services import (
     MemoryUnavailable,
     remember_memory,
 )
-from yuxi_site.utils.connections import release_connection
+from yuxi_site.utils.connections import in_worker_thread, release_connection
 from yuxi_site.utils.string_utils import is_storable_text
 
 __all__ = [
@@ -215,6 +215,11 @@ class YuxiTool(BaseTool):
             # LangGraph runs tools on pool threads: no connection may outlive the call.
             release_connection()
         return result.to_json(), result
+
+    async def _arun(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
+        """`ainvoke`/`arun`: the same call, its database and file work (and any lock wait) on
+        a worker thread, so the event loop goes on while it runs."""
+        return await in_worker_thread(self._run)(*args, **kwargs)
 
     def _checked_call(self, args: tuple, kwargs: dict[str, Any]) -> ToolResult:
         if args or not is_storable_json(kwargs):
