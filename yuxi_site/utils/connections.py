@@ -77,8 +77,6 @@ def in_worker_thread(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     @functools.wraps(func)
     async def awaited(*args: P.args, **kwargs: P.kwargs) -> R:
         workers = _database_workers(os.getpid())
-        return await sync_to_async(owned, thread_sensitive=False, executor=workers)(
-            *args, **kwargs
-        )
+        return await sync_to_async(owned, thread_sensitive=False, executor=workers)(*args, **kwargs)
 
     return awaited
