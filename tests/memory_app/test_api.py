@@ -19,6 +19,7 @@ FOREIGN = "{foreign}"  # replaced by another user's thread id
 # Every operation: method, path, a valid body.
 OPERATIONS = [
     ("post", "/api/chat/", {"message": "hi"}),
+    ("post", "/api/chat/stream/", {"message": "hi"}),
     ("get", "/api/memory/", None),
     ("put", "/api/memory/", {"text": "a fact\n"}),
     ("delete", "/api/memory/", None),
@@ -103,6 +104,7 @@ class TestRefusals:
         ("method", "path", "allowed"),
         [
             ("get", "/api/chat/", "POST"),
+            ("get", "/api/chat/stream/", "POST"),
             ("post", "/api/memory/", "GET, PUT, DELETE"),
             ("put", "/api/settings/", "GET, PATCH"),
             ("delete", "/api/threads/", "GET"),
