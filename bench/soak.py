@@ -1,14 +1,16 @@
-"""Fault harness: chat load on a private PostgreSQL cluster and gunicorn, with a database
-restart and a worker kill -9 mid-load, then a check of every promise the app makes.
+"""Fault harness: chat load on a private PostgreSQL cluster and the production server (gunicorn
+with uvicorn workers serving yuxi_site.asgi), with a database restart and a worker kill -9
+mid-load, then a check of every promise the app makes.
 
     .venv/bin/python bench/soak.py            (full: 200 users, 1,000 requests)
     .venv/bin/python bench/soak.py --small    (CI: 8 users, 60 requests, well under a minute)
 
 On its own it: starts a PostgreSQL cluster in a temporary directory (its own port, loopback
 only; run as the `postgres` OS user when started as root), migrates it, creates users with
-memory on and logged-in sessions directly in the database, starts gunicorn (several workers
-and threads, the scripted model), sends a bounded number of concurrent
-`POST /api/chat/ {"message": "remember that <unique fact>"}` requests across the users with
+memory on and logged-in sessions directly in the database, starts gunicorn as
+scripts/serve-production does (several uvicorn worker processes, the scripted model), sends a
+bounded number of concurrent `POST /api/chat/ {"message": "remember that <unique fact>"}`
+requests across the users with
 same-user bursts, stops PostgreSQL once mid-load (probing the site while it is down) and starts
 it again, kill -9's one gunicorn worker mid-load, stops gunicorn, runs `fail_expired_runs` once
 the short leases have lapsed, and verifies:
@@ -63,20 +65,16 @@ class Config:
     requests: int
     concurrency: int
     workers: int
-    threads: int
     probes: int  # chat requests sent while PostgreSQL is down
     deadline_seconds: int
 
 
-SMALL = Config(
-    users=8, requests=60, concurrency=8, workers=2, threads=4, probes=4, deadline_seconds=120
-)
+SMALL = Config(users=8, requests=60, concurrency=8, workers=2, probes=4, deadline_seconds=120)
 FULL = Config(
     users=200,
     requests=1000,
     concurrency=32,
     workers=4,
-    threads=8,
     probes=16,
     deadline_seconds=900,
 )
@@ -209,7 +207,7 @@ class Cluster:
 
 
 class Site:
-    """gunicorn serving the app (gunicorn.conf.py) on a loopback port."""
+    """gunicorn serving the ASGI app with uvicorn workers (gunicorn.conf.py) on a loopback port."""
 
     def __init__(self, root: Path, env: dict[str, str], config: Config) -> None:
         self.port = _free_port()
@@ -219,7 +217,6 @@ class Site:
             "HOST": LOOPBACK,
             "PORT": str(self.port),
             "WEB_CONCURRENCY": str(config.workers),
-            "GUNICORN_THREADS": str(config.threads),
             "GUNICORN_TIMEOUT": str(REQUEST_TIMEOUT_SECONDS),
         }
         self.process: subprocess.Popen | None = None
@@ -227,7 +224,7 @@ class Site:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.wsgi"],
+                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.asgi"],
                 cwd=PROJECT_ROOT,
                 env=self.env,
                 stdout=log,
@@ -642,7 +639,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     print(
         f"soak: {config.users} users, {config.requests} requests, {config.concurrency} clients, "
-        f"gunicorn {config.workers} workers x {config.threads} threads, seed {args.seed}"
+        f"gunicorn {config.workers} uvicorn workers, seed {args.seed}"
     )
     report = soak(config, args.seed)
 

@@ -4,9 +4,11 @@
 import asyncio
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.test import AsyncRequestFactory
 from langchain_core.messages import HumanMessage
 
 from conversations import runs
@@ -293,3 +295,48 @@ def test_in_worker_thread_runs_off_the_loop_and_hands_its_connection_back():
     pool = connection.pool
     stats = pool.get_stats()
     assert stats["pool_size"] - stats["pool_available"] <= 1  # only this test thread's, if any
+
+
+# --- the documented example ---------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
+
+
+def documented_async_example() -> dict:
+    """The functions of the async example in docs/python-api.md, defined as the doc shows."""
+    text = DOCS.read_text()
+    start = text.index(
+        "```python", text.index("Example (run by `tests/memory_app/test_runtime_async.py`)")
+    )
+    code = text[start + len("```python") : text.index("```", start + 1)]
+    namespace: dict = {}
+    exec(compile(code, str(DOCS), "exec"), namespace)
+    return namespace
+
+
+def test_the_async_example_in_the_python_api_docs_runs(agents_file):
+    example = documented_async_example()
+    user = memory_user()
+    recalled = asyncio.run(example["remember_then_recall"](user.pk))
+    assert recalled == "From memory:\nI take the 8:10 train"
+    answer = asyncio.run(example["team_graph_turn"](user.pk, "what do you remember?"))
+    assert answer == "From memory:\nI take the 8:10 train"
+
+    async def view_frames():
+        request = AsyncRequestFactory().post(
+            "/team/chat/", data={"message": "hello"}, content_type="application/json"
+        )
+
+        async def auser():
+            return user
+
+        request.auser = auser
+        response = await example["team_chat_view"](request)
+        return response["Content-Type"], [frame async for frame in response.streaming_content]
+
+    content_type, frames = asyncio.run(view_frames())
+    events = [json.loads(frame.decode().removeprefix("data: ")) for frame in frames]
+    assert content_type == "text/event-stream"
+    assert events[0]["event"] == "run" and events[-1]["event"] == "done"
+    assert events[-1]["reply"] == "You said: hello"
+    assert AgentRun.objects.filter(user=user).exclude(status="succeeded").count() == 0
