@@ -49,6 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchenv import logged_in_session
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 DATABASE_NAME = "yuxi_soak"
@@ -326,14 +328,8 @@ def plan(config: Config, seed: int) -> list[Job]:
 def create_users(count: int) -> list[tuple[int, tuple[str, str]]]:
     """`count` users with memory on and a logged-in session each: (user id, (session key,
     CSRF secret)). Made directly in the database, as a login would leave them."""
-    from django.contrib.auth import (
-        BACKEND_SESSION_KEY,
-        HASH_SESSION_KEY,
-        SESSION_KEY,
-        get_user_model,
-    )
+    from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
-    from django.contrib.sessions.backends.db import SessionStore
 
     from memory_app.models import UserConfig
 
@@ -343,17 +339,7 @@ def create_users(count: int) -> list[tuple[int, tuple[str, str]]]:
     )
     users = list(User.objects.filter(username__startswith="soak-").order_by("username"))
     UserConfig.objects.bulk_create(UserConfig(user=user, enable_memory=True) for user in users)
-    result = []
-    for user in users:
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.save()
-        # Any 32 letters and digits are a CSRF secret; Django compares cookie and header.
-        csrf = secrets.token_hex(16)
-        result.append((user.pk, (session.session_key, csrf)))
-    return result
+    return [(user.pk, logged_in_session(user)) for user in users]
 
 
 class Load:

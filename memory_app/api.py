@@ -38,6 +38,7 @@ from memory_app.runtime import (
     stream_chat,
 )
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
+from yuxi_site.utils.connections import release_connection
 
 __all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
 
@@ -259,6 +260,9 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
     Under ASGI the events come from `astream_chat` on the server's loop; under WSGI (the
     development server) from `stream_chat`, since Django would buffer an async stream there."""
     turn = {"user_id": request.auth.pk, "message": body.message, "thread_id": body.thread_id}
+    # The session and the user are read; the request's own thread would otherwise keep its
+    # pooled connection until the stream ends, one per open stream.
+    await sync_to_async(release_connection)()
     try:
         if isinstance(request, ASGIRequest):
             events: Any = astream_chat(**turn)
