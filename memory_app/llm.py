@@ -33,7 +33,8 @@ __all__ = ["ScriptedChatModel", "chat_model_from_settings"]
 def chat_model_from_settings() -> BaseChatModel:
     """`ChatOpenAI` for the OpenAI-compatible endpoint at `LLM_BASE_URL`, else the scripted
     model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
-    `LLM_MAX_RETRIES` times."""
+    `LLM_MAX_RETRIES` times; a streamed reply (async turns stream) may also go silent for at
+    most `LLM_TIMEOUT_SECONDS` between chunks (`stream_chunk_timeout`, else 120 s)."""
     if settings.LLM_BASE_URL:
         return ChatOpenAI(
             base_url=settings.LLM_BASE_URL,
@@ -41,6 +42,7 @@ def chat_model_from_settings() -> BaseChatModel:
             api_key=settings.LLM_API_KEY or "unused",
             model=settings.LLM_MODEL,
             timeout=settings.LLM_TIMEOUT_SECONDS,
+            stream_chunk_timeout=settings.LLM_TIMEOUT_SECONDS,
             max_retries=settings.LLM_MAX_RETRIES,
         )
     return ScriptedChatModel()
