@@ -60,7 +60,7 @@ def done_event(turn: ChatTurn) -> ChatEvent:
     `approval` is null: no turn here waits for one."""
     return {
         "event": "done",
-        "status": turn.status,
+        "status": str(turn.status),
         "reply": turn.reply,
         "tool_calls": turn.tool_calls,
         "approval": None,
