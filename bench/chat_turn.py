@@ -165,39 +165,26 @@ def _backends(monitor: psycopg.Connection) -> int:
         return cursor.fetchone()[0]
 
 
-def concurrent_chats(made: list) -> None:
-    settings.AGENT_RUN_LEASE_SECONDS = CONCURRENT_LEASE_SECONDS
-    users = [bench_user(prefix="bench-chat", enabled=True) for _ in range(CONCURRENT_CHATS)]
-    made += users
-    connection.close()
-    monitor = direct_connection(autocommit=True)
+def all_at_once(work, count: int, monitor: psycopg.Connection) -> tuple[float, int, int]:
+    """Run `work(i)` for i in range(count), each on its own thread, released together, while
+    sampling the database's backends every 20 ms: (wall seconds, backends before, peak)."""
     before = _backends(monitor)
     peak = [before]
     done = threading.Event()
+    barrier = threading.Barrier(count)
 
     def sample() -> None:
         while not done.wait(0.02):
             peak[0] = max(peak[0], _backends(monitor))
 
-    outcomes: list[str] = []
-    barrier = threading.Barrier(CONCURRENT_CHATS)
-
-    def one(user) -> None:
-        try:
-            barrier.wait()
-            turn = chat(
-                user_id=user.pk, message="remember that I like tea", model=SlowScriptedModel()
-            )
-            outcomes.append(turn.tool_calls[0]["status"])
-        except Exception as exc:  # reported below
-            outcomes.append(type(exc).__name__)
-        finally:
-            connection.close()
+    def released(index: int) -> None:
+        barrier.wait()
+        work(index)
 
     sampler = threading.Thread(target=sample)
     sampler.start()
     start = time.perf_counter()
-    threads = [threading.Thread(target=one, args=(user,)) for user in users]
+    threads = [threading.Thread(target=released, args=(i,)) for i in range(count)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -205,6 +192,31 @@ def concurrent_chats(made: list) -> None:
     elapsed = time.perf_counter() - start
     done.set()
     sampler.join()
+    return elapsed, before, peak[0]
+
+
+def concurrent_chats(made: list) -> None:
+    settings.AGENT_RUN_LEASE_SECONDS = CONCURRENT_LEASE_SECONDS
+    users = [bench_user(prefix="bench-chat", enabled=True) for _ in range(CONCURRENT_CHATS)]
+    made += users
+    connection.close()
+    monitor = direct_connection(autocommit=True)
+    outcomes: list[str] = []
+
+    def one(index: int) -> None:
+        try:
+            turn = chat(
+                user_id=users[index].pk,
+                message="remember that I like tea",
+                model=SlowScriptedModel(),
+            )
+            outcomes.append(turn.tool_calls[0]["status"])
+        except Exception as exc:  # reported below
+            outcomes.append(type(exc).__name__)
+        finally:
+            connection.close()
+
+    elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor)
     pool = connections["default"].pool
     stats = pool.get_stats()
     checked_out = stats["pool_size"] - stats["pool_available"]
@@ -227,9 +239,7 @@ def concurrent_chats(made: list) -> None:
     )
     print(f"  runs by status                    {statuses}")
     print(f"  backends before                   {before:8d}")
-    print(
-        f"  peak backends (pool 16 + keeper)  {peak[0]:8d}   (home-made runtime: 116 at 64 chats)"
-    )
+    print(f"  peak backends (pool 16 + keeper)  {peak:8d}   (home-made runtime: 116 at 64 chats)")
     print(f"  connections out of the pool after {checked_out:8d}")
     print(f"  backends after (idle in the pool) {after:8d}")
     print(f"  backends after closing the pool   {after_pool_closed:8d}")
@@ -440,19 +450,9 @@ def concurrent_streams(made: list) -> None:
     monitor = direct_connection(autocommit=True)
     server = _serve_one_worker(Path(settings.WORKSPACE_ROOT), endpoint.url)
     try:
-        before = _backends(monitor)
-        peak = [before]
-        done = threading.Event()
-
-        def sample() -> None:
-            while not done.wait(0.02):
-                peak[0] = max(peak[0], _backends(monitor))
-
         results: list[dict] = [{}] * CONCURRENT_CHATS
-        barrier = threading.Barrier(CONCURRENT_CHATS)
 
         def one(index: int) -> None:
-            barrier.wait()
             try:
                 results[index] = _stream_chat_over_http(
                     sessions[index], f"remember that stream fact {index}"
@@ -460,17 +460,7 @@ def concurrent_streams(made: list) -> None:
             except Exception as exc:  # reported below
                 results[index] = {"status": type(exc).__name__, "events": [], "seen": {}}
 
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        start = time.perf_counter()
-        clients = [threading.Thread(target=one, args=(i,)) for i in range(CONCURRENT_CHATS)]
-        for client in clients:
-            client.start()
-        for client in clients:
-            client.join()
-        elapsed = time.perf_counter() - start
-        done.set()
-        sampler.join()
+        elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor)
         cpu = _cpu_seconds(server.pid)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
@@ -508,7 +498,7 @@ def concurrent_streams(made: list) -> None:
     print(f"  facts remembered                  {remembered:8d}")
     print(f"  runs by status                    {statuses}   (a lost lease: not succeeded)")
     print(f"  backends before                   {before:8d}")
-    print(f"  peak backends (server process)    {peak[0]:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
+    print(f"  peak backends (server process)    {peak:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
     for event, alone in (
         ("run", 0),
         ("tool_call", SLOW_MODEL_SECONDS),
