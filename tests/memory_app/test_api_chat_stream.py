@@ -151,17 +151,16 @@ def test_a_turn_over_wsgi_streams_the_same_events_from_a_sync_iterator():
     assert tokens == events[-1][1]["reply"] == "You said: hello there"
 
 
-def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
-    """Driven through the ASGI application as a server would: the client goes away once the
-    first event is out, while the response is still being sent."""
-    user = UserConfigFactory(enable_memory=True).user
+def asgi_chat_stream(user, message: str) -> tuple[dict, bytes]:
+    """An ASGI scope for `POST /api/chat/stream/` as `user` (a real session, CSRF), and its
+    body: the request as a server hands it to the ASGI application."""
     session = Client()
     session.force_login(user)
     cookie = (
         f"{settings.SESSION_COOKIE_NAME}={session.cookies[settings.SESSION_COOKIE_NAME].value}; "
         f"{settings.CSRF_COOKIE_NAME}={CSRF_TOKEN}"
     )
-    body = json.dumps({"message": "remember that I like tea"}).encode()
+    body = json.dumps({"message": message}).encode()
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -182,6 +181,49 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
         "client": ("127.0.0.1", 50000),
         "server": ("testserver", 80),
     }
+    return scope, body
+
+
+def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs():
+    """The request's own thread reads the session and the user, then hands its connection
+    back: a stream waiting on its turn ties up no connection of the pool."""
+    user = UserConfigFactory(enable_memory=True).user
+    scope, body = asgi_chat_stream(user, "hello")
+    pool = connections["default"].pool
+    out_before = pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]
+    out_while_streaming: list[int] = []
+
+    async def scenario():
+        requests = iter([{"type": "http.request", "body": body, "more_body": False}])
+        finished = asyncio.Event()
+
+        async def receive():
+            try:
+                return next(requests)
+            except StopIteration:
+                await finished.wait()
+                return {"type": "http.disconnect"}
+
+        async def send(message):
+            if message["type"] == "http.response.body" and message.get("body"):
+                if not out_while_streaming:  # the first event is out, the turn goes on
+                    stats = pool.get_stats()
+                    out_while_streaming.append(stats["pool_size"] - stats["pool_available"])
+            elif message["type"] == "http.response.body":
+                finished.set()
+
+        await asyncio.wait_for(application(scope, receive, send), timeout=60)
+
+    asyncio.run(scenario())
+    assert out_while_streaming == [out_before]  # this test thread's own, if any
+    assert AgentRun.objects.get(user=user).status == "succeeded"
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
+    """Driven through the ASGI application as a server would: the client goes away once the
+    first event is out, while the response is still being sent."""
+    user = UserConfigFactory(enable_memory=True).user
+    scope, body = asgi_chat_stream(user, "remember that I like tea")
     sent: list[dict] = []
 
     async def scenario():
