@@ -184,6 +184,21 @@ def asgi_chat_stream(user, message: str) -> tuple[dict, bytes]:
     return scope, body
 
 
+def client_receive(body: bytes, *, disconnect_after: asyncio.Event):
+    """The ASGI `receive` of a client that sends `body`, then disconnects once the event is
+    set (as the server reports a client that went away, or one whose response ended)."""
+    requests = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+    async def receive() -> dict:
+        try:
+            return next(requests)
+        except StopIteration:
+            await disconnect_after.wait()
+            return {"type": "http.disconnect"}
+
+    return receive
+
+
 def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs():
     """The request's own thread reads the session and the user, then hands its connection
     back: a stream waiting on its turn ties up no connection of the pool."""
@@ -194,15 +209,8 @@ def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs():
     out_while_streaming: list[int] = []
 
     async def scenario():
-        requests = iter([{"type": "http.request", "body": body, "more_body": False}])
         finished = asyncio.Event()
-
-        async def receive():
-            try:
-                return next(requests)
-            except StopIteration:
-                await finished.wait()
-                return {"type": "http.disconnect"}
+        receive = client_receive(body, disconnect_after=finished)
 
         async def send(message):
             if message["type"] == "http.response.body" and message.get("body"):
@@ -228,14 +236,7 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
 
     async def scenario():
         first_event_out = asyncio.Event()
-        requests = iter([{"type": "http.request", "body": body, "more_body": False}])
-
-        async def receive():
-            try:
-                return next(requests)
-            except StopIteration:
-                await first_event_out.wait()
-                return {"type": "http.disconnect"}
+        receive = client_receive(body, disconnect_after=first_event_out)
 
         async def send(message):
             sent.append(message)
