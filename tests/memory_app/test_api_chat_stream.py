@@ -229,7 +229,8 @@ def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs():
 
 def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
     """Driven through the ASGI application as a server would: the client goes away once the
-    first event is out, while the response is still being sent."""
+    first event is out, while the response is still being sent. The run is cancelled by the
+    time the application returns, not later by the garbage collector."""
     user = UserConfigFactory(enable_memory=True).user
     scope, body = asgi_chat_stream(user, "remember that I like tea")
     sent: list[dict] = []
@@ -245,11 +246,11 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
                 await asyncio.sleep(30)  # the client is gone: this send never completes
 
         await asyncio.wait_for(application(scope, receive, send), timeout=60)
+        return await sync_to_async(AgentRun.objects.get)(user=user)
 
-    asyncio.run(scenario())
+    run = run_client(scenario)
     assert sent[0]["status"] == 200
     assert sent[1]["body"].startswith(b"event: run\n")
-    run = AgentRun.objects.get(user=user)
     assert (run.status, run.worker_id) == ("cancelled", None)
     assert run.error == "cancelled: the consumer stopped reading the stream"
     assert list(
