@@ -51,3 +51,20 @@ def bench_user(*, prefix: str, enabled: bool, memory_bytes: int | None = None):
         agents.mkdir(parents=True)
         (agents / "MEMORY.md").write_bytes(b"m" * memory_bytes)
     return user
+
+
+def logged_in_session(user) -> tuple[str, str]:
+    """A logged-in session for `user`, made directly in the database as a login would leave
+    it: (session key, CSRF secret to send as both the `csrftoken` cookie and `X-CSRFToken`)."""
+    import secrets
+
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    # Any 32 letters and digits are a CSRF secret; Django compares cookie and header.
+    return session.session_key, secrets.token_hex(16)

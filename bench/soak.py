@@ -1,14 +1,16 @@
-"""Fault harness: chat load on a private PostgreSQL cluster and gunicorn, with a database
-restart and a worker kill -9 mid-load, then a check of every promise the app makes.
+"""Fault harness: chat load on a private PostgreSQL cluster and the production server (gunicorn
+with uvicorn workers serving yuxi_site.asgi), with a database restart and a worker kill -9
+mid-load, then a check of every promise the app makes.
 
     .venv/bin/python bench/soak.py            (full: 200 users, 1,000 requests)
     .venv/bin/python bench/soak.py --small    (CI: 8 users, 60 requests, well under a minute)
 
 On its own it: starts a PostgreSQL cluster in a temporary directory (its own port, loopback
 only; run as the `postgres` OS user when started as root), migrates it, creates users with
-memory on and logged-in sessions directly in the database, starts gunicorn (several workers
-and threads, the scripted model), sends a bounded number of concurrent
-`POST /api/chat/ {"message": "remember that <unique fact>"}` requests across the users with
+memory on and logged-in sessions directly in the database, starts gunicorn as
+scripts/serve-production does (several uvicorn worker processes, the scripted model), sends a
+bounded number of concurrent `POST /api/chat/ {"message": "remember that <unique fact>"}`
+requests across the users with
 same-user bursts, stops PostgreSQL once mid-load (probing the site while it is down) and starts
 it again, kill -9's one gunicorn worker mid-load, stops gunicorn, runs `fail_expired_runs` once
 the short leases have lapsed, and verifies:
@@ -47,6 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from benchenv import logged_in_session
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOOPBACK = "127.0.0.1"
 DATABASE_NAME = "yuxi_soak"
@@ -63,20 +67,16 @@ class Config:
     requests: int
     concurrency: int
     workers: int
-    threads: int
     probes: int  # chat requests sent while PostgreSQL is down
     deadline_seconds: int
 
 
-SMALL = Config(
-    users=8, requests=60, concurrency=8, workers=2, threads=4, probes=4, deadline_seconds=120
-)
+SMALL = Config(users=8, requests=60, concurrency=8, workers=2, probes=4, deadline_seconds=120)
 FULL = Config(
     users=200,
     requests=1000,
     concurrency=32,
     workers=4,
-    threads=8,
     probes=16,
     deadline_seconds=900,
 )
@@ -209,7 +209,7 @@ class Cluster:
 
 
 class Site:
-    """gunicorn serving the app (gunicorn.conf.py) on a loopback port."""
+    """gunicorn serving the ASGI app with uvicorn workers (gunicorn.conf.py) on a loopback port."""
 
     def __init__(self, root: Path, env: dict[str, str], config: Config) -> None:
         self.port = _free_port()
@@ -219,7 +219,6 @@ class Site:
             "HOST": LOOPBACK,
             "PORT": str(self.port),
             "WEB_CONCURRENCY": str(config.workers),
-            "GUNICORN_THREADS": str(config.threads),
             "GUNICORN_TIMEOUT": str(REQUEST_TIMEOUT_SECONDS),
         }
         self.process: subprocess.Popen | None = None
@@ -227,7 +226,7 @@ class Site:
     def start(self) -> None:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.wsgi"],
+                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.asgi"],
                 cwd=PROJECT_ROOT,
                 env=self.env,
                 stdout=log,
@@ -329,14 +328,8 @@ def plan(config: Config, seed: int) -> list[Job]:
 def create_users(count: int) -> list[tuple[int, tuple[str, str]]]:
     """`count` users with memory on and a logged-in session each: (user id, (session key,
     CSRF secret)). Made directly in the database, as a login would leave them."""
-    from django.contrib.auth import (
-        BACKEND_SESSION_KEY,
-        HASH_SESSION_KEY,
-        SESSION_KEY,
-        get_user_model,
-    )
+    from django.contrib.auth import get_user_model
     from django.contrib.auth.hashers import make_password
-    from django.contrib.sessions.backends.db import SessionStore
 
     from memory_app.models import UserConfig
 
@@ -346,17 +339,7 @@ def create_users(count: int) -> list[tuple[int, tuple[str, str]]]:
     )
     users = list(User.objects.filter(username__startswith="soak-").order_by("username"))
     UserConfig.objects.bulk_create(UserConfig(user=user, enable_memory=True) for user in users)
-    result = []
-    for user in users:
-        session = SessionStore()
-        session[SESSION_KEY] = str(user.pk)
-        session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-        session[HASH_SESSION_KEY] = user.get_session_auth_hash()
-        session.save()
-        # Any 32 letters and digits are a CSRF secret; Django compares cookie and header.
-        csrf = secrets.token_hex(16)
-        result.append((user.pk, (session.session_key, csrf)))
-    return result
+    return [(user.pk, logged_in_session(user)) for user in users]
 
 
 class Load:
@@ -642,7 +625,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     print(
         f"soak: {config.users} users, {config.requests} requests, {config.concurrency} clients, "
-        f"gunicorn {config.workers} workers x {config.threads} threads, seed {args.seed}"
+        f"gunicorn {config.workers} uvicorn workers, seed {args.seed}"
     )
     report = soak(config, args.seed)
 

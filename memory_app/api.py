@@ -7,13 +7,17 @@ error, the framework's own included, has one shape: `{"error": "..."}`.
 """
 
 import functools
+import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
+from inspect import iscoroutinefunction
 from typing import Any, Literal
 
+from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import RequestDataTooBig
+from django.core.handlers.asgi import ASGIRequest
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import URLPattern, URLResolver
@@ -28,14 +32,18 @@ from conversations import services as thread_services
 from memory_app import selectors, services
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.runtime import (
+    ChatEvent,
     ChatInputError,
     ChatModelUnavailable,
     ChatRunLost,
     ChatThreadNotFound,
+    astream_chat,
     chat,
+    stream_chat,
 )
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
+from yuxi_site.utils.connections import release_connection
 
 __all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
 
@@ -271,6 +279,86 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
         return Status(502, {"error": "the model is unavailable, try again"})
     except ChatRunLost:
         return Status(503, {"error": "the run was interrupted, try again"})
+
+
+@api.post(
+    "/chat/stream/",
+    response={200: None, 404: Error, **_UNSAFE},
+    tags=["chat"],
+    openapi_extra={
+        "responses": {200: {"description": "the turn as Server-Sent Events (text/event-stream)"}}
+    },
+)
+async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
+    """`/chat/` as Server-Sent Events while the turn happens: `run`, then `token`, `tool_call`
+    and `tool_result` events, last one `done` (the turn, as `/chat/` answers it) or `error`
+    (`error`, `status_code`). A refusal before the run starts is the usual JSON error; a client
+    that disconnects cancels the turn.
+
+    Under ASGI the events come from `astream_chat` on the server's loop; under WSGI (the
+    development server) from `stream_chat`, since Django would buffer an async stream there."""
+    turn = {"user_id": request.auth.pk, "message": body.message, "thread_id": body.thread_id}
+    # The session and the user are read; the request's own thread would otherwise keep its
+    # pooled connection until the stream ends, one per open stream.
+    await sync_to_async(release_connection)()
+    try:
+        if isinstance(request, ASGIRequest):
+            events: Any = astream_chat(**turn)
+            stream: Any = _ClosingStream(_sse_async(await anext(events), events))
+        else:
+            events = stream_chat(**turn)
+            # Thread-sensitive: the WSGI request's own thread, which then reads the rest.
+            stream = _sse(await sync_to_async(next)(events), events)
+    except ChatInputError as exc:
+        return Status(400, {"error": str(exc)})
+    except ChatThreadNotFound:
+        return Status(404, {"error": "no such thread"})
+    response = StreamingHttpResponse(stream, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
+    return response
+
+
+def _sse_frame(event: ChatEvent) -> bytes:
+    """One Server-Sent Event: its name, the event as one line of JSON, a blank line."""
+    return f"event: {event['event']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+
+
+def _sse(first: ChatEvent, events: Iterator[ChatEvent]) -> Iterator[bytes]:
+    try:
+        yield _sse_frame(first)
+        for event in events:
+            yield _sse_frame(event)
+    finally:
+        events.close()  # the client went away: the turn is cancelled
+
+
+async def _sse_async(first: ChatEvent, events: AsyncIterator[ChatEvent]) -> AsyncIterator[bytes]:
+    try:
+        yield _sse_frame(first)
+        async for event in events:
+            yield _sse_frame(event)
+    finally:
+        await events.aclose()  # the client went away: the turn is cancelled
+
+
+class _ClosingStream:
+    """An async stream that Django closes with its response. Django's ASGI handler closes the
+    response after sending it, a client's disconnect included, but it cannot close an async
+    generator that was waiting to send when the client went away: that one would be left to
+    the garbage collector, and its turn with it."""
+
+    def __init__(self, frames: AsyncIterator[bytes]) -> None:
+        self.frames = frames
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self.frames
+
+    def close(self) -> None:  # called on a thread by Django: the generator closes on its loop
+        async_to_sync(self._aclose)()
+
+    async def _aclose(self) -> None:
+        await self.frames.aclose()
 
 
 def _memory_state(request: HttpRequest, response: HttpResponse, memory: Any) -> Any:
@@ -518,12 +606,11 @@ for _exception, _handler in (
     api.add_exception_handler(_exception, _handler)
 
 
-def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Ninja answers a method no operation takes with an empty 405: give it the error shape."""
+def _json_not_allowed(view: Callable[..., Any]) -> Callable[..., Any]:
+    """Ninja answers a method no operation takes with an empty 405: give it the error shape.
+    An async view (a path whose operation is async) stays async."""
 
-    @functools.wraps(view)  # keeps ninja's csrf_exempt marker
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        response = view(request, *args, **kwargs)
+    def shaped(response: HttpResponse) -> HttpResponse:
         if response.status_code == 405 and not response.get("Content-Type", "").startswith(
             "application/json"
         ):
@@ -532,7 +619,15 @@ def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpRe
             response["Allow"] = allowed
         return response
 
-    return wrapped
+    @functools.wraps(view)  # keeps ninja's csrf_exempt marker
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return shaped(view(request, *args, **kwargs))
+
+    @functools.wraps(view)
+    async def awrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return shaped(await view(request, *args, **kwargs))
+
+    return awrapped if iscoroutinefunction(view) else wrapped
 
 
 def api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:

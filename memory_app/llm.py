@@ -3,15 +3,23 @@
 Everything else (messages, tool binding, the wire format, retries) is LangChain's.
 """
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from django.conf import settings
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -30,7 +38,8 @@ __all__ = ["ScriptedChatModel", "chat_model_from_settings"]
 def chat_model_from_settings() -> BaseChatModel:
     """`ChatOpenAI` for the OpenAI-compatible endpoint at `LLM_BASE_URL`, else the scripted
     model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
-    `LLM_MAX_RETRIES` times."""
+    `LLM_MAX_RETRIES` times; a streamed reply (async turns stream) may also go silent for at
+    most `LLM_TIMEOUT_SECONDS` between chunks (`stream_chunk_timeout`, else 120 s)."""
     if settings.LLM_BASE_URL:
         return ChatOpenAI(
             base_url=settings.LLM_BASE_URL,
@@ -38,6 +47,7 @@ def chat_model_from_settings() -> BaseChatModel:
             api_key=settings.LLM_API_KEY or "unused",
             model=settings.LLM_MODEL,
             timeout=settings.LLM_TIMEOUT_SECONDS,
+            stream_chunk_timeout=settings.LLM_TIMEOUT_SECONDS,
             max_retries=settings.LLM_MAX_RETRIES,
         )
     return ScriptedChatModel()
@@ -69,6 +79,10 @@ class ScriptedChatModel(BaseChatModel):
     `delegate_to_subagent` (each only when that tool is bound); "what do you remember?"
     quotes the memory the memory middleware injected; anything else is echoed. After tool
     results it reports them verbatim.
+
+    Streamed (`stream`/`astream`, or a graph streamed in `messages` mode), the same reply
+    comes word by word, its tool calls in one last chunk, so token streaming is exercised
+    without a network model.
     """
 
     bound_tools: list[str] = []
@@ -92,6 +106,28 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self.reply(messages))])
 
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        # LangChain reports each chunk to the callbacks (token streaming) itself. The reply is
+        # `_generate`'s (`_agenerate`'s below), so a subclass that answers there streams too.
+        yield from _chunks(self._generate(messages, stop, **kwargs).generations[0].message)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        result = await self._agenerate(messages, stop, **kwargs)
+        for chunk in _chunks(result.generations[0].message):
+            yield chunk
+
     def reply(self, messages: list[BaseMessage]) -> AIMessage:
         """The scripted answer to `messages`."""
         last = messages[-1]
@@ -113,6 +149,21 @@ class ScriptedChatModel(BaseChatModel):
                 return AIMessage(content="I have no saved memory.")
             return AIMessage(content="From memory:\n" + memory.rstrip("\n"))
         return AIMessage(content=f"You said: {text}")
+
+
+def _chunks(reply: AIMessage) -> list[ChatGenerationChunk]:
+    """`reply` as a model streams it: its text a word (and the space after it) at a time,
+    then its tool calls."""
+    chunks = [AIMessageChunk(content=word) for word in re.findall(r"\s*\S+\s*", reply.text)]
+    if reply.tool_calls:
+        calls = [
+            tool_call_chunk(
+                name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index
+            )
+            for index, call in enumerate(reply.tool_calls)
+        ]
+        chunks.append(AIMessageChunk(content="", tool_call_chunks=calls))
+    return [ChatGenerationChunk(message=chunk) for chunk in chunks or [AIMessageChunk("")]]
 
 
 def _report_tool_results(messages: list[BaseMessage]) -> str:

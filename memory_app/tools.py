@@ -40,7 +40,7 @@ from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
     SEARCH_THREAD_MESSAGES_TOOL,
 )
-from yuxi_site.utils.connections import release_connection
+from yuxi_site.utils.connections import in_worker_thread, release_connection
 from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
@@ -237,6 +237,11 @@ class RunBoundTool(BaseTool):
             # LangGraph runs tools on pool threads: no connection may outlive the call.
             release_connection()
         return result.to_json(), result
+
+    async def _arun(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
+        """`ainvoke`/`arun`: the same call, its database and file work (and any lock wait) on
+        a worker thread, so the event loop goes on while it runs."""
+        return await in_worker_thread(self._run)(*args, **kwargs)
 
     def _checked_call(self, args: tuple, kwargs: dict[str, Any]) -> ToolResult:
         if args or not is_storable_json(kwargs):

@@ -100,6 +100,7 @@ LAYERS = {
         {"memory_app.runtime.turns"},
         {"memory_app.runtime.subagent"},
         {"memory_app.runtime.service"},
+        {"memory_app.runtime.streaming"},
         {"memory_app.runtime"},
         # the edges: HTTP, admin, commands, and the app configuration that wires signals
         {
@@ -152,6 +153,7 @@ LAYERS = {
             "yuxi_site.health",
             "yuxi_site.settings",
             "yuxi_site.wsgi",
+            "yuxi_site.asgi",
         },
         {"yuxi_site.urls"},
     ],

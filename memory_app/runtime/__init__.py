@@ -17,9 +17,12 @@ Its parts, each importing only those above it in this list:
   message, lease keeper registration); `run_agent(turn, prepare=) -> TurnOutcome` (build the
   graph and its input, run the agent; failures travel in the outcome); `close_turn(turn,
   outcome)` (finish the run and persist through `conversations.services`, or raise the
-  refusal). Also `agent_run`, the same open and close around a team's own loop.
+  refusal). Also `agent_run`, the same open and close around a team's own loop. For async
+  callers: the database phases on worker threads, the agent phase as `astream_agent` /
+  `arun_agent`, `cancel_turn` for a caller that stopped waiting, and `aagent_run`.
 - `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
-- `service` — `chat` and `ChatTurn`: the three phases for one user message.
+- `service` — `chat`, `achat` and `ChatTurn`: the three phases for one user message.
+- `streaming` — `astream_chat`, `stream_chat`: the same turn as `ChatEvent`s as it happens.
 """
 
 from conversations.runs import ToolRuntimeContext
@@ -46,14 +49,31 @@ from memory_app.runtime.limits import (
     MAX_TOOL_CALLS_PER_REPLY,
     TOOL_ARGUMENTS_MAX_BYTES,
 )
-from memory_app.runtime.service import DIALOGUE_CUT_MARKER, ChatTurn, chat, chatbot_input
-from memory_app.runtime.subagent import DelegateArguments, DelegateToSubagentTool, subagent_input
+from memory_app.runtime.service import (
+    DIALOGUE_CUT_MARKER,
+    ChatRequest,
+    ChatTurn,
+    achat,
+    chat,
+    chatbot_input,
+)
+from memory_app.runtime.streaming import astream_chat, stream_chat
+from memory_app.runtime.subagent import (
+    DelegateArguments,
+    DelegateToSubagentTool,
+    subagent_input,
+)
 from memory_app.runtime.turns import (
     AgentInput,
     AgentRunHandle,
+    ChatEvent,
     Turn,
     TurnOutcome,
+    aagent_run,
     agent_run,
+    arun_agent,
+    astream_agent,
+    cancel_turn,
     check_message,
     close_turn,
     logger,
@@ -78,9 +98,11 @@ __all__ = [
     "AgentInput",
     "AgentRunHandle",
     "ChatError",
+    "ChatEvent",
     "ChatInputError",
     "ChatModelUnavailable",
     "ChatRunLost",
+    "ChatRequest",
     "ChatThreadNotFound",
     "ChatTurn",
     "DelegateArguments",
@@ -89,9 +111,15 @@ __all__ = [
     "ToolRuntimeContext",
     "Turn",
     "TurnOutcome",
+    "aagent_run",
+    "achat",
     "agent_run",
+    "arun_agent",
+    "astream_agent",
+    "astream_chat",
     "build_chatbot_graph",
     "build_subagent_graph",
+    "cancel_turn",
     "chat",
     "chatbot_input",
     "check_message",
@@ -100,5 +128,6 @@ __all__ = [
     "open_subagent_turn",
     "open_turn",
     "run_agent",
+    "stream_chat",
     "subagent_input",
 ]

@@ -49,6 +49,11 @@ class RunGuard(AgentMiddleware):
     (or did not parse, or are over `TOOL_ARGUMENTS_MAX_BYTES`) into `rejected` calls. Around
     each tool call: refuse once the lease is lost, and close the pool thread's connection
     afterwards.
+
+    Every hook has an async twin with the same rules. The twins release no connection: under
+    `ainvoke`/`astream` the event loop's thread holds none (no Django call runs there; the
+    tools do their database work on worker threads that hand their own connection back), and
+    closing one from the loop would raise `SynchronousOnlyOperation`.
     """
 
     def __init__(self, ctx: ToolRuntimeContext) -> None:
@@ -61,6 +66,9 @@ class RunGuard(AgentMiddleware):
         if runs.lease_keeper().lease_lost(self.ctx.run_id):
             raise LeaseLost
         return None
+
+    async def abefore_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
+        return self.before_model(state, runtime)  # the keeper's memory only: no I/O
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
@@ -76,7 +84,6 @@ class RunGuard(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        release_connection()
         try:
             return await handler(request)
         except Exception as exc:
@@ -88,6 +95,9 @@ class RunGuard(AgentMiddleware):
             return None
         checked = self._checked_reply(reply)
         return None if checked is reply else {"messages": [checked]}
+
+    async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)  # checks the reply in memory: no I/O
 
     def _checked_reply(self, reply: AIMessage) -> AIMessage:
         if not is_storable_text(reply.text):
@@ -139,13 +149,10 @@ class RunGuard(AgentMiddleware):
         request: ToolCallRequest,
         handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]],
     ) -> ToolMessage | Command:
-        try:
-            refusal = self._refusal(request)
-            if refusal is not None:
-                return _tool_message(request, refusal)
-            return await handler(request)
-        finally:
-            release_connection()
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return _tool_message(request, refusal)
+        return await handler(request)
 
     def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
         lost = lease_lost_refusal(self.ctx.run_id)

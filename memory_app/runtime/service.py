@@ -1,11 +1,12 @@
 """The Chat service: `chat(...)` answers one user message as one turn of the chat agent.
 
 `chat` is the three turn phases in order (`open_turn`, `run_agent` with `chatbot_input`,
-`close_turn`); `chatbot_input` is what a turn of the chat agent starts from: the thread's
-earlier dialogue, the user's message, and the graph with its sub-agent tool.
+`close_turn`); `achat` is the same phases for async code (the database phases on worker
+threads, the agent through `astream`); `chatbot_input` is what a turn of the chat agent starts
+from: the thread's earlier dialogue, the user's message, and the graph with its sub-agent tool.
 """
 
-import functools
+import asyncio
 from dataclasses import dataclass
 
 from langchain_core.language_models import BaseChatModel
@@ -16,7 +17,19 @@ from conversations.models import AgentRun, Message
 from memory_app.llm import chat_model_from_settings
 from memory_app.runtime.graphs import build_chatbot_graph
 from memory_app.runtime.subagent import DelegateToSubagentTool
-from memory_app.runtime.turns import AgentInput, Turn, close_turn, open_turn, run_agent
+from memory_app.runtime.turns import (
+    CANCELLED_BY_CALLER,
+    AgentInput,
+    Turn,
+    TurnOutcome,
+    aopen,
+    arun_agent,
+    cancel_turn,
+    close_turn,
+    open_turn,
+    run_agent,
+)
+from yuxi_site.utils.connections import in_worker_thread
 
 # Ends an earlier message of the thread that was cut for the prompt.
 DIALOGUE_CUT_MARKER = "[cut: the rest of this earlier message is not shown]"
@@ -33,6 +46,24 @@ class ChatTurn:
     tool_calls: list[dict[str, str]]
 
 
+@dataclass(frozen=True)
+class ChatRequest:
+    """The arguments of `chat` (and of `achat`, `stream_chat`, `astream_chat`, which take the
+    same): how each of them opens its turn and prepares its agent, so every entry point passes
+    the same arguments to the same phases."""
+
+    user_id: int
+    message: str
+    thread_id: str | None = None
+    model: BaseChatModel | None = None
+
+    def open(self) -> Turn:
+        return open_turn(user_id=self.user_id, thread_id=self.thread_id, message=self.message)
+
+    def prepare(self, turn: Turn) -> AgentInput:
+        return chatbot_input(turn, model=self.model)
+
+
 def chat(
     *,
     user_id: int,
@@ -46,9 +77,37 @@ def chat(
     `ChatThreadNotFound`, `ChatModelUnavailable` (model failure or limits: the run is failed),
     `ChatRunLost` (lease lost: the run is left to the reaper), `django.db.DatabaseError`.
     """
-    turn = open_turn(user_id=user_id, thread_id=thread_id, message=message)
-    outcome = run_agent(turn, prepare=functools.partial(chatbot_input, model=model))
-    tool_calls = close_turn(turn, outcome)
+    request = ChatRequest(user_id=user_id, message=message, thread_id=thread_id, model=model)
+    turn = request.open()
+    outcome = run_agent(turn, prepare=request.prepare)
+    return chat_turn(turn, outcome, close_turn(turn, outcome))
+
+
+async def achat(
+    *,
+    user_id: int,
+    message: str,
+    thread_id: str | None = None,
+    model: BaseChatModel | None = None,
+) -> ChatTurn:
+    """`chat` for async code: the same turn, its database, lock and file work on worker
+    threads (never on the event loop), the agent through `astream`, so many `achat` calls run
+    concurrently on one loop. Cancelled while the agent runs, the run ends `cancelled`.
+
+    Raises what `chat` raises (its database work never joins a transaction of the caller).
+    """
+    request = ChatRequest(user_id=user_id, message=message, thread_id=thread_id, model=model)
+    turn = await aopen(in_worker_thread(request.open)())
+    try:
+        outcome = await arun_agent(turn, prepare=request.prepare)
+    except asyncio.CancelledError:
+        await in_worker_thread(cancel_turn)(turn, reason=CANCELLED_BY_CALLER)
+        raise
+    return chat_turn(turn, outcome, await in_worker_thread(close_turn)(turn, outcome))
+
+
+def chat_turn(turn: Turn, outcome: TurnOutcome, tool_calls: list[dict[str, str]]) -> ChatTurn:
+    """The `ChatTurn` of a turn that closed as succeeded."""
     return ChatTurn(
         thread_id=turn.handle.conversation.thread_id,
         run_id=turn.handle.run_id,

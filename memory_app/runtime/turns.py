@@ -17,20 +17,31 @@ worker threads) while replacing only the agent's invocation:
   transaction whose first statement re-checks the lease (a fenced-off worker writes nothing);
   a lease lost mid-run leaves the run to the reaper. A failed outcome raises the Chat
   service's refusal (`ChatModelUnavailable`, `ChatRunLost`) or the original error.
+  `cancel_turn(turn, reason=)` is the close of a turn whose caller stopped waiting: the run
+  is `cancelled` and nothing of the agent's is stored.
+
+Async callers use the same phases: the database phases run on worker threads
+(`in_worker_thread`: no Django call on the event loop), and the agent phase is
+`astream_agent` / `arun_agent`, the agent's `astream` instead of its `stream`. The sync phase
+streams only `values`: LangGraph 1.2's sync `stream` with the `messages` or `custom` mode
+deadlocks at `max_concurrency=1` (its stream waiter takes the pool's only slot), which is why
+token streaming exists only on the async side.
 """
 
+import asyncio
 import logging
 import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import aclosing, asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall as LangChainToolCall
 
 from conversations import runs, selectors, services
@@ -49,10 +60,21 @@ from memory_app.runtime.errors import (
 from memory_app.runtime.graphs import AgentGraph
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
 from memory_app.tools import ToolResult
-from yuxi_site.utils.connections import release_connection
+from yuxi_site.utils.connections import in_worker_thread, release_connection
 from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 logger = logging.getLogger("yuxi.runs")
+
+# One event of a streamed turn, a dict keyed by "event": run, token, tool_call, tool_result,
+# then done or error (memory_app.runtime.streaming builds the first and the last).
+ChatEvent = dict[str, Any]
+
+# The `create_agent` graph's nodes whose stream chunks become events.
+_MODEL_NODE = "model"
+_TOOLS_NODE = "tools"
+# The `error` of a run whose caller stopped waiting for it.
+CANCELLED_BY_CALLER = "cancelled: the caller stopped waiting for the turn"
+CANCELLED_BY_READER = "cancelled: the consumer stopped reading the stream"
 
 
 @dataclass(frozen=True)
@@ -226,22 +248,126 @@ def open_subagent_turn(*, parent: AgentRunHandle, task: str) -> Turn:
 # --- run ----------------------------------------------------------------------------------
 
 
+class _Progress:
+    """A run of the agent as its stream tells it: what it produced after its input (from the
+    `values` chunks) and the `ChatEvent`s the `messages` and `tasks` chunks give.
+
+    `token` comes only from the model node's non-empty `AIMessageChunk`s; `tool_call` when a
+    tools task starts (its call is the one the run's middleware let through, with the id the
+    run uses), `tool_result` when it has run, with the status its `ToolCall` row gets.
+    """
+
+    def __init__(self, agent_input: AgentInput) -> None:
+        self.start = len(agent_input.messages)
+        self.produced: Sequence[BaseMessage] = ()
+
+    def feed(self, mode: str, chunk: Any) -> list[ChatEvent]:
+        if mode == "values":
+            self.produced = chunk["messages"][self.start :]
+        elif mode == "messages":
+            message, metadata = chunk
+            if (
+                isinstance(message, AIMessageChunk)
+                and metadata.get("langgraph_node") == _MODEL_NODE
+                and message.text
+            ):
+                return [{"event": "token", "text": str(message.text)}]
+        elif mode == "tasks" and chunk["name"] == _TOOLS_NODE:
+            if "input" in chunk:
+                return [
+                    {"event": "tool_call", "id": call["id"], "name": call["name"]}
+                    for call in chunk["input"]
+                ]
+            result = chunk.get("result") or {}
+            return [
+                {
+                    "event": "tool_result",
+                    "id": message.tool_call_id,
+                    "name": message.name or "",
+                    "status": str(_call_outcome(message)[0]),
+                }
+                for message in result.get("messages", ())
+                if isinstance(message, ToolMessage)
+            ]
+        return []
+
+    def outcome(self, error: BaseException | None = None) -> TurnOutcome:
+        return TurnOutcome(produced=self.produced, error=error)
+
+
+def _stream_arguments(turn: Turn, agent_input: AgentInput, modes: list[str]) -> dict[str, Any]:
+    """How every turn runs its agent: with the run's context, tool calls one at a time."""
+    return {
+        "input": {"messages": agent_input.messages},
+        "context": turn.handle.ctx,
+        "config": {"max_concurrency": 1, "recursion_limit": RECURSION_LIMIT},
+        "stream_mode": modes,
+    }
+
+
 def run_agent(turn: Turn, *, prepare: Callable[[Turn], AgentInput]) -> TurnOutcome:
     """Build the turn's agent with `prepare`, run it to its answer and return the outcome;
     any error (in `prepare` or the agent) is returned in the outcome, never raised."""
-    produced: list[BaseMessage] = []
+    progress: _Progress | None = None
     try:
         agent_input = prepare(turn)
-        for state in agent_input.graph.agent.stream(
-            {"messages": agent_input.messages},
-            context=turn.handle.ctx,
-            config={"max_concurrency": 1, "recursion_limit": RECURSION_LIMIT},
-            stream_mode="values",
+        progress = _Progress(agent_input)
+        for mode, chunk in agent_input.graph.agent.stream(
+            **_stream_arguments(turn, agent_input, ["values"])
         ):
-            produced = state["messages"][len(agent_input.messages) :]
+            progress.feed(mode, chunk)
     except BaseException as exc:  # close_turn finishes the run, then re-raises it
-        return TurnOutcome(produced=produced, error=exc)
-    return TurnOutcome(produced=produced)
+        return TurnOutcome(produced=progress.produced if progress else (), error=exc)
+    return progress.outcome()
+
+
+async def astream_agent(
+    turn: Turn, *, prepare: Callable[[Turn], AgentInput], events: bool = True
+) -> AsyncIterator[ChatEvent | TurnOutcome]:
+    """The agent phase for async callers: `prepare` on a worker thread, then the agent's
+    `astream`. Yields the turn's `ChatEvent`s as the agent produces them (when `events`),
+    then its `TurnOutcome`, last. Errors travel in the outcome; a cancellation of the caller
+    (or the generator being closed) is not an error of the turn and propagates."""
+    progress: _Progress | None = None
+    try:
+        agent_input = await in_worker_thread(prepare)(turn)
+        progress = _Progress(agent_input)
+        modes = ["values", "messages", "tasks"] if events else ["values"]
+        stream = agent_input.graph.agent.astream(**_stream_arguments(turn, agent_input, modes))
+        async with aclosing(stream) as chunks:
+            async for mode, chunk in chunks:
+                for event in progress.feed(mode, chunk):
+                    yield event
+    except (asyncio.CancelledError, GeneratorExit):
+        raise
+    except BaseException as exc:  # close_turn finishes the run, then re-raises it
+        yield TurnOutcome(produced=progress.produced if progress else (), error=exc)
+        return
+    yield progress.outcome()
+
+
+async def arun_agent(turn: Turn, *, prepare: Callable[[Turn], AgentInput]) -> TurnOutcome:
+    """`run_agent` for async callers (`astream_agent` without events)."""
+    async with aclosing(astream_agent(turn, prepare=prepare, events=False)) as steps:
+        async for step in steps:
+            outcome = step
+    return outcome
+
+
+async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) -> Turn:
+    """Await an open phase so that a cancellation while it runs still closes the run it
+    opens (the open goes on to its end on its worker thread; the run is then cancelled)."""
+    task = asyncio.ensure_future(opening)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            turn = await task
+        except Exception:  # the open failed: there is no run to close
+            turn = None
+        if turn is not None:
+            await in_worker_thread(cancel_turn)(turn, reason=reason)
+        raise
 
 
 # --- close --------------------------------------------------------------------------------
@@ -267,6 +393,18 @@ def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
     if is_model_failure(exc):
         raise ChatModelUnavailable("the model is unavailable") from exc
     raise exc
+
+
+def cancel_turn(turn: Turn, *, reason: str) -> None:
+    """Close a turn whose caller stopped waiting: the run is `cancelled` with `reason` as its
+    error and nothing the agent produced is stored (the user's message, stored when the turn
+    opened, and whatever a tool already committed stay). A lease already lost leaves the run
+    to the reaper."""
+    try:
+        _finish(turn.handle, status=AgentRun.Status.CANCELLED, error=reason)
+    except RunError:
+        logger.warning("run %s was cancelled after losing its lease", turn.handle.run_id)
+    logger.info("run %s %s", turn.handle.run_id, reason)
 
 
 def _release(handle: AgentRunHandle) -> None:
@@ -376,6 +514,37 @@ def _call_outcome(result: ToolMessage | None) -> tuple[str, str, str]:
 # --- a team's own loop --------------------------------------------------------------------
 
 
+def _open_agent_run(
+    *, user_id: int, thread_id: str | None, request_id: str | None, run_type: str
+) -> Turn:
+    """The open of `agent_run` and `aagent_run`: the entry checks, the thread, the run claimed."""
+    if run_type not in runs.TOOL_RUN_TYPES:
+        raise ValueError("agent_run serves top-level chat or resume runs")
+    conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message="")
+    return _claim(
+        user_id=user_id,
+        conversation=conversation,
+        request_id=request_id or f"req-{uuid.uuid4().hex}",
+        run_type=run_type,
+    )
+
+
+def _close_agent_run(handle: AgentRunHandle, exc: BaseException | None) -> None:
+    """The close of `agent_run` and `aagent_run`: `succeeded` after a normal exit, `failed`
+    with `exc` as its error after an exception (which the caller re-raises)."""
+    if exc is not None:
+        try:
+            _finish(handle, status=AgentRun.Status.FAILED, error=error_text(exc))
+        except RunError:
+            logger.warning("run %s failed after losing its lease", handle.run_id)
+        logger.warning("run %s failed: %s", handle.run_id, error_text(exc))
+        return
+    try:
+        _finish(handle, status=AgentRun.Status.SUCCEEDED)
+    except RunError as lost:
+        raise ChatRunLost("the run's lease was lost") from lost
+
+
 @contextmanager
 def agent_run(
     *,
@@ -394,25 +563,38 @@ def agent_run(
     `ValueError` for a run type other than chat/resume, `ChatRunLost` when the lease was
     lost by the time of a normal exit, `django.db.DatabaseError` when the database fails.
     """
-    if run_type not in runs.TOOL_RUN_TYPES:
-        raise ValueError("agent_run serves top-level chat or resume runs")
-    conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message="")
-    handle = _claim(
-        user_id=user_id,
-        conversation=conversation,
-        request_id=request_id or f"req-{uuid.uuid4().hex}",
-        run_type=run_type,
+    handle = _open_agent_run(
+        user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
     ).handle
     try:
         yield handle
     except BaseException as exc:
-        try:
-            _finish(handle, status=AgentRun.Status.FAILED, error=error_text(exc))
-        except RunError:
-            logger.warning("run %s failed after losing its lease", handle.run_id)
-        logger.warning("run %s failed: %s", handle.run_id, error_text(exc))
+        _close_agent_run(handle, exc)
         raise
+    _close_agent_run(handle, None)
+
+
+@asynccontextmanager
+async def aagent_run(
+    *,
+    user_id: int,
+    thread_id: str | None,
+    request_id: str | None = None,
+    run_type: str = AgentRun.RunType.CHAT,
+) -> AsyncIterator[AgentRunHandle]:
+    """`agent_run` for async code (`async with aagent_run(...) as run:`): the same run, opened
+    and finished on worker threads, never on the event loop. A cancellation of the caller
+    fails the run like any exception (`internal error (CancelledError)`) and propagates.
+
+    Raises what `agent_run` raises.
+    """
+    opening = in_worker_thread(_open_agent_run)(
+        user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
+    )
+    handle = (await aopen(opening)).handle
     try:
-        _finish(handle, status=AgentRun.Status.SUCCEEDED)
-    except RunError as exc:
-        raise ChatRunLost("the run's lease was lost") from exc
+        yield handle
+    except BaseException as exc:
+        await in_worker_thread(_close_agent_run)(handle, exc)
+        raise
+    await in_worker_thread(_close_agent_run)(handle, None)

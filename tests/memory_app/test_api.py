@@ -26,6 +26,7 @@ VERSION = "0" * 64  # the hash of a version the user does not have
 # Every operation: method, path, a valid body.
 OPERATIONS = [
     ("post", "/api/chat/", {"message": "hi"}),
+    ("post", "/api/chat/stream/", {"message": "hi"}),
     ("get", "/api/memory/", None),
     ("put", "/api/memory/", {"text": "a fact\n"}),
     ("delete", "/api/memory/", None),
@@ -115,6 +116,7 @@ class TestRefusals:
         ("method", "path", "allowed"),
         [
             ("get", "/api/chat/", "POST"),
+            ("get", "/api/chat/stream/", "POST"),
             ("post", "/api/memory/", "GET, PUT, DELETE"),
             ("put", "/api/settings/", "GET, PATCH"),
             ("delete", "/api/threads/", "GET"),
