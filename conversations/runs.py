@@ -19,6 +19,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import CombinedExpression
 
+from conversations import selectors, services
 from conversations.models import AgentRun, Conversation
 from yuxi_site.utils.connections import direct_connection
 from yuxi_site.utils.db_functions import ClockTimestamp
@@ -34,6 +35,7 @@ __all__ = [
     "ToolRuntimeContext",
     "check_lease_owner",
     "check_run_for_tool",
+    "checkpoint_key",
     "claim_run",
     "create_run",
     "db_clock",
@@ -205,12 +207,14 @@ def start_run(
     worker_id: str,
     run_type: str = AgentRun.RunType.CHAT,
     parent_run: AgentRun | None = None,
+    resumes: AgentRun | None = None,
     lease_seconds: int | None = None,
 ) -> AgentRun:
     """Record a run already claimed by `worker_id` (one INSERT): create and claim in one step.
 
     For a worker that serves the run itself (the Chat service, `agent_run`), nothing is pending
-    in between for another worker to claim.
+    in between for another worker to claim. A `resume` run names the interrupted run it
+    `resumes` (unique: a second one for the same run raises `IntegrityError`).
     """
     _require_worker_id(worker_id)
     return _insert_run(
@@ -219,6 +223,7 @@ def start_run(
         request_id=request_id,
         run_type=run_type,
         parent_run=parent_run,
+        resumes=resumes,
         status=AgentRun.Status.RUNNING,
         worker_id=worker_id,
         started_at=ClockTimestamp(),
@@ -274,10 +279,33 @@ EXPIRED_LEASE_ERROR = "worker lease expired: the worker stopped renewing it"
 STALE_PENDING_ERROR = "pending too long: no worker claimed the run"
 
 
+def checkpoint_key(run: AgentRun) -> str:
+    """The key of the checkpoints of `run`'s turn: the `run_id` of the run that started it (a
+    resume run, interrupted again, keeps the key of the run it resumes)."""
+    while run.resumes_id is not None:
+        run = AgentRun.objects.only("run_id", "resumes_id").get(pk=run.resumes_id)
+    return str(run.run_id)
+
+
+# `AgentRun.error` of the resume run that declines an approval nobody decided in time.
+EXPIRED_APPROVAL_ERROR = "approval expired: the user did not decide in time"
+
+
+def _decline_expired_approvals() -> int:
+    """Decline every approval left undecided longer than `MEMORY_APPROVAL_TTL_SECONDS`."""
+    expired = selectors.expired_interrupts().select_related("conversation")
+    return sum(
+        services.decline_approval(run=run, key=checkpoint_key(run), error=EXPIRED_APPROVAL_ERROR)
+        for run in expired.order_by("finished_at", "id")
+    )
+
+
 def fail_expired_runs() -> int:
     """Fail running runs whose lease lapsed (their worker died) and runs left pending longer
     than `AGENT_RUN_PENDING_TIMEOUT_SECONDS` (a database blip or a worker death between create
-    and claim); how many. Run it periodically."""
+    and claim), and decline approvals older than `MEMORY_APPROVAL_TTL_SECONDS` (their
+    checkpoints go with them); how many. Run it periodically."""
+    declined = _decline_expired_approvals()
     with transaction.atomic():
         expired = AgentRun.objects.filter(
             status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp()
@@ -295,7 +323,7 @@ def fail_expired_runs() -> int:
             finished_at=ClockTimestamp(),
             error=STALE_PENDING_ERROR,
         )
-    return expired + stale
+    return expired + stale + declined
 
 
 _CONTEXT_FIELDS = ("uid", "thread_id", "run_id", "request_id", "worker_id")

@@ -3,11 +3,13 @@ user chats in and its recent dialogue, and bounded excerpts of the stored record
 
 import base64
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, Q, QuerySet
+from django.conf import settings
+from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from conversations.models import (
     HIDDEN_SOURCES,
@@ -17,7 +19,7 @@ from conversations.models import (
     Message,
     ToolCall,
 )
-from yuxi_site.utils.db_functions import byte_length, text_prefix
+from yuxi_site.utils.db_functions import ClockTimestamp, byte_length, text_prefix
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 __all__ = [
@@ -27,18 +29,24 @@ __all__ = [
     "RAW_MESSAGES_SHOWN",
     "RELATED_ROWS_SHOWN",
     "DialogueTurn",
+    "PendingApproval",
+    "expired_interrupts",
     "RawMessage",
     "RawMessagesPage",
     "RelatedRows",
     "child_runs",
     "first_related",
     "get_chat_thread",
+    "is_released_call",
     "message_tool_calls",
+    "pending_approval",
+    "pending_approvals",
     "raw_messages_excerpt",
     "recent_dialogue",
     "thread_child_threads",
     "thread_runs",
     "tool_calls_during_runs",
+    "undecided_interrupts",
 ]
 
 # How many earlier user/assistant text messages of the thread the model is shown.
@@ -295,3 +303,95 @@ def list_user_threads(
     more = len(rows) > limit
     rows = rows[:limit]
     return ThreadPage(threads=rows, next_cursor=_encode_cursor(rows[-1]) if more else None)
+
+
+# --- approvals ------------------------------------------------------------------------------
+# An `interrupted` run stopped before a memory write; its one `pending` tool call is the write
+# the user is asked about. It is decided once a run `resumes` it; it is pending while it is
+# undecided and younger than `MEMORY_APPROVAL_TTL_SECONDS` (then the reaper declines it).
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A memory write waiting for its user's decision: the interrupted run and its call."""
+
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    content: Any
+    replaces: Any
+    created_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        """What a client is shown: the call and the text it would write (and replace)."""
+        return {
+            "tool_call_id": self.tool_call_id,
+            "content": self.content,
+            "replaces": self.replaces,
+        }
+
+
+def _approval_cutoff() -> Any:
+    seconds = settings.MEMORY_APPROVAL_TTL_SECONDS
+    if seconds <= 0:
+        raise ValueError("MEMORY_APPROVAL_TTL_SECONDS must be positive")
+    return ClockTimestamp() - timedelta(seconds=seconds)
+
+
+def undecided_interrupts(**filters: Any) -> QuerySet:
+    """Interrupted runs (matching `filters`) that no run resumes yet, whatever their age."""
+    return AgentRun.objects.filter(
+        status=AgentRun.Status.INTERRUPTED, resumed_by__isnull=True, **filters
+    )
+
+
+def expired_interrupts() -> QuerySet:
+    """Undecided interrupted runs older than `MEMORY_APPROVAL_TTL_SECONDS`: no longer pending,
+    still to be declined."""
+    return undecided_interrupts(finished_at__lte=_approval_cutoff())
+
+
+def _run_pending_calls(runs: QuerySet) -> QuerySet:
+    """The pending tool calls the runs of `runs` issued (a message carries its run's id)."""
+    run_ids = runs.annotate(key=Cast("run_id", TextField())).values("key")
+    return (
+        ToolCall.objects.filter(status=ToolCall.Status.PENDING)
+        .annotate(issuing_run=KeyTextTransform("run_id", "message__metadata"))
+        .filter(issuing_run__in=run_ids)
+    )
+
+
+def pending_approvals(**run_filters: Any) -> QuerySet:
+    """The pending approvals of the interrupted runs matching `run_filters` (e.g. `user_id`,
+    `conversation_id__in`), as rows of `PendingApproval`'s fields, oldest first. One query."""
+    runs = undecided_interrupts(finished_at__gt=_approval_cutoff(), **run_filters)
+    return (
+        _run_pending_calls(runs)
+        .annotate(
+            thread_id=F("message__conversation__thread_id"),
+            run_id=F("issuing_run"),
+            content=KeyTextTransform("content", "input"),
+            replaces=KeyTextTransform("replaces", "input"),
+        )
+        .values("thread_id", "run_id", "tool_call_id", "content", "replaces", "created_at")
+        .order_by("created_at", "id")
+    )
+
+
+def pending_approval(*, conversation_id: int) -> PendingApproval | None:
+    """The thread's pending approval, if any (a thread has at most one)."""
+    row = pending_approvals(conversation_id=conversation_id).last()
+    return PendingApproval(**row) if row is not None else None
+
+
+def is_released_call(*, run: AgentRun, tool_call_id: str | None) -> bool:
+    """Whether `tool_call_id`, called in `run`, is the call a user's decision released: `run`
+    is the `resume` run of an interrupted run whose pending call has that id."""
+    if not tool_call_id or run.run_type != AgentRun.RunType.RESUME or run.resumes_id is None:
+        return False
+    interrupted = AgentRun.objects.filter(pk=run.resumes_id, status=AgentRun.Status.INTERRUPTED)
+    return (
+        _run_pending_calls(interrupted)
+        .filter(tool_call_id=tool_call_id, message__conversation_id=run.conversation_id)
+        .exists()
+    )

@@ -4,12 +4,16 @@ The Chat service hands an agent run's messages here as plain `RunMessage` record
 knows nothing of LangChain); `record_run_messages` stores them, tagged with the run's id.
 """
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from conversations.models import Conversation, Message, ToolCall
+from django.db import IntegrityError, transaction
+
+from conversations import checkpoints
+from conversations.models import AgentRun, Conversation, Message, ToolCall
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
@@ -156,3 +160,80 @@ def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversat
     if not updated:
         raise ThreadNotFound(thread_id)
     return Conversation.objects.get(user_id=user_id, thread_id=thread_id)
+
+
+# A memory write the user did not approve: its tool call's `error`, and the tool result the
+# model is given for it (so every stored call is answered).
+DECLINED = "declined"
+DECLINED_RESULT = json.dumps(
+    {"status": "rejected", "message": "The user declined this memory write; nothing was saved."}
+)
+
+
+def _pending_calls(*, conversation_id: int, run_id: str) -> Any:
+    """The calls the run `run_id` left pending (an interrupted run's: its approval)."""
+    return ToolCall.objects.filter(
+        status=ToolCall.Status.PENDING,
+        message__conversation_id=conversation_id,
+        message__metadata__run_id=run_id,
+    )
+
+
+def settle_pending_call(
+    *,
+    conversation: Conversation,
+    run_id: str,
+    tool_call_id: str,
+    arguments: Any,
+    output: str,
+    status: str,
+    error: str,
+) -> int:
+    """Store the outcome of the call `tool_call_id` that run `run_id` left pending (a decided
+    approval): the arguments it actually ran with, its status, output and error."""
+    return (
+        _pending_calls(conversation_id=conversation.pk, run_id=run_id)
+        .filter(tool_call_id=tool_call_id)
+        .update(input=arguments, output=output, status=status, error=error)
+    )
+
+
+def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
+    """Decide the interrupted `run`'s pending write as declined, without a model.
+
+    In one transaction: a `resume` run that `resumes` it, finished `cancelled` with `error`
+    (unique, so a racing decision either came first, and this returns False, or finds it
+    decided); the pending call settled `error` ("declined") and its declining tool result
+    stored; the checkpoints under `key` deleted.
+    """
+    try:
+        with transaction.atomic():
+            closing = AgentRun.objects.create(
+                user_id=run.user_id,
+                conversation_id=run.conversation_id,
+                request_id=f"req-{uuid.uuid4().hex}",
+                run_type=AgentRun.RunType.RESUME,
+                resumes=run,
+                status=AgentRun.Status.CANCELLED,
+                started_at=ClockTimestamp(),
+                finished_at=ClockTimestamp(),
+                error=error,
+            )
+            pending = _pending_calls(conversation_id=run.conversation_id, run_id=str(run.run_id))
+            results = [
+                RunMessage(
+                    role=Message.Role.TOOL,
+                    message_type=Message.Type.TOOL_RESULT,
+                    content=DECLINED_RESULT,
+                    metadata={"tool_call_id": call.tool_call_id, "name": call.name},
+                )
+                for call in pending
+            ]
+            pending.update(status=ToolCall.Status.ERROR, error=DECLINED, output=DECLINED_RESULT)
+            record_run_messages(
+                conversation=run.conversation, run_id=str(closing.run_id), messages=results
+            )
+            checkpoints.delete_checkpoints([key])
+    except IntegrityError:
+        return False  # another decision settled it first
+    return True

@@ -23,8 +23,9 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import connection, transaction
 
+from conversations import selectors as conversation_selectors
 from conversations.runs import ToolRuntimeContext
-from memory_app.access import MemoryRunRefused, authorize_memory_run, read_memory_state
+from memory_app.access import MemoryRunRefused, grant_memory_run, read_memory_state
 from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
 from memory_app.selectors import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_etag
 from memory_app.workspace import (
@@ -45,6 +46,7 @@ __all__ = [
     "UNCHANGED",
     "ErasureReport",
     "MemoryAccessDenied",
+    "MemoryApprovalRequired",
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
@@ -58,6 +60,7 @@ __all__ = [
     "normalize_memory_text",
     "remember_memory",
     "set_memory_enabled",
+    "set_memory_write_approval",
     "write_memory_file",
 ]
 
@@ -126,6 +129,10 @@ class MemoryFileTooLarge(MemoryWriteError):
 
 class MemoryAccessDenied(MemoryWriteError):
     """Identity, run, lease, switch or user state refuses the write, or the path is unsafe."""
+
+
+class MemoryApprovalRequired(MemoryAccessDenied):
+    """The user approves each memory write, and no decision of theirs released this call."""
 
 
 class MemoryUnavailable(MemoryWriteError):
@@ -310,7 +317,13 @@ def _replaced(current: str, old: str, new: str) -> str:
 
 
 def _remember_fenced(
-    workspace: Workspace, held: _HeldLock, run_id: int, content: str, replaces: str | None
+    workspace: Workspace,
+    held: _HeldLock,
+    run_id: int,
+    content: str,
+    replaces: str | None,
+    *,
+    actor_id: int | None,
 ) -> MemoryWriteResult:
     """Bounded read, dedupe or replace, publish: under the advisory lock and the flock."""
     data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
@@ -330,22 +343,42 @@ def _remember_fenced(
         raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
     if encoded != data:
         before = hashlib.sha256(data).hexdigest()
-        _publish_recorded(workspace, held, encoded, kind=kind, run_id=run_id, before=before)
+        _publish_recorded(
+            workspace, held, encoded, kind=kind, actor_id=actor_id, run_id=run_id, before=before
+        )
     return MemoryWriteResult(status=status, size_bytes=len(encoded))
 
 
 def _remember_locked(
-    ctx: ToolRuntimeContext, content: str, replaces: str | None, *, owns_transaction: bool
+    ctx: ToolRuntimeContext,
+    content: str,
+    replaces: str | None,
+    *,
+    owns_transaction: bool,
+    tool_call_id: str | None,
 ) -> MemoryWriteResult:
     """The body of the write; the caller holds the transaction."""
     held = _take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
     try:
-        run = authorize_memory_run(ctx, lock=True)
+        grant = grant_memory_run(ctx, lock=True)
     except MemoryRunRefused as exc:
         raise MemoryAccessDenied(exc.reason) from exc
+    run = grant.run
+    # A decided write (the call a user's decision released, in the resume run carrying it) is
+    # the user's act; with approval on, no other call writes.
+    decided = conversation_selectors.is_released_call(run=run, tool_call_id=tool_call_id)
+    if grant.state.write_approval and not decided:
+        raise MemoryApprovalRequired("needs the user's approval")
     workspace = Workspace.for_user(run.user_id)
     with _file_fence(workspace):
-        result = _remember_fenced(workspace, held, run.pk, content, replaces)
+        result = _remember_fenced(
+            workspace,
+            held,
+            run.pk,
+            content,
+            replaces,
+            actor_id=run.user_id if decided else None,
+        )
     if not owns_transaction:
         _restore_lock_timeout(held)
     return result
@@ -365,13 +398,19 @@ def _memory_errors() -> Iterator[None]:
 
 
 def remember_memory(
-    ctx: ToolRuntimeContext, content: str, replaces: str | None = None
+    ctx: ToolRuntimeContext,
+    content: str,
+    replaces: str | None = None,
+    *,
+    tool_call_id: str | None = None,
 ) -> MemoryWriteResult:
     """Append `content` to the user's MEMORY.md, or replace the one exact `replaces` with it.
 
     Serialized per user by a PostgreSQL advisory lock and fenced by the run's worker lease and
     the file lock, so concurrent, stale or disconnected writers cannot lose or resurrect each
-    other's facts.
+    other's facts. When the user approves each write (`memory_write_approval`), only the call
+    `tool_call_id` that a decision released, in the `resume` run carrying it, writes (the
+    ledger's actor is then the user); any other is `MemoryAccessDenied`.
     """
     content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
     # NFC can grow a text (some characters recompose into longer forms): cap what is written.
@@ -388,7 +427,13 @@ def remember_memory(
         # nothing.
         owns_transaction = connection.get_autocommit() and not connection.in_atomic_block
         with transaction.atomic():
-            return _remember_locked(ctx, content, replaces, owns_transaction=owns_transaction)
+            return _remember_locked(
+                ctx,
+                content,
+                replaces,
+                owns_transaction=owns_transaction,
+                tool_call_id=tool_call_id,
+            )
 
 
 # -- the user's side ---------------------------------------------------------------------------
@@ -447,19 +492,43 @@ def set_memory_enabled(*, user, enabled: bool, actor) -> UserConfig:
             user_id=workspace.uid, defaults={"enable_memory": enabled}
         )
         if enabled != was_enabled:
-            read = workspace.read_digested(MEMORY_RELPATH, 0)
             kind = MemoryEventKind.SWITCH_ON if enabled else MemoryEventKind.SWITCH_OFF
-            fields = {
-                "user_id": workspace.uid,
-                "kind": kind,
-                "actor_id": _actor_id(actor),
-                "run_id": None,
-                "before": read.sha256,
-                "after": read.sha256,
-            }
-            _record_event(held, size_bytes=read.size_bytes, **fields)
-            _log_change(**fields)
+            _record_setting_event(workspace, held, kind=kind, actor=actor)
     return config
+
+
+def set_memory_write_approval(*, user, enabled: bool, actor) -> UserConfig:
+    """Make each of `user`'s memory writes wait for their decision, or not (creating the row),
+    under the user's advisory lock: a write in flight either finishes before the change
+    commits or sees it. A change is recorded in the ledger as `approval_on` / `approval_off`,
+    with the file's current hash as both before and after."""
+    if not isinstance(enabled, bool):
+        raise MemoryInputError("enabled must be true or false")
+    with _user_write(user.pk) as (workspace, held, _):
+        before = UserConfig.objects.filter(user_id=workspace.uid).first()
+        was_on = before is not None and before.memory_write_approval
+        config, _ = UserConfig.objects.update_or_create(
+            user_id=workspace.uid, defaults={"memory_write_approval": enabled}
+        )
+        if enabled != was_on:
+            kind = MemoryEventKind.APPROVAL_ON if enabled else MemoryEventKind.APPROVAL_OFF
+            _record_setting_event(workspace, held, kind=kind, actor=actor)
+    return config
+
+
+def _record_setting_event(workspace: Workspace, held: _HeldLock, *, kind: str, actor) -> None:
+    """A settings change in the ledger: the file's current hash as both before and after."""
+    read = workspace.read_digested(MEMORY_RELPATH, 0)
+    fields = {
+        "user_id": workspace.uid,
+        "kind": kind,
+        "actor_id": _actor_id(actor),
+        "run_id": None,
+        "before": read.sha256,
+        "after": read.sha256,
+    }
+    _record_event(held, size_bytes=read.size_bytes, **fields)
+    _log_change(**fields)
 
 
 def _checked_user_text(text: object) -> bytes:

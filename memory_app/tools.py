@@ -11,6 +11,7 @@ import json
 import logging
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -26,6 +27,7 @@ from memory_app.access import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
     MemoryAccessDenied,
+    MemoryApprovalRequired,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
@@ -171,6 +173,16 @@ class ReadThreadMessagesArguments(StrictArguments):
     include_tools: bool = False
 
 
+# The id of the tool call being run (LangGraph passes the call itself as the tool's input), so
+# a memory write can prove it is the call a user's decision released.
+_CALL_ID: ContextVar[str | None] = ContextVar("yuxi_tool_call_id", default=None)
+
+
+def _call_id(input: dict[str, Any]) -> str | None:
+    call_id = input.get("id") if input.get("type") == "tool_call" else None
+    return call_id if isinstance(call_id, str) else None
+
+
 _NOT_AN_OBJECT = ToolResult(
     ToolStatus.REJECTED, "the arguments must be a JSON object the database can store"
 )
@@ -201,12 +213,20 @@ class YuxiTool(BaseTool):
         (checked before LangChain's callbacks render the input as text)."""
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        return super().invoke(input, config, **kwargs)
+        token = _CALL_ID.set(_call_id(input))
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            _CALL_ID.reset(token)
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        return await super().ainvoke(input, config, **kwargs)
+        token = _CALL_ID.set(_call_id(input))
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            _CALL_ID.reset(token)
 
     def _run(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
         try:
@@ -257,6 +277,7 @@ _REMEMBER_MESSAGES = {
     "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",
     "invalid_encoding": "The memory file is not valid UTF-8; the user must repair it.",
     "denied": "Long-term memory is not available to this run.",
+    "needs_approval": "This memory write needs the user's approval; nothing was saved.",
     "unavailable": "Long-term memory is temporarily unavailable; nothing was saved.",
 }
 
@@ -269,13 +290,17 @@ class RememberMemoryTool(YuxiTool):
 
     def _call(self, arguments: RememberMemoryArguments) -> ToolResult:
         try:
-            result = remember_memory(self.ctx, arguments.content, arguments.replaces)
+            result = remember_memory(
+                self.ctx, arguments.content, arguments.replaces, tool_call_id=_CALL_ID.get()
+            )
         except MemoryInputError:
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_input"])
         except MemoryFileTooLarge:
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_size"])
         except MemoryConflict as exc:
             return ToolResult(ToolStatus.CONFLICT, _REMEMBER_MESSAGES[exc.reason])
+        except MemoryApprovalRequired:
+            return ToolResult(ToolStatus.DENIED, _REMEMBER_MESSAGES["needs_approval"])
         except MemoryAccessDenied:
             return ToolResult(ToolStatus.DENIED, _REMEMBER_MESSAGES["denied"])
         except MemoryUnavailable:

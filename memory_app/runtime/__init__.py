@@ -10,7 +10,9 @@ Its parts, each importing only those above it in this list:
 - `limits` — the run's bounds (message size, model calls, tool calls per reply).
 - `errors` — `ChatError` and its children, and the run guard's in-run signals.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
-- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_subagent_graph`.
+- `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
+  `remember_memory`) and the resume command of a user's decision.
+- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
 - `turns` — a turn's three phases, the seams an async or streamed turn reuses:
   `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with the user's
   message, lease keeper registration); `run_agent(turn, prepare=) -> TurnOutcome` (build the
@@ -18,7 +20,7 @@ Its parts, each importing only those above it in this list:
   outcome)` (finish the run and persist through `conversations.services`, or raise the
   refusal). Also `agent_run`, the same open and close around a team's own loop.
 - `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
-- `service` — `chat` and `ChatTurn`: the three phases for one user message.
+- `service` — `chat` and `ChatTurn`: the three phases for one user message or decision.
 """
 
 from conversations.runs import ToolRuntimeContext
@@ -26,6 +28,7 @@ from memory_app.runtime.errors import (
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
+    ChatNothingToResume,
     ChatRunLost,
     ChatThreadNotFound,
 )
@@ -34,6 +37,7 @@ from memory_app.runtime.graphs import (
     SUBAGENT_PROMPT,
     AgentGraph,
     build_chatbot_graph,
+    build_resume_graph,
     build_subagent_graph,
 )
 from memory_app.runtime.guard import RunGuard
@@ -42,7 +46,13 @@ from memory_app.runtime.limits import (
     MAX_MODEL_CALLS,
     MAX_TOOL_CALLS_PER_REPLY,
 )
-from memory_app.runtime.service import DIALOGUE_CUT_MARKER, ChatTurn, chat, chatbot_input
+from memory_app.runtime.service import (
+    DIALOGUE_CUT_MARKER,
+    ChatTurn,
+    chat,
+    chat_turn,
+    chatbot_input,
+)
 from memory_app.runtime.subagent import (
     SUBAGENT_TOOL_NAME,
     DelegateArguments,
@@ -54,12 +64,17 @@ from memory_app.runtime.turns import (
     AgentRunHandle,
     Turn,
     TurnOutcome,
+    agent_config,
     agent_run,
+    check_decision,
     check_message,
     close_turn,
     logger,
+    open_resume_turn,
     open_subagent_turn,
     open_turn,
+    outcome_of,
+    resume_start,
     run_agent,
 )
 
@@ -77,6 +92,7 @@ __all__ = [
     "ChatError",
     "ChatInputError",
     "ChatModelUnavailable",
+    "ChatNothingToResume",
     "ChatRunLost",
     "ChatThreadNotFound",
     "ChatTurn",
@@ -86,16 +102,23 @@ __all__ = [
     "ToolRuntimeContext",
     "Turn",
     "TurnOutcome",
+    "agent_config",
     "agent_run",
     "build_chatbot_graph",
+    "build_resume_graph",
     "build_subagent_graph",
     "chat",
+    "chat_turn",
     "chatbot_input",
+    "check_decision",
     "check_message",
     "close_turn",
     "logger",
+    "open_resume_turn",
     "open_subagent_turn",
     "open_turn",
+    "outcome_of",
+    "resume_start",
     "run_agent",
     "subagent_input",
 ]
