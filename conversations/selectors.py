@@ -2,7 +2,7 @@
 user chats in and its recent dialogue, and bounded excerpts of the stored record for staff."""
 
 import base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -258,10 +258,12 @@ class InvalidCursor(ValueError):
 
 @dataclass(frozen=True)
 class ThreadPage:
-    """One page of a user's threads, newest first, and the cursor of the next (None at the end)."""
+    """One page of a user's threads, newest first, and the cursor of the next (None at the end),
+    with the pending approvals of the page's threads by thread id."""
 
     threads: list[Conversation]
     next_cursor: str | None
+    pending_approvals: dict[str, "PendingApproval"] = field(default_factory=dict)
 
 
 def _encode_cursor(thread: Conversation) -> str:
@@ -302,7 +304,15 @@ def list_user_threads(
     rows = list(threads.order_by("-updated_at", "-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return ThreadPage(threads=rows, next_cursor=_encode_cursor(rows[-1]) if more else None)
+    pending = {}
+    if rows:
+        approvals = pending_approvals(conversation_id__in=[row.pk for row in rows])
+        pending = {row["thread_id"]: PendingApproval(**row) for row in approvals}
+    return ThreadPage(
+        threads=rows,
+        next_cursor=_encode_cursor(rows[-1]) if more else None,
+        pending_approvals=pending,
+    )
 
 
 # --- approvals ------------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, connections, transaction
 from django.db.models import Q
 
+from conversations import checkpoints
+from conversations import selectors as thread_selectors
 from conversations.models import AgentRun
 from memory_app.workspace import (
     AGENTS_RELPATH,
@@ -150,6 +152,8 @@ def _write_export(out: IO[bytes], *, user: Any) -> None:
                 _write_json(out, _file_text(workspace, relpath))
             out.write(b', "memory_events": [')
             _write_rows(out, pg, "export_events", _EVENTS_SQL, user_id, column=0)
+            out.write(b'], "pending_approvals": [')
+            _write_pending_approvals(out, pg, user_id)
             out.write(b'], "threads": [')
             _write_threads(out, pg, user_id)
             out.write(b"]}")
@@ -201,6 +205,23 @@ def _write_rows(out: IO[bytes], pg: Any, name: str, sql: str, user_id: int, *, c
             if index:
                 out.write(b", ")
             out.write(row[column].encode("utf-8"))
+
+
+def _write_pending_approvals(out: IO[bytes], pg: Any, user_id: int) -> None:
+    """The memory writes waiting for the user's decision, by the selector's own rule (its
+    query, run on the snapshot), as `{"thread_id", "run_id", "tool_call_id", "content",
+    "replaces", "created_at"}`."""
+    sql, params = thread_selectors.pending_approvals(user_id=user_id).query.sql_with_params()
+    rows = pg.execute(
+        "SELECT json_build_object('thread_id', q.thread_id, 'run_id', q.run_id, "
+        "'tool_call_id', q.tool_call_id, 'content', q.content, 'replaces', q.replaces, "
+        f"'created_at', q.created_at)::text FROM ({sql}) q",
+        params,
+    )
+    for index, (row,) in enumerate(rows):
+        if index:
+            out.write(b", ")
+        out.write(row.encode("utf-8"))
 
 
 def _write_threads(out: IO[bytes], pg: Any, user_id: int) -> None:
@@ -317,6 +338,8 @@ def _delete_everything(user_id: int) -> dict[str, int]:
             cursor.execute(
                 "SELECT 1 FROM conversations_conversation WHERE user_id = %s FOR UPDATE", [user_id]
             )
+            # Keyed by the user's run ids: gone before the runs are.
+            counts["checkpoints"] = checkpoints.delete_user_checkpoints(user_id=user_id)
             for key, sql in _ERASE_STATEMENTS:
                 cursor.execute(sql, [user_id])
                 counts[key] = cursor.rowcount

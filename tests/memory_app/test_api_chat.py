@@ -121,8 +121,8 @@ class TestChatEndpoint:
         response = post(logged_in, {"message": "remember that I drink oolong tea"})
         assert response.status_code == 200
         body = response.json()
-        assert set(body) == {"thread_id", "run_id", "status", "reply", "tool_calls"}
-        assert body["status"] == "succeeded"
+        assert set(body) == {"thread_id", "run_id", "status", "reply", "tool_calls", "approval"}
+        assert body["status"] == "succeeded" and body["approval"] is None
         assert body["tool_calls"] == [{"name": "remember_memory", "status": "success"}]
         follow_up = post(logged_in, {"message": "thanks", "thread_id": body["thread_id"]})
         assert follow_up.json()["thread_id"] == body["thread_id"]

@@ -95,6 +95,7 @@ def test_export_is_one_json_document_with_every_thread_of_every_status_and_sourc
         "agents_md",
         "user_md",
         "memory_events",
+        "pending_approvals",
         "threads",
     }
     assert (document["user"]["username"], document["enable_memory"]) == (user.username, True)
@@ -139,6 +140,7 @@ def test_erasure_removes_every_row_and_the_workspace_and_leaves_other_users_alon
     other_file = (workspace_dir(other.pk) / "agents" / "MEMORY.md").read_bytes()
     report = erase_user(user=user, actor=staff)
     assert report.counts == {
+        "checkpoints": 0,
         "tool_calls": made["threads"],
         "messages": 2 * made["threads"],
         "memory_events": 1,

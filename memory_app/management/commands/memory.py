@@ -1,4 +1,5 @@
-"""A user's memory from the terminal: show it, switch it, clear it, export the user's data."""
+"""A user's memory from the terminal: show it, switch it (or its write approval), clear it,
+export the user's data."""
 
 import sys
 
@@ -27,7 +28,8 @@ def find_actor(username: str | None, user: object) -> object:
 
 class Command(BaseCommand):
     help = (
-        "show: the switch and MEMORY.md; on / off: the switch; clear: empty MEMORY.md; "
+        "show: the switch and MEMORY.md; on / off: the switch; approval-on / approval-off: "
+        "whether each memory write waits for the user's decision; clear: empty MEMORY.md; "
         "export: all of the user's data as JSON (to stdout or --output)."
     )
 
@@ -35,7 +37,10 @@ class Command(BaseCommand):
         parser.add_argument("--user", required=True, help="whose memory")
         parser.add_argument("--actor", help="staff username doing it (default: the user)")
         parser.add_argument("--output", help="export: write to this file instead of stdout")
-        parser.add_argument("action", choices=["show", "on", "off", "clear", "export"])
+        parser.add_argument(
+            "action",
+            choices=["show", "on", "off", "approval-on", "approval-off", "clear", "export"],
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         user = find_user(options["user"])
@@ -47,6 +52,13 @@ class Command(BaseCommand):
             elif action in ("on", "off"):
                 config = services.set_memory_enabled(user=user, enabled=action == "on", actor=actor)
                 self.stdout.write(f"memory {'on' if config.enable_memory else 'off'}")
+            elif action in ("approval-on", "approval-off"):
+                config = services.set_memory_write_approval(
+                    user=user, enabled=action == "approval-on", actor=actor
+                )
+                self.stdout.write(
+                    f"memory write approval {'on' if config.memory_write_approval else 'off'}"
+                )
             elif action == "clear":
                 services.clear_memory(user=user, actor=actor)
                 self.stdout.write("memory cleared")
