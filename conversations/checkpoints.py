@@ -155,18 +155,24 @@ def checkpoint_exists(key: str) -> bool:
         return cursor.fetchone()[0]
 
 
-def delete_checkpoints(keys: Sequence[str]) -> int:
-    """Delete every checkpoint, blob and pending write stored under `keys`, on the caller's
-    connection (inside its transaction, if any); how many checkpoints went."""
-    if not keys:
-        return 0
-    deleted = 0
+def _delete_where(condition: str, params: list[Any]) -> int:
+    """Delete the checkpoints, blobs and pending writes whose key meets `condition`, on the
+    caller's connection (inside its transaction, if any); how many keys had checkpoints."""
     with connection.cursor() as cursor:
-        for table in CHECKPOINT_TABLES:
-            cursor.execute(f'DELETE FROM "{table}" WHERE thread_id = ANY(%s)', [list(keys)])
-            if table == "checkpoints":
-                deleted = cursor.rowcount
+        cursor.execute(
+            f"WITH gone AS (DELETE FROM checkpoints WHERE {condition} RETURNING thread_id) "
+            "SELECT count(DISTINCT thread_id) FROM gone",
+            params,
+        )
+        deleted = cursor.fetchone()[0]
+        for table in CHECKPOINT_TABLES[1:]:
+            cursor.execute(f'DELETE FROM "{table}" WHERE {condition}', params)
     return deleted
+
+
+def delete_checkpoints(keys: Sequence[str]) -> int:
+    """Delete everything stored under `keys`; how many of them had checkpoints."""
+    return _delete_where("thread_id = ANY(%s)", [list(keys)]) if keys else 0
 
 
 # Every checkpoint key a user's runs could have used: the run ids of the user's runs.
@@ -174,14 +180,6 @@ _USER_KEYS_SQL = "SELECT run_id::text FROM conversations_agentrun WHERE user_id 
 
 
 def delete_user_checkpoints(*, user_id: int) -> int:
-    """Delete every checkpoint of `user_id`'s runs, set-wise, on the caller's connection (for
-    erasure: inside its transaction, before the runs themselves go); how many went."""
-    deleted = 0
-    with connection.cursor() as cursor:
-        for table in CHECKPOINT_TABLES:
-            cursor.execute(
-                f'DELETE FROM "{table}" WHERE thread_id IN ({_USER_KEYS_SQL})', [user_id]
-            )
-            if table == "checkpoints":
-                deleted = cursor.rowcount
-    return deleted
+    """Delete everything stored under any of `user_id`'s runs, set-wise (for erasure: inside
+    its transaction, before the runs themselves go); how many keys had checkpoints."""
+    return _delete_where(f"thread_id IN ({_USER_KEYS_SQL})", [user_id])

@@ -340,6 +340,10 @@ class PendingApproval:
             "replaces": self.replaces,
         }
 
+    def listed(self) -> dict[str, Any]:
+        """What a thread list shows: the call, its text, which run waits and since when."""
+        return {**self.as_dict(), "run_id": self.run_id, "created_at": self.created_at}
+
 
 def _approval_cutoff() -> Any:
     seconds = settings.MEMORY_APPROVAL_TTL_SECONDS

@@ -399,7 +399,7 @@ def list_threads(
         threads.append(
             {
                 **ThreadOut.model_validate(thread).model_dump(),
-                "pending_approval": approval and {**approval.as_dict(), **approval.listed()},
+                "pending_approval": approval and approval.listed(),
             }
         )
     return {"threads": threads, "next_cursor": page.next_cursor}

@@ -65,3 +65,13 @@ def test_erase_user_needs_yes_then_erases_and_is_idempotent():
     assert not get_user_model().objects.filter(username="carol").exists()
     assert not (Path(settings.WORKSPACE_ROOT) / str(user.pk)).exists()
     assert "nothing to erase" in run("erase_user", "--user", "carol", "--yes")
+
+
+def test_approval_on_and_off_set_the_flag_and_the_ledger():
+    user = UserFactory()
+    assert run("memory", "--user", user.username, "approval-on") == "memory write approval on\n"
+    assert UserConfig.objects.get(user=user).memory_write_approval is True
+    assert run("memory", "--user", user.username, "approval-off") == "memory write approval off\n"
+    assert UserConfig.objects.get(user=user).memory_write_approval is False
+    kinds = list(MemoryEvent.objects.filter(user=user).values_list("kind", "actor"))
+    assert kinds == [("approval_on", user.pk), ("approval_off", user.pk)]
