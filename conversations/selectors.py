@@ -43,6 +43,7 @@ __all__ = [
     "pending_approvals",
     "raw_messages_excerpt",
     "recent_dialogue",
+    "run_pending_calls",
     "thread_child_threads",
     "thread_runs",
     "tool_calls_during_runs",
@@ -365,8 +366,9 @@ def expired_interrupts() -> QuerySet:
     return undecided_interrupts(finished_at__lte=_approval_cutoff())
 
 
-def _run_pending_calls(runs: QuerySet) -> QuerySet:
-    """The pending tool calls the runs of `runs` issued (a message carries its run's id)."""
+def run_pending_calls(runs: QuerySet) -> QuerySet:
+    """The pending tool calls the runs of `runs` issued (a message carries its run's id): an
+    interrupted run's is the write it waits for a decision about."""
     run_ids = runs.annotate(key=Cast("run_id", TextField())).values("key")
     return (
         ToolCall.objects.filter(status=ToolCall.Status.PENDING)
@@ -380,7 +382,7 @@ def pending_approvals(**run_filters: Any) -> QuerySet:
     `conversation_id__in`), as rows of `PendingApproval`'s fields, oldest first. One query."""
     runs = undecided_interrupts(finished_at__gt=_approval_cutoff(), **run_filters)
     return (
-        _run_pending_calls(runs)
+        run_pending_calls(runs)
         .annotate(
             thread_id=F("message__conversation__thread_id"),
             run_id=F("issuing_run"),
@@ -405,7 +407,7 @@ def is_released_call(*, run: AgentRun, tool_call_id: str | None) -> bool:
         return False
     interrupted = AgentRun.objects.filter(pk=run.resumes_id, status=AgentRun.Status.INTERRUPTED)
     return (
-        _run_pending_calls(interrupted)
+        run_pending_calls(interrupted)
         .filter(tool_call_id=tool_call_id, message__conversation_id=run.conversation_id)
         .exists()
     )

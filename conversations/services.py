@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from conversations import checkpoints
+from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
@@ -170,15 +170,6 @@ DECLINED_RESULT = json.dumps(
 )
 
 
-def _pending_calls(*, conversation_id: int, run_id: str) -> Any:
-    """The calls the run `run_id` left pending (an interrupted run's: its approval)."""
-    return ToolCall.objects.filter(
-        status=ToolCall.Status.PENDING,
-        message__conversation_id=conversation_id,
-        message__metadata__run_id=run_id,
-    )
-
-
 def settle_pending_call(
     *,
     conversation: Conversation,
@@ -191,10 +182,9 @@ def settle_pending_call(
 ) -> int:
     """Store the outcome of the call `tool_call_id` that run `run_id` left pending (a decided
     approval): the arguments it actually ran with, its status, output and error."""
-    return (
-        _pending_calls(conversation_id=conversation.pk, run_id=run_id)
-        .filter(tool_call_id=tool_call_id)
-        .update(input=arguments, output=output, status=status, error=error)
+    calls = selectors.run_pending_calls(AgentRun.objects.filter(run_id=run_id))
+    return calls.filter(tool_call_id=tool_call_id, message__conversation=conversation).update(
+        input=arguments, output=output, status=status, error=error
     )
 
 
@@ -219,7 +209,7 @@ def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
                 finished_at=ClockTimestamp(),
                 error=error,
             )
-            pending = _pending_calls(conversation_id=run.conversation_id, run_id=str(run.run_id))
+            pending = selectors.run_pending_calls(AgentRun.objects.filter(pk=run.pk))
             results = [
                 RunMessage(
                     role=Message.Role.TOOL,
