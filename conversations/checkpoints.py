@@ -18,6 +18,7 @@ and for erasure run on the caller's Django connection, inside its transaction.
 import asyncio
 import os
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -125,14 +126,17 @@ def close_checkpointer() -> None:
         _saver = None
 
 
-_async_savers: dict[tuple[int, int], AsyncPostgresSaver] = {}
+# By event loop (a loop that is gone takes its saver with it).
+_async_savers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncPostgresSaver]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
 async def async_checkpointer() -> AsyncPostgresSaver:
     """The `AsyncPostgresSaver` of this process and running event loop, on its own async pool
     of at most `CHECKPOINT_POOL_MAX` connections, opened on first use (an async pool belongs
     to the loop that opened it)."""
-    key = (os.getpid(), id(asyncio.get_running_loop()))
+    key = asyncio.get_running_loop()
     saver = _async_savers.get(key)
     if saver is None:
         pool = AsyncConnectionPool(

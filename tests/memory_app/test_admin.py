@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from conversations.models import ToolCall
+from conversations.models import AgentRun, ToolCall
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
 from memory_app.selectors import LEDGER_EVENTS_SHOWN, MEMORY_PROMPT_MAX_BYTES
@@ -229,3 +229,19 @@ def test_config_page_is_titled_by_username(staff_client):
     config = UserConfigFactory(user__username="zhang-wei")
     html = _page(staff_client, config)
     assert "<h2>zhang-wei (memory on)</h2>" in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_config_page_lists_pending_approvals_with_their_run_escaped(staff_client):
+    config = UserConfigFactory(enable_memory=True, memory_write_approval=True)
+    turn = chat(user_id=config.user_id, message=f"remember that {MARKER}")
+    assert turn.status == "interrupted"
+    html = _page(staff_client, config)
+    assert "1 pending approval, newest first." in html
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    assert reverse("admin:conversations_agentrun_change", args=[run.pk]) in html
+    assert "&lt;script&gt;alert(&#x27;memory&#x27;)&lt;/script&gt;" in html
+    assert "<script>alert" not in html
+    # Decided: no longer pending, and the page says so.
+    chat(user_id=config.user_id, thread_id=turn.thread_id, resume={"decision": "reject"})
+    assert "No memory write is waiting for this user's decision." in _page(staff_client, config)
