@@ -15,6 +15,7 @@ import logging
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Literal
@@ -54,6 +55,7 @@ __all__ = [
     "MemoryWriteError",
     "MemoryWriteResult",
     "clear_memory",
+    "current_tool_call_id",
     "erase_user",
     "hold_memory_locks",
     "memory_lock_key",
@@ -397,20 +399,22 @@ def _memory_errors() -> Iterator[None]:
         raise MemoryUnavailable("the database or the memory lock is unavailable") from exc
 
 
+# The id of the tool call being run, set by the memory tool around its call (LangGraph hands
+# the tool its call): with approval on, a write proves with it that it is the call a user's
+# decision released.
+current_tool_call_id: ContextVar[str | None] = ContextVar("yuxi_tool_call_id", default=None)
+
+
 def remember_memory(
-    ctx: ToolRuntimeContext,
-    content: str,
-    replaces: str | None = None,
-    *,
-    tool_call_id: str | None = None,
+    ctx: ToolRuntimeContext, content: str, replaces: str | None = None
 ) -> MemoryWriteResult:
     """Append `content` to the user's MEMORY.md, or replace the one exact `replaces` with it.
 
     Serialized per user by a PostgreSQL advisory lock and fenced by the run's worker lease and
     the file lock, so concurrent, stale or disconnected writers cannot lose or resurrect each
-    other's facts. When the user approves each write (`memory_write_approval`), only the call
-    `tool_call_id` that a decision released, in the `resume` run carrying it, writes (the
-    ledger's actor is then the user); any other is `MemoryAccessDenied`.
+    other's facts. When the user approves each write (`memory_write_approval`), only the tool
+    call (`current_tool_call_id`) that a decision released, in the `resume` run carrying it,
+    writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
     """
     content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
     # NFC can grow a text (some characters recompose into longer forms): cap what is written.
@@ -432,7 +436,7 @@ def remember_memory(
                 content,
                 replaces,
                 owns_transaction=owns_transaction,
-                tool_call_id=tool_call_id,
+                tool_call_id=current_tool_call_id.get(),
             )
 
 

@@ -11,7 +11,6 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -32,6 +31,7 @@ from memory_app.services import (
     MemoryFileTooLarge,
     MemoryInputError,
     MemoryUnavailable,
+    current_tool_call_id,
     remember_memory,
 )
 from yuxi_site.utils.connections import release_connection
@@ -173,11 +173,6 @@ class ReadThreadMessagesArguments(StrictArguments):
     include_tools: bool = False
 
 
-# The id of the tool call being run (LangGraph passes the call itself as the tool's input), so
-# a memory write can prove it is the call a user's decision released.
-_CALL_ID: ContextVar[str | None] = ContextVar("yuxi_tool_call_id", default=None)
-
-
 def _call_id(input: dict[str, Any]) -> str | None:
     call_id = input.get("id") if input.get("type") == "tool_call" else None
     return call_id if isinstance(call_id, str) else None
@@ -213,20 +208,20 @@ class YuxiTool(BaseTool):
         (checked before LangChain's callbacks render the input as text)."""
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        token = _CALL_ID.set(_call_id(input))
+        token = current_tool_call_id.set(_call_id(input))
         try:
             return super().invoke(input, config, **kwargs)
         finally:
-            _CALL_ID.reset(token)
+            current_tool_call_id.reset(token)
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        token = _CALL_ID.set(_call_id(input))
+        token = current_tool_call_id.set(_call_id(input))
         try:
             return await super().ainvoke(input, config, **kwargs)
         finally:
-            _CALL_ID.reset(token)
+            current_tool_call_id.reset(token)
 
     def _run(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
         try:
@@ -290,9 +285,7 @@ class RememberMemoryTool(YuxiTool):
 
     def _call(self, arguments: RememberMemoryArguments) -> ToolResult:
         try:
-            result = remember_memory(
-                self.ctx, arguments.content, arguments.replaces, tool_call_id=_CALL_ID.get()
-            )
+            result = remember_memory(self.ctx, arguments.content, arguments.replaces)
         except MemoryInputError:
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_input"])
         except MemoryFileTooLarge:

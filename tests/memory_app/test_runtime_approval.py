@@ -23,6 +23,7 @@ from memory_app.runtime import (
 )
 from memory_app.services import (
     MemoryApprovalRequired,
+    current_tool_call_id,
     remember_memory,
     set_memory_enabled,
     set_memory_write_approval,
@@ -335,12 +336,16 @@ def test_a_released_call_writes_once_and_only_in_its_resume_run(agents_file):
         status="running", worker_id="w", lease_expires_at=ClockTimestamp() + timedelta(seconds=60)
     )
     resume.refresh_from_db()
-    with pytest.raises(MemoryApprovalRequired):
-        remember_memory(context_for(resume), "again", tool_call_id=released)
-    # Another running run of the user naming the released id is no resume of it.
-    other = RunningAgentRunFactory(conversation=resume.conversation, user=user)
-    with pytest.raises(MemoryApprovalRequired):
-        remember_memory(context_for(other), "again", tool_call_id=released)
+    token = current_tool_call_id.set(released)
+    try:
+        with pytest.raises(MemoryApprovalRequired):
+            remember_memory(context_for(resume), "again")
+        # Another running run of the user naming the released id is no resume of it.
+        other = RunningAgentRunFactory(conversation=resume.conversation, user=user)
+        with pytest.raises(MemoryApprovalRequired):
+            remember_memory(context_for(other), "again")
+    finally:
+        current_tool_call_id.reset(token)
     assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
 
 
