@@ -13,6 +13,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Message
@@ -90,16 +91,23 @@ def chat_turn(turn: Turn, outcome: TurnOutcome, tool_calls: list[dict[str, str]]
     )
 
 
-def chatbot_input(turn: Turn, *, model: BaseChatModel | None) -> AgentInput:
+def chatbot_input(
+    turn: Turn,
+    *,
+    model: BaseChatModel | None,
+    checkpointer: BaseCheckpointSaver | None = None,
+) -> AgentInput:
     """The chat agent for `turn` (its sub-agent tool on the same model) and its input: the
     thread's earlier dialogue, then the user's message; for a resume, the interrupted graph's
-    shape and the user's decision."""
+    shape and the user's decision. `checkpointer` is where a graph with approval keeps its
+    checkpoints (default: the process's sync saver; an async turn passes the async one)."""
     model = model or chat_model_from_settings()
+    checkpointer = checkpointer or checkpoints.checkpointer()
     delegate = DelegateToSubagentTool(ctx=turn.handle.ctx, parent=turn.handle, model=model)
     if turn.decision is not None:
         graph = build_resume_graph(
             turn.handle.ctx,
-            checkpointer=checkpoints.checkpointer(),
+            checkpointer=checkpointer,
             model=model,
             extra_tools=[delegate],
         )
@@ -111,7 +119,7 @@ def chatbot_input(turn: Turn, *, model: BaseChatModel | None) -> AgentInput:
         turn.handle.ctx,
         model=model,
         extra_tools=[delegate],
-        checkpointer=checkpoints.checkpointer(),
+        checkpointer=checkpointer,
     )
     return AgentInput(
         graph=graph, messages=[*map(_dialogue_message, earlier), HumanMessage(turn.message)]
