@@ -76,11 +76,19 @@ def drop_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
             conn.execute(f'DROP TABLE IF EXISTS "{table}"')
 
 
-def _pool_max() -> int:
+def _pool_arguments() -> dict[str, Any]:
+    """A saver pool's arguments: the default database, connections made only when needed, at
+    most `CHECKPOINT_POOL_MAX` of them, not opened yet."""
     size = int(settings.CHECKPOINT_POOL_MAX)
     if size < 1:
         raise ValueError("CHECKPOINT_POOL_MAX must be at least 1")
-    return size
+    return {
+        "conninfo": _conninfo(connections[DEFAULT_DB_ALIAS].settings_dict),
+        "min_size": 0,
+        "max_size": size,
+        "kwargs": _SAVER_CONNECTION,
+        "open": False,
+    }
 
 
 class _OpenOnUse(PostgresSaver):
@@ -104,14 +112,7 @@ def checkpointer() -> PostgresSaver:
     global _saver
     with _saver_lock:
         if _saver is None or _saver[0] != os.getpid():
-            pool = ConnectionPool(
-                _conninfo(connections[DEFAULT_DB_ALIAS].settings_dict),
-                min_size=0,
-                max_size=_pool_max(),
-                kwargs=_SAVER_CONNECTION,
-                open=False,
-                name="yuxi-checkpoints",
-            )
+            pool = ConnectionPool(**_pool_arguments(), name="yuxi-checkpoints")
             _saver = (os.getpid(), _OpenOnUse(pool))
         return _saver[1]
 
@@ -139,14 +140,7 @@ async def async_checkpointer() -> AsyncPostgresSaver:
     key = asyncio.get_running_loop()
     saver = _async_savers.get(key)
     if saver is None:
-        pool = AsyncConnectionPool(
-            _conninfo(connections[DEFAULT_DB_ALIAS].settings_dict),
-            min_size=0,
-            max_size=_pool_max(),
-            kwargs=_SAVER_CONNECTION,
-            open=False,
-            name="yuxi-checkpoints-async",
-        )
+        pool = AsyncConnectionPool(**_pool_arguments(), name="yuxi-checkpoints-async")
         await pool.open()
         saver = _async_savers.setdefault(key, AsyncPostgresSaver(pool))
     return saver

@@ -26,7 +26,7 @@ from django.db import connection, transaction
 
 from conversations import selectors as conversation_selectors
 from conversations.runs import ToolRuntimeContext
-from memory_app.access import MemoryRunRefused, grant_memory_run, read_memory_state
+from memory_app.access import MemoryRunRefused, MemoryState, grant_memory_run, read_memory_state
 from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
 from memory_app.selectors import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_etag
 from memory_app.workspace import (
@@ -465,8 +465,9 @@ def hold_memory_locks(*, user_id: int) -> Iterator[Workspace]:
 
 
 @contextmanager
-def _user_write(user_id: int) -> Iterator[tuple[Workspace, _HeldLock, bool]]:
-    """A user-side write's transaction: advisory lock, live user, flock. Yields the switch."""
+def _user_write(user_id: int) -> Iterator[tuple[Workspace, _HeldLock, MemoryState]]:
+    """A user-side write's transaction: advisory lock, live user, flock. Yields the user's
+    settings as read under the lock."""
     workspace = Workspace.for_user(user_id)
     with _memory_errors(), transaction.atomic():
         held = _take_memory_lock(str(workspace.uid), owns_transaction=False)
@@ -476,7 +477,7 @@ def _user_write(user_id: int) -> Iterator[tuple[Workspace, _HeldLock, bool]]:
             # Checked before the flock, whose file would recreate an erased workspace.
             raise MemoryAccessDenied("the user is missing or inactive")
         with _file_fence(workspace):
-            yield workspace, held, state.enabled
+            yield workspace, held, state
 
 
 def _actor_id(actor) -> int | None:
@@ -489,16 +490,14 @@ def set_memory_enabled(*, user, enabled: bool, actor) -> UserConfig:
     A memory write in flight either finishes before the change commits or sees it. A change
     is recorded in the ledger with the file's current hash as both before and after.
     """
-    if not isinstance(enabled, bool):
-        raise MemoryInputError("enabled must be true or false")
-    with _user_write(user.pk) as (workspace, held, was_enabled):
-        config, _ = UserConfig.objects.update_or_create(
-            user_id=workspace.uid, defaults={"enable_memory": enabled}
-        )
-        if enabled != was_enabled:
-            kind = MemoryEventKind.SWITCH_ON if enabled else MemoryEventKind.SWITCH_OFF
-            _record_setting_event(workspace, held, kind=kind, actor=actor)
-    return config
+    return _set_setting(
+        user=user,
+        field="enable_memory",
+        enabled=enabled,
+        actor=actor,
+        kinds=(MemoryEventKind.SWITCH_ON, MemoryEventKind.SWITCH_OFF),
+        current=lambda state: state.enabled,
+    )
 
 
 def set_memory_write_approval(*, user, enabled: bool, actor) -> UserConfig:
@@ -506,17 +505,38 @@ def set_memory_write_approval(*, user, enabled: bool, actor) -> UserConfig:
     under the user's advisory lock: a write in flight either finishes before the change
     commits or sees it. A change is recorded in the ledger as `approval_on` / `approval_off`,
     with the file's current hash as both before and after."""
+    return _set_setting(
+        user=user,
+        field="memory_write_approval",
+        enabled=enabled,
+        actor=actor,
+        kinds=(MemoryEventKind.APPROVAL_ON, MemoryEventKind.APPROVAL_OFF),
+        current=lambda state: state.write_approval,
+    )
+
+
+def _set_setting(
+    *,
+    user,
+    field: str,
+    enabled: bool,
+    actor,
+    kinds: tuple[str, str],
+    current: Callable[[MemoryState], bool],
+) -> UserConfig:
+    """Set the boolean `field` of `user`'s `UserConfig` under the user-write locks (`current`
+    reads its value from the state read there); a change gets the ledger event `kinds[0]`
+    (now on) or `kinds[1]` (now off)."""
     if not isinstance(enabled, bool):
         raise MemoryInputError("enabled must be true or false")
-    with _user_write(user.pk) as (workspace, held, _):
-        before = UserConfig.objects.filter(user_id=workspace.uid).first()
-        was_on = before is not None and before.memory_write_approval
+    with _user_write(user.pk) as (workspace, held, state):
         config, _ = UserConfig.objects.update_or_create(
-            user_id=workspace.uid, defaults={"memory_write_approval": enabled}
+            user_id=workspace.uid, defaults={field: enabled}
         )
-        if enabled != was_on:
-            kind = MemoryEventKind.APPROVAL_ON if enabled else MemoryEventKind.APPROVAL_OFF
-            _record_setting_event(workspace, held, kind=kind, actor=actor)
+        if enabled != current(state):
+            _record_setting_event(
+                workspace, held, kind=kinds[0] if enabled else kinds[1], actor=actor
+            )
     return config
 
 
