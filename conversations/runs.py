@@ -19,7 +19,7 @@ from django.db import DatabaseError, connection, transaction
 from django.db.models import QuerySet
 from django.db.models.expressions import CombinedExpression
 
-from conversations import selectors, services
+from conversations import checkpoints, selectors, services
 from conversations.models import AgentRun, Conversation
 from yuxi_site.utils.connections import direct_connection
 from yuxi_site.utils.db_functions import ClockTimestamp
@@ -303,12 +303,17 @@ def _decline_expired_approvals() -> int:
 def fail_expired_runs() -> int:
     """Fail running runs whose lease lapsed (their worker died) and runs left pending longer
     than `AGENT_RUN_PENDING_TIMEOUT_SECONDS` (a database blip or a worker death between create
-    and claim), and decline approvals older than `MEMORY_APPROVAL_TTL_SECONDS` (their
-    checkpoints go with them); how many. Run it periodically."""
+    and claim), and decline approvals older than `MEMORY_APPROVAL_TTL_SECONDS`; the
+    checkpoints of those turns go with them. How many. Run it periodically."""
     declined = _decline_expired_approvals()
     with transaction.atomic():
+        lapsed = list(
+            AgentRun.objects.select_for_update()
+            .filter(status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp())
+            .only("id", "run_id", "resumes_id")
+        )
         expired = AgentRun.objects.filter(
-            status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp()
+            pk__in=[run.pk for run in lapsed], lease_expires_at__lte=ClockTimestamp()
         ).update(
             status=AgentRun.Status.FAILED,
             finished_at=ClockTimestamp(),
@@ -316,6 +321,8 @@ def fail_expired_runs() -> int:
             lease_expires_at=None,
             error=EXPIRED_LEASE_ERROR,
         )
+        # A dead turn is never resumed (a resume's decision is spent): its checkpoints go.
+        checkpoints.delete_checkpoints([checkpoint_key(run) for run in lapsed])
         stale = AgentRun.objects.filter(
             status=AgentRun.Status.PENDING, created_at__lte=_pending_cutoff()
         ).update(

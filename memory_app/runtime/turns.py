@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall as LangChainToolCall
 from langgraph.types import Command
@@ -433,14 +433,37 @@ def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
                 turn.handle, status=status, produced=outcome.produced, turn=turn, outcome=outcome
             )
         except RunError as lost:
+            _forget_checkpoints(turn, outcome)
             raise ChatRunLost("the run's lease was lost") from lost
     if isinstance(exc, LeaseLost):
         _release(turn.handle)
+        _forget_checkpoints(turn, outcome)
         raise ChatRunLost("the run's lease was lost") from exc
     _fail(turn, exc, outcome)
     if is_model_failure(exc):
         raise ChatModelUnavailable("the model is unavailable") from exc
     raise exc
+
+
+def _turn_key(turn: Turn | None, outcome: TurnOutcome | None) -> str | None:
+    """The checkpoint key a turn may have written under: a resume's always (its decision is
+    spent whatever happens), a chat turn's when its graph ran with approval."""
+    if turn is not None and turn.decision is not None:
+        return turn.checkpoint_key
+    return outcome.checkpoint_key if outcome is not None else None
+
+
+def _forget_checkpoints(turn: Turn, outcome: TurnOutcome) -> None:
+    """A turn that lost its lease will never be resumed: its checkpoints go (no lease needed;
+    the reaper deletes them too if this fails)."""
+    key = _turn_key(turn, outcome)
+    if key:
+        try:
+            checkpoints.delete_checkpoints([key])
+        except DatabaseError:
+            logger.warning("run %s left checkpoints for the reaper", turn.handle.run_id)
+        finally:
+            release_connection()
 
 
 def _release(handle: AgentRunHandle) -> None:
@@ -477,12 +500,9 @@ def _finish(
             ]
             if turn is not None and turn.approval is not None:
                 log.insert(0, _settle_decided_call(turn, produced))
-            if (
-                outcome is not None
-                and outcome.checkpoint_key
-                and status != AgentRun.Status.INTERRUPTED
-            ):
-                checkpoints.delete_checkpoints([outcome.checkpoint_key])
+            key = _turn_key(turn, outcome)
+            if key and status != AgentRun.Status.INTERRUPTED:
+                checkpoints.delete_checkpoints([key])
             services.touch_thread(conversation=handle.conversation)
         return log
     finally:

@@ -243,5 +243,12 @@ def test_config_page_lists_pending_approvals_with_their_run_escaped(staff_client
     assert "&lt;script&gt;alert(&#x27;memory&#x27;)&lt;/script&gt;" in html
     assert "<script>alert" not in html
     # Decided: no longer pending, and the page says so.
-    chat(user_id=config.user_id, thread_id=turn.thread_id, resume={"decision": "reject"})
+    decided = chat(user_id=config.user_id, thread_id=turn.thread_id, resume={"decision": "reject"})
     assert "No memory write is waiting for this user's decision." in _page(staff_client, config)
+    # The interrupted run's page links the run that decided it, and back.
+    run_page = staff_client.get(reverse("admin:conversations_agentrun_change", args=[run.pk]))
+    resume = AgentRun.objects.get(run_id=decided.run_id)
+    assert "decided by" in run_page.content.decode()
+    assert reverse("admin:conversations_agentrun_change", args=[resume.pk]) in (
+        run_page.content.decode()
+    )

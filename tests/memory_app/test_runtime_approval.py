@@ -388,3 +388,37 @@ def test_of_two_racing_decisions_exactly_one_applies(agents_file):
     assert AgentRun.objects.filter(run_type="resume").count() == 1
     event = MemoryEvent.objects.get(kind="agent_added")
     assert event.after_sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_a_resume_that_fails_before_its_graph_runs_spends_the_decision(monkeypatch, agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no graph")
+
+    monkeypatch.setattr("memory_app.runtime.service.build_resume_graph", broken)
+    with pytest.raises(RuntimeError):
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert AgentRun.objects.get(resumes__run_id=interrupted.run_id).status == "failed"
+    row = pending_row(interrupted)
+    assert row.status == "error" and row.error.startswith("not run")
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+    assert memory_bytes(agents_file, user) is None
+
+
+def test_fail_expired_runs_drops_the_checkpoints_of_a_resume_whose_worker_died():
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    stopped = AgentRun.objects.get(run_id=interrupted.run_id)
+    dead = RunningAgentRunFactory(
+        conversation=stopped.conversation,
+        user=user,
+        run_type="resume",
+        resumes=stopped,
+        lease_expires_at=ClockTimestamp() - timedelta(seconds=1),
+    )
+    assert runs.fail_expired_runs() == 1
+    dead.refresh_from_db()
+    assert dead.status == "failed" and dead.error == runs.EXPIRED_LEASE_ERROR
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
