@@ -126,6 +126,8 @@ class TestRefusals:
             ("put", "/api/memory/", {"text": 5}),
             ("put", "/api/memory/", {}),
             ("patch", "/api/settings/", {"enable_memory": "yes"}),
+            ("patch", "/api/settings/", {}),
+            ("patch", "/api/settings/", {"memory_write_approval": 1}),
             ("patch", "/api/settings/", "[" * 100_000),
             ("patch", "/api/threads/{own}/", {"status": "gone"}),
             ("patch", "/api/threads/{own}/", []),
