@@ -48,10 +48,18 @@ _ONE_WRITE_PER_REPLY = ToolResult(
 
 
 def _first_write(reply: BaseMessage | None) -> LangChainToolCall | None:
-    """The first `remember_memory` call of a reply, if it asks for one."""
+    """The first `remember_memory` call of a reply that proposes a text, if any (a call
+    without one is no write to ask about: the tool refuses it as it stands)."""
     if not isinstance(reply, AIMessage):
         return None
-    return next((c for c in reply.tool_calls if c["name"] == REMEMBER_MEMORY_TOOL), None)
+    return next(
+        (
+            call
+            for call in reply.tool_calls
+            if call["name"] == REMEMBER_MEMORY_TOOL and isinstance(call["args"].get("content"), str)
+        ),
+        None,
+    )
 
 
 def _last_reply(messages: list[BaseMessage]) -> AIMessage | None:

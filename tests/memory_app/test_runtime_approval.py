@@ -422,3 +422,14 @@ def test_fail_expired_runs_drops_the_checkpoints_of_a_resume_whose_worker_died()
     dead.refresh_from_db()
     assert dead.status == "failed" and dead.error == runs.EXPIRED_LEASE_ERROR
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
+
+
+def test_a_memory_call_without_text_is_not_put_to_the_user_and_writes_nothing(agents_file):
+    user = approval_user()
+    model = RecordingModel(replies=[tool_reply(("call_0", "remember_memory", {"content": 5}))])
+    turn = chat(user_id=user.pk, message=REMEMBER, model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
+    assert memory_bytes(agents_file, user) is None
+    assert not checkpoints.checkpoint_exists(turn.run_id)
