@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections
+from langchain.agents.middleware import HumanInTheLoopMiddleware
 
 from conversations import checkpoints, runs
 from conversations.models import AgentRun, Message, ToolCall
@@ -433,3 +434,23 @@ def test_a_memory_call_without_text_is_not_put_to_the_user_and_writes_nothing(ag
     assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
     assert memory_bytes(agents_file, user) is None
     assert not checkpoints.checkpoint_exists(turn.run_id)
+
+
+@pytest.mark.parametrize("approval", [True, False])
+def test_the_chatbot_graph_asks_before_writes_only_with_approval_on_and_a_checkpointer(approval):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    saver = checkpoints.checkpointer()
+    with agent_run(user_id=user.pk, thread_id=None) as handle:
+        graph = build_chatbot_graph(handle.ctx, checkpointer=saver)
+        plain = build_chatbot_graph(handle.ctx)
+    asks = [m for m in graph.middleware if isinstance(m, HumanInTheLoopMiddleware)]
+    assert graph.approval is approval and len(asks) == int(approval)
+    if approval:
+        assert set(asks[0].interrupt_on) == {"remember_memory"}
+        assert asks[0].interrupt_on["remember_memory"]["allowed_decisions"] == [
+            "approve",
+            "edit",
+            "reject",
+        ]
+    assert (graph.agent.checkpointer is saver) is approval
+    assert not plain.approval and plain.agent.checkpointer is None
