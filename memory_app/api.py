@@ -30,6 +30,7 @@ from memory_app.errors import MemoryVersionNotFound
 from memory_app.runtime import (
     ChatInputError,
     ChatModelUnavailable,
+    ChatNothingToResume,
     ChatRunLost,
     ChatThreadNotFound,
     chat,
@@ -78,9 +79,18 @@ class Body(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
+class DecisionIn(Body):
+    decision: Literal["approve", "edit", "reject"]
+    content: StrictStr | None = Field(None, description="the text to write instead (edit only)")
+    replaces: StrictStr | None = Field(None, description="the text it corrects (edit only)")
+
+
 class ChatIn(Body):
-    message: StrictStr
+    message: StrictStr | None = Field(None, description="the user's message (or send `resume`)")
     thread_id: StrictStr | None = None
+    resume: DecisionIn | None = Field(
+        None, description="the decision about the memory write pending in `thread_id`"
+    )
 
 
 class ToolCallOutcome(Schema):
@@ -88,12 +98,19 @@ class ToolCallOutcome(Schema):
     status: str
 
 
+class ApprovalOut(Schema):
+    tool_call_id: str
+    content: Any = Field(description="the text the agent proposes to remember")
+    replaces: Any = Field(description="the exact text it would correct, or null")
+
+
 class ChatOut(Schema):
     thread_id: str
     run_id: str
-    status: str
+    status: str = Field(description="`succeeded`, or `interrupted`: a memory write waits")
     reply: str
     tool_calls: list[ToolCallOutcome]
+    approval: ApprovalOut | None = Field(description="the write waiting for your decision")
 
 
 class MemoryOut(Schema):
@@ -131,8 +148,16 @@ class MemoryVersionTextOut(Schema):
     size_bytes: int
 
 
+class SettingsOut(Schema):
+    enable_memory: bool
+    memory_write_approval: bool
+
+
 class SettingsBody(Body):
-    enable_memory: StrictBool
+    enable_memory: StrictBool | None = None
+    memory_write_approval: StrictBool | None = Field(
+        None, description="each memory write waits for your decision (`resume` on /api/chat/)"
+    )
 
 
 class ThreadOut(Schema):
@@ -144,8 +169,19 @@ class ThreadOut(Schema):
     updated_at: datetime
 
 
+class PendingApprovalOut(ApprovalOut):
+    run_id: str
+    created_at: datetime
+
+
+class ListedThreadOut(ThreadOut):
+    pending_approval: PendingApprovalOut | None = Field(
+        description="the memory write waiting for your decision in this thread"
+    )
+
+
 class ThreadPageOut(Schema):
-    threads: list[ThreadOut]
+    threads: list[ListedThreadOut]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: done")
 
 
@@ -222,6 +258,15 @@ class ExportVersion(Schema):
     text: str
 
 
+class ExportPendingApproval(Schema):
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    content: Any
+    replaces: Any
+    created_at: datetime
+
+
 class ExportDocument(Schema):
     user: ExportUser
     enable_memory: bool
@@ -230,6 +275,7 @@ class ExportDocument(Schema):
     user_md: str | None
     memory_events: list[ExportEvent]
     memory_versions: list[ExportVersion]
+    pending_approvals: list[ExportPendingApproval]
     threads: list[ExportThread]
 
 
@@ -258,15 +304,24 @@ def _quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
-@api.post("/chat/", response={200: ChatOut, 404: Error, 502: Error, **_UNSAFE}, tags=["chat"])
+@api.post(
+    "/chat/", response={200: ChatOut, 404: Error, 409: Error, 502: Error, **_UNSAFE}, tags=["chat"]
+)
 def post_chat(request: HttpRequest, body: ChatIn) -> Any:
-    """One turn as the session's user; a new thread unless `thread_id` names one of theirs."""
+    """One turn as the session's user; a new thread unless `thread_id` names one of theirs.
+    With `resume` instead of `message`: your decision about the memory write pending in
+    `thread_id` (409 when none is)."""
+    resume = body.resume.model_dump(exclude_unset=True) if body.resume is not None else None
     try:
-        return chat(user_id=request.auth.pk, message=body.message, thread_id=body.thread_id)
+        return chat(
+            user_id=request.auth.pk, message=body.message, thread_id=body.thread_id, resume=resume
+        )
     except ChatInputError as exc:
         return Status(400, {"error": str(exc)})
     except ChatThreadNotFound:
         return Status(404, {"error": "no such thread"})
+    except ChatNothingToResume:
+        return Status(409, {"error": "no memory write is waiting for a decision in this thread"})
     except ChatModelUnavailable:
         return Status(502, {"error": "the model is unavailable, try again"})
     except ChatRunLost:
@@ -386,19 +441,27 @@ def post_memory_version_restore(
     return _memory_state(request, response, memory)
 
 
-@api.get("/settings/", response={200: SettingsBody, **_COMMON}, tags=["settings"])
+@api.get("/settings/", response={200: SettingsOut, **_COMMON}, tags=["settings"])
 def get_settings(request: HttpRequest) -> Any:
-    """The memory switch."""
-    return {"enable_memory": selectors.memory_enabled(request.auth.pk)}
+    """The memory switch, and whether each memory write waits for your approval."""
+    return selectors.memory_settings(user_id=request.auth.pk)
 
 
-@api.patch("/settings/", response={200: SettingsBody, **_UNSAFE}, tags=["settings"])
+@api.patch("/settings/", response={200: SettingsOut, **_UNSAFE}, tags=["settings"])
 def patch_settings(request: HttpRequest, body: SettingsBody) -> Any:
-    """Turn memory on or off; the next run and the next tool call read the new value."""
-    config = services.set_memory_enabled(
-        user=request.auth, enabled=body.enable_memory, actor=request.auth
-    )
-    return {"enable_memory": config.enable_memory}
+    """Turn memory, or approval of each memory write, on or off (either or both); the next
+    run and the next tool call read the new values."""
+    if body.enable_memory is None and body.memory_write_approval is None:
+        return Status(400, {"error": "send enable_memory, memory_write_approval or both"})
+    if body.enable_memory is not None:
+        services.set_memory_enabled(
+            user=request.auth, enabled=body.enable_memory, actor=request.auth
+        )
+    if body.memory_write_approval is not None:
+        services.set_memory_write_approval(
+            user=request.auth, enabled=body.memory_write_approval, actor=request.auth
+        )
+    return selectors.memory_settings(user_id=request.auth.pk)
 
 
 @api.get("/threads/", response={200: ThreadPageOut, 400: Error, **_COMMON}, tags=["threads"])
@@ -416,7 +479,16 @@ def list_threads(
         )
     except thread_selectors.InvalidCursor:
         return Status(400, {"error": "cursor is not one this list returned"})
-    return {"threads": page.threads, "next_cursor": page.next_cursor}
+    threads = []
+    for thread in page.threads:
+        approval = page.pending_approvals.get(thread.thread_id)
+        threads.append(
+            {
+                **ThreadOut.model_validate(thread).model_dump(),
+                "pending_approval": approval and approval.listed(),
+            }
+        )
+    return {"threads": threads, "next_cursor": page.next_cursor}
 
 
 @api.patch(

@@ -11,7 +11,9 @@ Its parts, each importing only those above it in this list:
   and tool-argument sizes, sub-agent delegations).
 - `errors` — `ChatError` and its children, and the run guard's in-run signals.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
-- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_subagent_graph`.
+- `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
+  `remember_memory`) and the resume command of a user's decision.
+- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
 - `turns` — a turn's three phases, the seams an async or streamed turn reuses:
   `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with the user's
   message, lease keeper registration); `run_agent(turn, prepare=) -> TurnOutcome` (build the
@@ -19,7 +21,7 @@ Its parts, each importing only those above it in this list:
   outcome)` (finish the run and persist through `conversations.services`, or raise the
   refusal). Also `agent_run`, the same open and close around a team's own loop.
 - `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
-- `service` — `chat` and `ChatTurn`: the three phases for one user message.
+- `service` — `chat` and `ChatTurn`: the three phases for one user message or decision.
 """
 
 from conversations.runs import ToolRuntimeContext
@@ -27,6 +29,7 @@ from memory_app.runtime.errors import (
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
+    ChatNothingToResume,
     ChatRunLost,
     ChatThreadNotFound,
 )
@@ -35,6 +38,7 @@ from memory_app.runtime.graphs import (
     SUBAGENT_PROMPT,
     AgentGraph,
     build_chatbot_graph,
+    build_resume_graph,
     build_subagent_graph,
 )
 from memory_app.runtime.guard import RunGuard
@@ -46,19 +50,30 @@ from memory_app.runtime.limits import (
     MAX_TOOL_CALLS_PER_REPLY,
     TOOL_ARGUMENTS_MAX_BYTES,
 )
-from memory_app.runtime.service import DIALOGUE_CUT_MARKER, ChatTurn, chat, chatbot_input
+from memory_app.runtime.service import (
+    DIALOGUE_CUT_MARKER,
+    ChatTurn,
+    chat,
+    chat_turn,
+    chatbot_input,
+)
 from memory_app.runtime.subagent import DelegateArguments, DelegateToSubagentTool, subagent_input
 from memory_app.runtime.turns import (
     AgentInput,
     AgentRunHandle,
     Turn,
     TurnOutcome,
+    agent_config,
     agent_run,
+    check_decision,
     check_message,
     close_turn,
     logger,
+    open_resume_turn,
     open_subagent_turn,
     open_turn,
+    outcome_of,
+    resume_start,
     run_agent,
 )
 from memory_app.tool_names import SUBAGENT_TOOL_NAME
@@ -80,6 +95,7 @@ __all__ = [
     "ChatError",
     "ChatInputError",
     "ChatModelUnavailable",
+    "ChatNothingToResume",
     "ChatRunLost",
     "ChatThreadNotFound",
     "ChatTurn",
@@ -89,16 +105,23 @@ __all__ = [
     "ToolRuntimeContext",
     "Turn",
     "TurnOutcome",
+    "agent_config",
     "agent_run",
     "build_chatbot_graph",
+    "build_resume_graph",
     "build_subagent_graph",
     "chat",
+    "chat_turn",
     "chatbot_input",
+    "check_decision",
     "check_message",
     "close_turn",
     "logger",
+    "open_resume_turn",
     "open_subagent_turn",
     "open_turn",
+    "outcome_of",
+    "resume_start",
     "run_agent",
     "subagent_input",
 ]

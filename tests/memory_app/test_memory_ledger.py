@@ -15,6 +15,7 @@ from memory_app.services import (
     clear_memory,
     remember_memory,
     set_memory_enabled,
+    set_memory_write_approval,
     write_memory_file,
 )
 from tests.factories import (
@@ -105,6 +106,24 @@ def test_a_switch_event_records_the_files_hash_as_before_and_after(settings):
     assert event.kind == "switch_off"
     assert event.before_sha256 == event.after_sha256 == _sha(b"A fact.\n")
     assert event.size_bytes == len(b"A fact.\n")
+
+
+@pytest.mark.django_db
+def test_approval_changes_are_ledger_events_with_the_files_hash_and_the_actor(settings):
+    user = memory_user()
+    staff = StaffUserFactory()
+    run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
+    remember_memory(context_for(run), "A fact.")
+    config = set_memory_write_approval(user=user, enabled=True, actor=user)
+    assert config.memory_write_approval is True and config.enable_memory is True
+    # Already on: no change, no event.
+    set_memory_write_approval(user=user, enabled=True, actor=user)
+    set_memory_write_approval(user=user, enabled=False, actor=staff)
+    digest = _sha(b"A fact.\n")
+    assert _events(user)[1:] == [
+        ("approval_on", user.pk, None, digest, digest, len(b"A fact.\n")),
+        ("approval_off", staff.pk, None, digest, digest, len(b"A fact.\n")),
+    ]
 
 
 @pytest.mark.django_db
