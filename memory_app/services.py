@@ -13,6 +13,7 @@ it was, and a database or lock failure is never downgraded to an unlocked write.
 import hashlib
 import logging
 import unicodedata
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -23,6 +24,7 @@ from functools import partial
 from django.db import connection, transaction
 
 from conversations import selectors as conversation_selectors
+from conversations.models import AgentRun
 from conversations.runs import ToolRuntimeContext
 from memory_app import versions
 from memory_app.authorization import (
@@ -136,14 +138,16 @@ def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
 
 
 def _log_change(
-    *, user_id: int, kind: str, actor_id: int | None, run_id: int | None, before: str, after: str
+    *, user_id: int, kind: str, actor_id: int | None, run: uuid.UUID | None, before: str, after: str
 ) -> None:
+    """The `memory_changed` line. `run` is the agent run's `run_id`, the UUID the API returns
+    and run failures log (not its row id), so one search finds a run's every line."""
     logger.info(
         "memory_changed user=%s kind=%s actor=%s run=%s before=%s after=%s",
         user_id,
         kind,
         actor_id,
-        run_id,
+        run,
         before,
         after,
     )
@@ -156,7 +160,7 @@ def _publish_recorded(
     *,
     kind: str,
     actor_id: int | None = None,
-    run_id: int | None = None,
+    run: AgentRun | None = None,
     before: str,
     replaced: bytes | None,
 ) -> str:
@@ -173,14 +177,14 @@ def _publish_recorded(
         "user_id": workspace.uid,
         "kind": kind,
         "actor_id": actor_id,
-        "run_id": run_id,
         "before": before,
         "after": after,
     }
-    record = partial(record_event, held, size_bytes=len(data), **fields)
+    run_pk = None if run is None else run.pk
+    record = partial(record_event, held, size_bytes=len(data), run_id=run_pk, **fields)
     workspace.publish(MEMORY_RELPATH, data, before_rename=record)
     versions.prune(workspace, keep)
-    _log_change(**fields)
+    _log_change(run=None if run is None else run.run_id, **fields)
     return after
 
 
@@ -237,7 +241,7 @@ def _replaced(current: str, old: str, new: str) -> str:
 def _remember_fenced(
     workspace: Workspace,
     held: CallerSettings,
-    run_id: int,
+    run: AgentRun,
     content: str,
     replaces: str | None,
     *,
@@ -267,7 +271,7 @@ def _remember_fenced(
             encoded,
             kind=kind,
             actor_id=actor_id,
-            run_id=run_id,
+            run=run,
             before=before,
             replaced=data,
         )
@@ -299,7 +303,7 @@ def _remember_locked(
         result = _remember_fenced(
             workspace,
             held,
-            run.pk,
+            run,
             content,
             replaces,
             actor_id=run.user_id if decided else None,
@@ -436,12 +440,11 @@ def _record_unchanged_file(workspace: Workspace, held: CallerSettings, *, kind: 
         "user_id": workspace.uid,
         "kind": kind,
         "actor_id": _actor_id(actor),
-        "run_id": None,
         "before": read.sha256,
         "after": read.sha256,
     }
-    record_event(held, size_bytes=read.size_bytes, **fields)
-    _log_change(**fields)
+    record_event(held, size_bytes=read.size_bytes, run_id=None, **fields)
+    _log_change(run=None, **fields)
 
 
 def _checked_user_text(text: object) -> bytes:

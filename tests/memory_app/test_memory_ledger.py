@@ -138,7 +138,7 @@ def test_every_change_is_logged_as_one_key_value_line_without_memory_text(settin
     assert len(lines) == 2
     assert lines[0].startswith(f"memory_changed user={user.pk} kind=agent_added actor=None")
     after = _sha(b"secret-ish fact\n")
-    assert f"run={run.pk}" in lines[0] and f"after={after}" in lines[0]
+    assert f"run={run.run_id} " in lines[0] and f"after={after}" in lines[0]
     assert "kind=user_cleared" in lines[1]
     assert all("secret" not in line for line in lines)
 
