@@ -2,7 +2,7 @@
 64 chats at once (threads in this process; streamed over HTTP to one uvicorn worker).
 
 Run: .venv/bin/python bench/chat_turn.py [SECTION ...]   (BENCH_DATABASE_URL picks the
-database; sections: graphs turns overhead chats streams, default all)
+database; sections: graphs turns overhead approvals chats streams, default all)
 
 1. `build_chatbot_graph` by MEMORY.md size, beside the home-made runtime's figures.
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
@@ -12,6 +12,10 @@ database; sections: graphs turns overhead chats streams, default all)
    (async, one loop), `astream_chat` and `stream_chat` (streamed), beside a bare LangChain
    `create_agent` turn (build the agent and invoke it; no database, no memory): ms per turn
    and the ratio to the bare turn.
+3a. A memory write with approval on (the remember turn, interrupted, then the `resume` run
+    carrying "approve") beside the direct write: runs, model calls, SQL statements on Django's
+    connections (the checkpointer's own pool is counted apart, as checkpoint rows written) and
+    latency, per write.
 4. 64 concurrent chats with a slow scripted model (seconds per model call) and a short lease,
    so the lease keeper beats during every chat: peak PostgreSQL backends of this process
    (sampled from `pg_stat_activity`), leases lost, and connections still out afterwards.
@@ -51,8 +55,10 @@ from django.db import connection, connections  # noqa: E402
 from django.db.models import Count  # noqa: E402
 from langchain.agents import create_agent  # noqa: E402
 from langchain_core.messages import HumanMessage  # noqa: E402
+from pydantic import Field  # noqa: E402
 
 from conversations.models import AgentRun  # noqa: E402
+from memory_app import services  # noqa: E402
 from memory_app.llm import ScriptedChatModel  # noqa: E402
 from memory_app.runtime import (  # noqa: E402
     achat,
@@ -146,6 +152,86 @@ def turns(made: list) -> None:
     print(f"{'turn':32} {'ms/turn':>8} {'statements':>11} {'connections taken':>18}")
     for label, ms, count, taken in rows:
         print(f"{label:32} {ms:8.1f} {count:11d} {taken:18d}")
+
+
+class CountingModel(ScriptedChatModel):
+    """The scripted model, counting its calls (in a list its tool-bound copies share)."""
+
+    calls: list = Field(default_factory=list)
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls.append(len(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def _checkpoint_rows() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT count(*) FROM checkpoints) + (SELECT count(*) FROM checkpoint_writes)"
+            " + (SELECT count(*) FROM checkpoint_blobs)"
+        )
+        return cursor.fetchone()[0]
+
+
+def approved_writes(made: list) -> None:
+    rows = []
+    for label, approval in (("direct write (approval off)", False), ("approved write", True)):
+        user = bench_user(prefix="bench-chat", enabled=True)
+        made.append(user)
+        if approval:
+            services.set_memory_write_approval(user=user, enabled=True, actor=user)
+        thread = chat(user_id=user.pk, message="hello").thread_id
+        latencies, statements, run_counts, model_calls, peak_rows = [], [], [], [], []
+        for i in range(TURN_ROUNDS):
+            model = CountingModel()
+            runs_before = AgentRun.objects.filter(user=user).count()
+            rows_before = _checkpoint_rows()
+            with count_statements() as counted:
+                start = time.perf_counter()
+                turn = chat(
+                    user_id=user.pk,
+                    message=f"remember that fact {i}",
+                    thread_id=thread,
+                    model=model,
+                )
+                peak_rows.append(_checkpoint_rows() - rows_before)
+                if approval:
+                    assert turn.status == "interrupted", turn
+                    turn = chat(
+                        user_id=user.pk,
+                        thread_id=thread,
+                        resume={"decision": "approve"},
+                        model=model,
+                    )
+                latencies.append((time.perf_counter() - start) * 1000)
+            assert turn.status == "succeeded" and turn.tool_calls[0]["status"] == "success", turn
+            statements.append(len(counted))
+            run_counts.append(AgentRun.objects.filter(user=user).count() - runs_before)
+            model_calls.append(len(model.calls))
+        assert _checkpoint_rows() == rows_before  # decided: nothing left behind
+        rows.append(
+            (
+                label,
+                max(run_counts),
+                max(model_calls),
+                statistics.median(statements),
+                max(peak_rows),
+                statistics.median(latencies),
+            )
+        )
+    print(f"\none memory write, scripted model, median of {TURN_ROUNDS} writes")
+    print(
+        f"{'write':30} {'runs':>5} {'model calls':>12} {'statements':>11} "
+        f"{'checkpoint rows':>16} {'ms/write':>9}"
+    )
+    for label, runs_, calls, count, peak, ms in rows:
+        print(f"{label:30} {runs_:5d} {calls:12d} {count:11.0f} {peak:16d} {ms:9.1f}")
+    direct, approved = rows
+    print(
+        f"approved / direct: {approved[1] - direct[1]:+d} run, {approved[2] - direct[2]:+d} model "
+        f"call, {approved[5] / direct[5]:.2f}x the latency, "
+        f"{approved[3] / direct[3]:.2f}x the statements (user think time not included)"
+    )
 
 
 class SlowScriptedModel(ScriptedChatModel):
@@ -513,6 +599,7 @@ SECTIONS = {
     "graphs": graph_builds,
     "turns": turns,
     "overhead": overhead,
+    "approvals": approved_writes,
     "chats": concurrent_chats,
     "streams": concurrent_streams,
 }

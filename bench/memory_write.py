@@ -120,7 +120,7 @@ class Floor:
         """The three statements before the file work; returns the caller's synchronous_commit."""
         held = self.raw.execute(locks._LOCK_SQL, [self.timeout, "off", self.key]).fetchone()
         self.raw.execute(runs._run_for_tool_sql(lock=True), [self.run_uuid]).fetchone()
-        self.raw.execute(authorization._state_sql(), [self.uid, self.uid]).fetchone()
+        self.raw.execute(authorization._state_sql(), [self.uid, self.uid, self.uid]).fetchone()
         return held[1]
 
     def write(self, data: bytes, before: str) -> None:

@@ -613,6 +613,7 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "run_type",
         "parent_run_link",
         "child_run_list",
+        "resumes_link",
         "status",
         "error_excerpt",
         "worker_id",
@@ -629,8 +630,11 @@ class AgentRunAdmin(ReadOnlyAdmin):
         "a top-level run delegated to, which never gets memory or tools.",
         "parent_run_link": "For a sub-agent run: the run that delegated to it.",
         "child_run_list": "Sub-agent runs this run delegated to.",
-        "status": "pending, then running once a worker claims it; succeeded, failed and "
-        "cancelled are final.",
+        "resumes_link": "For a resume run: the interrupted run whose memory write it carries "
+        "the user's decision about. For an interrupted run: the run that decided it.",
+        "status": "pending, then running once a worker claims it; succeeded, failed, "
+        "cancelled and interrupted (stopped before a memory write, waiting for the user's "
+        "decision) are final.",
         "error_excerpt": "Why the run failed or was cancelled (empty otherwise).",
         "worker_id": "The worker process that holds the run's lease: only it may act for the "
         "run, and only while the lease lasts.",
@@ -647,6 +651,9 @@ class AgentRunAdmin(ReadOnlyAdmin):
             .annotate(
                 thread_id=F("conversation__thread_id"),
                 parent_run_uuid=F("parent_run__run_id"),
+                resumes_uuid=F("resumes__run_id"),
+                resumed_by_id=F("resumed_by__id"),
+                resumed_by_uuid=F("resumed_by__run_id"),
                 **_list_excerpt_annotations("error"),
             )
         )
@@ -708,6 +715,20 @@ class AgentRunAdmin(ReadOnlyAdmin):
         if obj.parent_run_id is None:
             return "— (a top-level run)"
         return change_link(AgentRun, obj.parent_run_id, obj.parent_run_uuid)
+
+    @admin.display(description="decision")
+    def resumes_link(self, obj: AgentRun) -> SafeString | str:
+        if obj.resumes_id is not None:
+            return format_html(
+                "resumes {}", change_link(AgentRun, obj.resumes_id, obj.resumes_uuid)
+            )
+        if obj.resumed_by_id is not None:
+            return format_html(
+                "decided by {}", change_link(AgentRun, obj.resumed_by_id, obj.resumed_by_uuid)
+            )
+        if obj.status == AgentRun.Status.INTERRUPTED:
+            return "— (waiting for the user's decision)"
+        return "—"
 
     @admin.display(description="sub-agent runs")
     def child_run_list(self, obj: AgentRun) -> SafeString:

@@ -67,6 +67,8 @@ class AgentRunStatus(models.TextChoices):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Stopped before a memory write, waiting for the user's decision (a `resume` run's).
+    INTERRUPTED = "interrupted"
 
 
 # Sources whose threads are machine traffic, never shown to history lookback.
@@ -327,7 +329,7 @@ class ToolCall(models.Model):
 class AgentRun(models.Model):
     RunType = AgentRunType
     Status = AgentRunStatus
-    TERMINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+    TERMINAL_STATUSES = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.INTERRUPTED)
 
     run_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     user = models.ForeignKey(
@@ -342,6 +344,16 @@ class AgentRun(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="child_runs",
+    )
+    # On a `resume` run: the interrupted run whose pending decision it carries. Unique, so
+    # one decision settles an interrupted run: of two racing decisions exactly one applies.
+    resumes = models.OneToOneField(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="resumed_by",
+        help_text="The interrupted run this resume run continues (its decision).",
     )
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     worker_id = models.CharField(max_length=128, null=True, blank=True)
@@ -368,6 +380,17 @@ class AgentRun(models.Model):
                 fields=["created_at", "id"],
                 name="agentrun_pending_idx",
                 condition=Q(status=AgentRunStatus.PENDING),
+            ),
+            # Interrupted runs by thread (the pending approval of a thread) and by age (expiry).
+            models.Index(
+                fields=["conversation", "finished_at"],
+                name="agentrun_interrupted_idx",
+                condition=Q(status=AgentRunStatus.INTERRUPTED),
+            ),
+            models.Index(
+                fields=["finished_at"],
+                name="agentrun_interrupted_age_idx",
+                condition=Q(status=AgentRunStatus.INTERRUPTED),
             ),
         ]
 

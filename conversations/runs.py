@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models.expressions import CombinedExpression
 
+from conversations import checkpoints, selectors, services
 from conversations.models import AgentRun, Conversation
 from yuxi_site.utils.connections import direct_connection
 from yuxi_site.utils.db_functions import ClockTimestamp
@@ -36,6 +37,7 @@ __all__ = [
     "ToolRuntimeContext",
     "check_lease_owner",
     "check_run_for_tool",
+    "checkpoint_key",
     "claim_run",
     "create_run",
     "db_clock",
@@ -209,12 +211,14 @@ def start_run(
     worker_id: str,
     run_type: str = AgentRun.RunType.CHAT,
     parent_run: AgentRun | None = None,
+    resumes: AgentRun | None = None,
     lease_seconds: int | None = None,
 ) -> AgentRun:
     """Record a run already claimed by `worker_id` (one INSERT): create and claim in one step.
 
     For a worker that serves the run itself (the Chat service, `agent_run`), nothing is pending
-    in between for another worker to claim.
+    in between for another worker to claim. A `resume` run names the interrupted run it
+    `resumes` (unique: a second one for the same run raises `IntegrityError`).
     """
     _require_worker_id(worker_id)
     return _insert_run(
@@ -223,6 +227,7 @@ def start_run(
         request_id=request_id,
         run_type=run_type,
         parent_run=parent_run,
+        resumes=resumes,
         status=AgentRun.Status.RUNNING,
         worker_id=worker_id,
         started_at=ClockTimestamp(),
@@ -282,13 +287,41 @@ EXPIRED_LEASE_ERROR = "worker lease expired: the worker stopped renewing it"
 STALE_PENDING_ERROR = "pending too long: no worker claimed the run"
 
 
+def checkpoint_key(run: AgentRun) -> str:
+    """The key of the checkpoints of `run`'s turn: the `run_id` of the run that started it (a
+    resume run, interrupted again, keeps the key of the run it resumes)."""
+    while run.resumes_id is not None:
+        run = AgentRun.objects.only("run_id", "resumes_id").get(pk=run.resumes_id)
+    return str(run.run_id)
+
+
+# `AgentRun.error` of the resume run that declines an approval nobody decided in time.
+EXPIRED_APPROVAL_ERROR = "approval expired: the user did not decide in time"
+
+
+def _decline_expired_approvals() -> int:
+    """Decline every approval left undecided longer than `MEMORY_APPROVAL_TTL_SECONDS`."""
+    expired = selectors.expired_interrupts().select_related("conversation")
+    return sum(
+        services.decline_approval(run=run, key=checkpoint_key(run), error=EXPIRED_APPROVAL_ERROR)
+        for run in expired.order_by("finished_at", "id")
+    )
+
+
 def fail_expired_runs() -> int:
     """Fail running runs whose lease lapsed (their worker died) and runs left pending longer
     than `AGENT_RUN_PENDING_TIMEOUT_SECONDS` (a database blip or a worker death between create
-    and claim); how many. Run it periodically."""
+    and claim), and decline approvals older than `MEMORY_APPROVAL_TTL_SECONDS`; the
+    checkpoints of those turns go with them. How many. Run it periodically."""
+    declined = _decline_expired_approvals()
     with transaction.atomic():
+        lapsed = list(
+            AgentRun.objects.select_for_update()
+            .filter(status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp())
+            .only("id", "run_id", "resumes_id")
+        )
         expired = AgentRun.objects.filter(
-            status=AgentRun.Status.RUNNING, lease_expires_at__lte=ClockTimestamp()
+            pk__in=[run.pk for run in lapsed], lease_expires_at__lte=ClockTimestamp()
         ).update(
             status=AgentRun.Status.FAILED,
             finished_at=ClockTimestamp(),
@@ -296,6 +329,8 @@ def fail_expired_runs() -> int:
             lease_expires_at=None,
             error=EXPIRED_LEASE_ERROR,
         )
+        # A dead turn is never resumed (a resume's decision is spent): its checkpoints go.
+        checkpoints.delete_checkpoints([checkpoint_key(run) for run in lapsed])
         stale = AgentRun.objects.filter(
             status=AgentRun.Status.PENDING, created_at__lte=_pending_cutoff()
         ).update(
@@ -303,7 +338,7 @@ def fail_expired_runs() -> int:
             finished_at=ClockTimestamp(),
             error=STALE_PENDING_ERROR,
         )
-    return expired + stale
+    return expired + stale + declined
 
 
 def fail_user_runs(*, user_id: int, error: str) -> int:

@@ -1,16 +1,18 @@
 """Reads of threads outside history lookback (which lives in repository.py): the thread a user
-chats in and its recent dialogue, a user's threads listed, exported and counted, and bounded
-excerpts of the stored record for staff."""
+chats in and its recent dialogue, a user's threads listed, exported and counted, the memory
+writes waiting for a user's approval, and bounded excerpts of the stored record for staff."""
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 import psycopg
+from django.conf import settings
 from django.core import signing
 from django.db import connection
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from conversations.models import (
     VISIBLE_MESSAGE,
@@ -20,7 +22,7 @@ from conversations.models import (
     ToolCall,
 )
 from yuxi_site.utils.connections import server_cursor
-from yuxi_site.utils.db_functions import byte_length, text_prefix
+from yuxi_site.utils.db_functions import ClockTimestamp, byte_length, text_prefix
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 __all__ = [
@@ -31,19 +33,27 @@ __all__ = [
     "RAW_MESSAGES_SHOWN",
     "RELATED_ROWS_SHOWN",
     "DialogueTurn",
+    "PendingApproval",
     "RawMessage",
     "RawMessagesPage",
     "RelatedRows",
     "child_runs",
     "count_user_conversations",
+    "expired_interrupts",
     "first_related",
     "get_chat_thread",
+    "is_released_call",
     "message_tool_calls",
+    "pending_approval",
+    "pending_approvals",
     "raw_messages_excerpt",
     "recent_dialogue",
+    "run_pending_calls",
     "thread_child_threads",
     "thread_runs",
     "tool_calls_during_runs",
+    "undecided_interrupts",
+    "write_user_pending_approvals",
     "write_user_threads",
 ]
 
@@ -260,10 +270,12 @@ class InvalidCursor(ValueError):
 
 @dataclass(frozen=True)
 class ThreadPage:
-    """One page of a user's threads, newest first, and the cursor of the next (None at the end)."""
+    """One page of a user's threads, newest first, and the cursor of the next (None at the end),
+    with the pending approvals of the page's threads by thread id."""
 
     threads: list[Conversation]
     next_cursor: str | None
+    pending_approvals: dict[str, "PendingApproval"] = field(default_factory=dict)
 
 
 def _encode_cursor(thread: Conversation, *, user_id: int) -> str:
@@ -304,8 +316,15 @@ def list_user_threads(
     rows = list(threads.order_by("-updated_at", "-id")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    next_cursor = _encode_cursor(rows[-1], user_id=user_id) if more else None
-    return ThreadPage(threads=rows, next_cursor=next_cursor)
+    pending = {}
+    if rows:
+        approvals = pending_approvals(conversation_id__in=[row.pk for row in rows])
+        pending = {row["thread_id"]: PendingApproval(**row) for row in approvals}
+    return ThreadPage(
+        threads=rows,
+        next_cursor=_encode_cursor(rows[-1], user_id=user_id) if more else None,
+        pending_approvals=pending,
+    )
 
 
 # Rows fetched per round trip from an export's server-side cursors.
@@ -379,6 +398,23 @@ def write_user_threads(out: IO[bytes], pg: psycopg.Connection, *, user_id: int) 
             out.write(b"]}")
 
 
+def write_user_pending_approvals(out: IO[bytes], pg: psycopg.Connection, *, user_id: int) -> None:
+    """Write `user_id`'s memory writes waiting for a decision as comma-separated JSON objects
+    `{"thread_id", "run_id", "tool_call_id", "content", "replaces", "created_at"}`, by
+    `pending_approvals`' own rule (its query, run on `pg` inside the caller's snapshot)."""
+    sql, params = pending_approvals(user_id=user_id).query.sql_with_params()
+    rows = pg.execute(
+        "SELECT json_build_object('thread_id', q.thread_id, 'run_id', q.run_id, "
+        "'tool_call_id', q.tool_call_id, 'content', q.content, 'replaces', q.replaces, "
+        f"'created_at', q.created_at)::text FROM ({sql}) q",
+        params,
+    )
+    for index, (row,) in enumerate(rows):
+        if index:
+            out.write(b", ")
+        out.write(row.encode("utf-8"))
+
+
 def count_user_conversations(*, user_ids: list[int]) -> dict[str, int]:
     """How many threads, messages, tool calls and runs these users have: one statement,
     counted set-wise, never listed."""
@@ -407,3 +443,100 @@ def count_user_conversations(*, user_ids: list[int]) -> dict[str, int]:
         "tool_calls": tool_call_count,
         "runs": run_count,
     }
+
+
+# --- approvals ------------------------------------------------------------------------------
+# An `interrupted` run stopped before a memory write; its one `pending` tool call is the write
+# the user is asked about. It is decided once a run `resumes` it; it is pending while it is
+# undecided and younger than `MEMORY_APPROVAL_TTL_SECONDS` (then the reaper declines it).
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A memory write waiting for its user's decision: the interrupted run and its call."""
+
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    content: Any
+    replaces: Any
+    created_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        """What a client is shown: the call and the text it would write (and replace)."""
+        return {
+            "tool_call_id": self.tool_call_id,
+            "content": self.content,
+            "replaces": self.replaces,
+        }
+
+    def listed(self) -> dict[str, Any]:
+        """What a thread list shows: the call, its text, which run waits and since when."""
+        return {**self.as_dict(), "run_id": self.run_id, "created_at": self.created_at}
+
+
+def _approval_cutoff() -> Any:
+    seconds = settings.MEMORY_APPROVAL_TTL_SECONDS
+    if seconds <= 0:
+        raise ValueError("MEMORY_APPROVAL_TTL_SECONDS must be positive")
+    return ClockTimestamp() - timedelta(seconds=seconds)
+
+
+def undecided_interrupts(**filters: Any) -> QuerySet:
+    """Interrupted runs (matching `filters`) that no run resumes yet, whatever their age."""
+    return AgentRun.objects.filter(
+        status=AgentRun.Status.INTERRUPTED, resumed_by__isnull=True, **filters
+    )
+
+
+def expired_interrupts() -> QuerySet:
+    """Undecided interrupted runs older than `MEMORY_APPROVAL_TTL_SECONDS`: no longer pending,
+    still to be declined."""
+    return undecided_interrupts(finished_at__lte=_approval_cutoff())
+
+
+def run_pending_calls(runs: QuerySet) -> QuerySet:
+    """The pending tool calls the runs of `runs` issued (a message carries its run's id): an
+    interrupted run's is the write it waits for a decision about."""
+    run_ids = runs.annotate(key=Cast("run_id", TextField())).values("key")
+    return (
+        ToolCall.objects.filter(status=ToolCall.Status.PENDING)
+        .annotate(issuing_run=KeyTextTransform("run_id", "message__metadata"))
+        .filter(issuing_run__in=run_ids)
+    )
+
+
+def pending_approvals(**run_filters: Any) -> QuerySet:
+    """The pending approvals of the interrupted runs matching `run_filters` (e.g. `user_id`,
+    `conversation_id__in`), as rows of `PendingApproval`'s fields, oldest first. One query."""
+    runs = undecided_interrupts(finished_at__gt=_approval_cutoff(), **run_filters)
+    return (
+        run_pending_calls(runs)
+        .annotate(
+            thread_id=F("message__conversation__thread_id"),
+            run_id=F("issuing_run"),
+            content=KeyTextTransform("content", "input"),
+            replaces=KeyTextTransform("replaces", "input"),
+        )
+        .values("thread_id", "run_id", "tool_call_id", "content", "replaces", "created_at")
+        .order_by("created_at", "id")
+    )
+
+
+def pending_approval(*, conversation_id: int) -> PendingApproval | None:
+    """The thread's pending approval, if any (a thread has at most one)."""
+    row = pending_approvals(conversation_id=conversation_id).last()
+    return PendingApproval(**row) if row is not None else None
+
+
+def is_released_call(*, run: AgentRun, tool_call_id: str | None) -> bool:
+    """Whether `tool_call_id`, called in `run`, is the call a user's decision released: `run`
+    is the `resume` run of an interrupted run whose pending call has that id."""
+    if not tool_call_id or run.run_type != AgentRun.RunType.RESUME or run.resumes_id is None:
+        return False
+    interrupted = AgentRun.objects.filter(pk=run.resumes_id, status=AgentRun.Status.INTERRUPTED)
+    return (
+        run_pending_calls(interrupted)
+        .filter(tool_call_id=tool_call_id, message__conversation_id=run.conversation_id)
+        .exists()
+    )

@@ -1,18 +1,21 @@
 """Writes of conversations: threads, messages and tool calls as an agent run produces them,
-and the deletion of a user's share of these tables.
+the settling of a memory write the user decided or declined, and the deletion of a user's
+share of these tables.
 
 The Chat service hands an agent run's messages here as plain `RunMessage` records (this app
 knows nothing of LangChain); `record_run_messages` stores them, tagged with the run's id.
 """
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Value, When
 
+from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from yuxi_site.utils.db_functions import ClockTimestamp
 from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
@@ -179,8 +182,9 @@ def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversat
 
 
 def delete_user_conversations(*, user_id: int) -> dict[str, int]:
-    """Delete every thread of `user_id` with its messages, tool calls and runs, set-wise (one
-    DELETE per table, children first); the rows deleted, by kind.
+    """Delete every thread of `user_id` with its messages, tool calls and runs, and the
+    checkpoints of their runs, set-wise (one DELETE per table, children first); the rows
+    deleted, by kind (`checkpoints`: how many runs' checkpoints).
 
     The threads are locked first: a write still in flight that references one waits for this
     transaction and then fails on the missing row instead of slipping in between. Use inside
@@ -202,7 +206,76 @@ def delete_user_conversations(*, user_id: int) -> dict[str, int]:
     counts = {}
     with connection.cursor() as cursor:
         cursor.execute(f"{in_threads} FOR UPDATE", [user_id])
+        # Keyed by the user's run ids: gone before the runs are.
+        counts["checkpoints"] = checkpoints.delete_user_checkpoints(user_id=user_id)
         for key, sql in statements:
             cursor.execute(sql, [user_id])
             counts[key] = cursor.rowcount
     return counts
+
+
+# A memory write the user did not approve: its tool call's `error`, and the tool result the
+# model is given for it (so every stored call is answered).
+DECLINED = "declined"
+DECLINED_RESULT = json.dumps(
+    {"status": "rejected", "message": "The user declined this memory write; nothing was saved."}
+)
+
+
+def settle_pending_call(
+    *,
+    conversation: Conversation,
+    run_id: str,
+    tool_call_id: str,
+    arguments: Any,
+    output: str,
+    status: str,
+    error: str,
+) -> int:
+    """Store the outcome of the call `tool_call_id` that run `run_id` left pending (a decided
+    approval): the arguments it actually ran with, its status, output and error."""
+    calls = selectors.run_pending_calls(AgentRun.objects.filter(run_id=run_id))
+    return calls.filter(tool_call_id=tool_call_id, message__conversation=conversation).update(
+        input=arguments, output=output, status=status, error=error
+    )
+
+
+def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
+    """Decide the interrupted `run`'s pending write as declined, without a model.
+
+    In one transaction: a `resume` run that `resumes` it, finished `cancelled` with `error`
+    (unique, so a racing decision either came first, and this returns False, or finds it
+    decided); the pending call settled `error` ("declined") and its declining tool result
+    stored; the checkpoints under `key` deleted.
+    """
+    try:
+        with transaction.atomic():
+            closing = AgentRun.objects.create(
+                user_id=run.user_id,
+                conversation_id=run.conversation_id,
+                request_id=f"req-{uuid.uuid4().hex}",
+                run_type=AgentRun.RunType.RESUME,
+                resumes=run,
+                status=AgentRun.Status.CANCELLED,
+                started_at=ClockTimestamp(),
+                finished_at=ClockTimestamp(),
+                error=error,
+            )
+            pending = selectors.run_pending_calls(AgentRun.objects.filter(pk=run.pk))
+            results = [
+                RunMessage(
+                    role=Message.Role.TOOL,
+                    message_type=Message.Type.TOOL_RESULT,
+                    content=DECLINED_RESULT,
+                    metadata={"tool_call_id": call.tool_call_id, "name": call.name},
+                )
+                for call in pending
+            ]
+            pending.update(status=ToolCall.Status.ERROR, error=DECLINED, output=DECLINED_RESULT)
+            record_run_messages(
+                conversation=run.conversation, run_id=str(closing.run_id), messages=results
+            )
+            checkpoints.delete_checkpoints([key])
+    except IntegrityError:
+        return False  # another decision settled it first
+    return True

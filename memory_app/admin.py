@@ -27,7 +27,7 @@ from conversations.admin import (
     time_cell,
 )
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from conversations.selectors import first_related
+from conversations.selectors import first_related, pending_approvals
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
@@ -108,7 +108,28 @@ class UserConfigAdmin(ReadOnlyAdmin):
     list_select_related = ("user",)
     ordering = ("user__username",)
     fieldsets = (
-        (None, {"fields": ("user_link", "enable_memory", "memory_switch", "user_records")}),
+        (
+            None,
+            {
+                "fields": (
+                    "user_link",
+                    "enable_memory",
+                    "memory_switch",
+                    "memory_write_approval",
+                    "user_records",
+                )
+            },
+        ),
+        (
+            "Memory writes waiting for the user's decision",
+            {
+                "description": "Each is a run stopped before remember_memory (status "
+                "interrupted); the user approves, edits or rejects it, or it is declined by a "
+                "new message in its thread or once it is older than "
+                "MEMORY_APPROVAL_TTL_SECONDS.",
+                "fields": ("approvals",),
+            },
+        ),
         (
             "Why does the agent know this?",
             {
@@ -123,6 +144,8 @@ class UserConfigAdmin(ReadOnlyAdmin):
     help_texts = {
         "enable_memory": "The one switch: re-read at the start of every run and inside "
         "every memory tool call. No config row means off.",
+        "memory_write_approval": "On: each memory write of the agent waits for the user's "
+        "decision (a resume run carries it). Off: the agent writes directly.",
         "memory_preview": "The same bounded, no-follow read the agent makes: at most "
         f"{MEMORY_PROMPT_MAX_BYTES} bytes, never through a symlink.",
         "ledger": "MemoryEvent rows: who changed the memory, with which run, and the file's "
@@ -161,6 +184,29 @@ class UserConfigAdmin(ReadOnlyAdmin):
             changelist_link(Conversation, {"user": obj.user_id}, "threads"),
             changelist_link(AgentRun, {"user": obj.user_id}, "runs"),
             changelist_link(MemoryEvent, {"user": obj.user_id}, "all memory events"),
+        )
+
+    @admin.display(description="pending approvals")
+    def approvals(self, obj: UserConfig) -> SafeString:
+        listed = first_related(pending_approvals(user_id=obj.user_id).order_by("-created_at"))
+        runs = dict(
+            AgentRun.objects.filter(run_id__in=[row["run_id"] for row in listed.rows]).values_list(
+                "run_id", "pk"
+            )
+        )
+        rows = [
+            {
+                "run": change_link(AgentRun, runs.get(uuid.UUID(row["run_id"])), row["run_id"]),
+                "thread": changelist_link(Conversation, {"q": row["thread_id"]}, row["thread_id"]),
+                "since": time_cell(row["created_at"]),
+                "content": _capped(row["content"]),
+                "replaces": _capped(row["replaces"]),
+            }
+            for row in listed.rows
+        ]
+        return render_to_string(
+            "admin/memory_app/userconfig/approvals.html",
+            {"rows": rows, "has_more": listed.has_more},
         )
 
     @admin.display(description="MEMORY.md as the agent sees it")
@@ -269,6 +315,15 @@ def _replaced_version(event: MemoryEvent, kept: set[str]) -> SafeString | str:
     if event.before_sha256 in kept:
         return format_html('<a href="#{}">kept</a>', _version_anchor(event.before_sha256))
     return "empty file" if event.before_sha256 == EMPTY_SHA256 else "not kept"
+
+
+# Most of a proposed memory text a pending approval's row shows.
+APPROVAL_TEXT_SHOWN_BYTES = 512
+
+
+def _capped(text: str | None) -> SafeString:
+    size = None if text is None else len(text.encode("utf-8"))
+    return render_excerpt(text, size, APPROVAL_TEXT_SHOWN_BYTES)
 
 
 def _is_uuid(term: str) -> bool:

@@ -35,6 +35,7 @@ from memory_app.runtime import (
     ChatEvent,
     ChatInputError,
     ChatModelUnavailable,
+    ChatNothingToResume,
     ChatRunLost,
     ChatThreadNotFound,
     astream_chat,
@@ -86,9 +87,18 @@ class Body(Schema):
     model_config = ConfigDict(extra="forbid")
 
 
+class DecisionIn(Body):
+    decision: Literal["approve", "edit", "reject"]
+    content: StrictStr | None = Field(None, description="the text to write instead (edit only)")
+    replaces: StrictStr | None = Field(None, description="the text it corrects (edit only)")
+
+
 class ChatIn(Body):
-    message: StrictStr
+    message: StrictStr | None = Field(None, description="the user's message (or send `resume`)")
     thread_id: StrictStr | None = None
+    resume: DecisionIn | None = Field(
+        None, description="the decision about the memory write pending in `thread_id`"
+    )
 
 
 class ToolCallOutcome(Schema):
@@ -96,12 +106,19 @@ class ToolCallOutcome(Schema):
     status: str
 
 
+class ApprovalOut(Schema):
+    tool_call_id: str
+    content: Any = Field(description="the text the agent proposes to remember")
+    replaces: Any = Field(description="the exact text it would correct, or null")
+
+
 class ChatOut(Schema):
     thread_id: str
     run_id: str
-    status: str
+    status: str = Field(description="`succeeded`, or `interrupted`: a memory write waits")
     reply: str
     tool_calls: list[ToolCallOutcome]
+    approval: ApprovalOut | None = Field(description="the write waiting for your decision")
 
 
 class MemoryOut(Schema):
@@ -139,8 +156,16 @@ class MemoryVersionTextOut(Schema):
     size_bytes: int
 
 
+class SettingsOut(Schema):
+    enable_memory: bool
+    memory_write_approval: bool
+
+
 class SettingsBody(Body):
-    enable_memory: StrictBool
+    enable_memory: StrictBool | None = None
+    memory_write_approval: StrictBool | None = Field(
+        None, description="each memory write waits for your decision (`resume` on /api/chat/)"
+    )
 
 
 class ThreadOut(Schema):
@@ -152,8 +177,19 @@ class ThreadOut(Schema):
     updated_at: datetime
 
 
+class PendingApprovalOut(ApprovalOut):
+    run_id: str
+    created_at: datetime
+
+
+class ListedThreadOut(ThreadOut):
+    pending_approval: PendingApprovalOut | None = Field(
+        description="the memory write waiting for your decision in this thread"
+    )
+
+
 class ThreadPageOut(Schema):
-    threads: list[ThreadOut]
+    threads: list[ListedThreadOut]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: done")
 
 
@@ -230,6 +266,15 @@ class ExportVersion(Schema):
     text: str
 
 
+class ExportPendingApproval(Schema):
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    content: Any
+    replaces: Any
+    created_at: datetime
+
+
 class ExportDocument(Schema):
     user: ExportUser
     enable_memory: bool
@@ -238,6 +283,7 @@ class ExportDocument(Schema):
     user_md: str | None
     memory_events: list[ExportEvent]
     memory_versions: list[ExportVersion]
+    pending_approvals: list[ExportPendingApproval]
     threads: list[ExportThread]
 
 
@@ -266,15 +312,27 @@ def _quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
-@api.post("/chat/", response={200: ChatOut, 404: Error, 502: Error, **_UNSAFE}, tags=["chat"])
+NOTHING_TO_RESUME_MESSAGE = "no memory write is waiting for a decision in this thread"
+
+
+@api.post(
+    "/chat/", response={200: ChatOut, 404: Error, 409: Error, 502: Error, **_UNSAFE}, tags=["chat"]
+)
 def post_chat(request: HttpRequest, body: ChatIn) -> Any:
-    """One turn as the session's user; a new thread unless `thread_id` names one of theirs."""
+    """One turn as the session's user; a new thread unless `thread_id` names one of theirs.
+    With `resume` instead of `message`: your decision about the memory write pending in
+    `thread_id` (409 when none is)."""
+    resume = body.resume.model_dump(exclude_unset=True) if body.resume is not None else None
     try:
-        return chat(user_id=request.auth.pk, message=body.message, thread_id=body.thread_id)
+        return chat(
+            user_id=request.auth.pk, message=body.message, thread_id=body.thread_id, resume=resume
+        )
     except ChatInputError as exc:
         return Status(400, {"error": str(exc)})
     except ChatThreadNotFound:
         return Status(404, {"error": "no such thread"})
+    except ChatNothingToResume:
+        return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
     except ChatModelUnavailable:
         return Status(502, {"error": "the model is unavailable, try again"})
     except ChatRunLost:
@@ -283,7 +341,7 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
 
 @api.post(
     "/chat/stream/",
-    response={200: None, 404: Error, **_UNSAFE},
+    response={200: None, 404: Error, 409: Error, **_UNSAFE},
     tags=["chat"],
     openapi_extra={
         "responses": {200: {"description": "the turn as Server-Sent Events (text/event-stream)"}}
@@ -292,12 +350,18 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
 async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
     """`/chat/` as Server-Sent Events while the turn happens: `run`, then `token`, `tool_call`
     and `tool_result` events, last one `done` (the turn, as `/chat/` answers it) or `error`
-    (`error`, `status_code`). A refusal before the run starts is the usual JSON error; a client
+    (`error`, `status_code`). With `resume` instead of `message`, the decision's turn (409 when
+    no write is pending). A refusal before the run starts is the usual JSON error; a client
     that disconnects cancels the turn.
 
     Under ASGI the events come from `astream_chat` on the server's loop; under WSGI (the
     development server) from `stream_chat`, since Django would buffer an async stream there."""
-    turn = {"user_id": request.auth.pk, "message": body.message, "thread_id": body.thread_id}
+    turn = {
+        "user_id": request.auth.pk,
+        "message": body.message,
+        "thread_id": body.thread_id,
+        "resume": body.resume.model_dump(exclude_unset=True) if body.resume is not None else None,
+    }
     # The session and the user are read; the request's own thread would otherwise keep its
     # pooled connection until the stream ends, one per open stream.
     await sync_to_async(release_connection)()
@@ -313,6 +377,8 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
         return Status(400, {"error": str(exc)})
     except ChatThreadNotFound:
         return Status(404, {"error": "no such thread"})
+    except ChatNothingToResume:
+        return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
@@ -474,19 +540,27 @@ def post_memory_version_restore(
     return _memory_state(request, response, memory)
 
 
-@api.get("/settings/", response={200: SettingsBody, **_COMMON}, tags=["settings"])
+@api.get("/settings/", response={200: SettingsOut, **_COMMON}, tags=["settings"])
 def get_settings(request: HttpRequest) -> Any:
-    """The memory switch."""
-    return {"enable_memory": selectors.memory_enabled(request.auth.pk)}
+    """The memory switch, and whether each memory write waits for your approval."""
+    return selectors.memory_settings(user_id=request.auth.pk)
 
 
-@api.patch("/settings/", response={200: SettingsBody, **_UNSAFE}, tags=["settings"])
+@api.patch("/settings/", response={200: SettingsOut, **_UNSAFE}, tags=["settings"])
 def patch_settings(request: HttpRequest, body: SettingsBody) -> Any:
-    """Turn memory on or off; the next run and the next tool call read the new value."""
-    config = services.set_memory_enabled(
-        user=request.auth, enabled=body.enable_memory, actor=request.auth
-    )
-    return {"enable_memory": config.enable_memory}
+    """Turn memory, or approval of each memory write, on or off (either or both); the next
+    run and the next tool call read the new values."""
+    if body.enable_memory is None and body.memory_write_approval is None:
+        return Status(400, {"error": "send enable_memory, memory_write_approval or both"})
+    if body.enable_memory is not None:
+        services.set_memory_enabled(
+            user=request.auth, enabled=body.enable_memory, actor=request.auth
+        )
+    if body.memory_write_approval is not None:
+        services.set_memory_write_approval(
+            user=request.auth, enabled=body.memory_write_approval, actor=request.auth
+        )
+    return selectors.memory_settings(user_id=request.auth.pk)
 
 
 @api.get("/threads/", response={200: ThreadPageOut, 400: Error, **_COMMON}, tags=["threads"])
@@ -504,7 +578,16 @@ def list_threads(
         )
     except thread_selectors.InvalidCursor:
         return Status(400, {"error": "cursor is not one this list returned"})
-    return {"threads": page.threads, "next_cursor": page.next_cursor}
+    threads = []
+    for thread in page.threads:
+        approval = page.pending_approvals.get(thread.thread_id)
+        threads.append(
+            {
+                **ThreadOut.model_validate(thread).model_dump(),
+                "pending_approval": approval and approval.listed(),
+            }
+        )
+    return {"threads": threads, "next_cursor": page.next_cursor}
 
 
 @api.patch(

@@ -28,9 +28,11 @@ from conversations.runs import (
 from memory_app.models import UserConfig
 
 __all__ = [
+    "MemoryGrant",
     "MemoryRunRefused",
     "MemoryState",
     "authorize_memory_run",
+    "grant_memory_run",
     "memory_run_refusal",
     "read_memory_state",
 ]
@@ -51,6 +53,15 @@ class MemoryState:
     now: datetime
     user_active: bool
     enabled: bool
+    write_approval: bool = False  # each memory write waits for the user's decision
+
+
+@dataclass(frozen=True)
+class MemoryGrant:
+    """A run that may use memory now, and the state it was judged by."""
+
+    run: AgentRun
+    state: MemoryState
 
 
 @cache
@@ -60,16 +71,21 @@ def _state_sql() -> str:
         "SELECT clock_timestamp(), "
         f'COALESCE((SELECT "is_active" FROM "{users}" WHERE "id" = %s), false), '
         f'COALESCE((SELECT "enable_memory" FROM "{UserConfig._meta.db_table}" '
+        'WHERE "user_id" = %s), false), '
+        f'COALESCE((SELECT "memory_write_approval" FROM "{UserConfig._meta.db_table}" '
         'WHERE "user_id" = %s), false)'
     )
 
 
 def read_memory_state(user_id: int) -> MemoryState:
-    """Clock, user active (a missing user reads as inactive) and switch, in one statement."""
+    """Clock, user active (a missing user reads as inactive), switch and approval setting, in
+    one statement."""
     with connection.cursor() as cursor:
-        cursor.execute(_state_sql(), [user_id, user_id])
-        now, user_active, enabled = cursor.fetchone()
-    return MemoryState(now=now, user_active=user_active, enabled=enabled)
+        cursor.execute(_state_sql(), [user_id, user_id, user_id])
+        now, user_active, enabled, write_approval = cursor.fetchone()
+    return MemoryState(
+        now=now, user_active=user_active, enabled=enabled, write_approval=write_approval
+    )
 
 
 def memory_run_refusal(run: AgentRun, worker_id: str | None, state: MemoryState) -> str | None:
@@ -90,6 +106,15 @@ def memory_run_refusal(run: AgentRun, worker_id: str | None, state: MemoryState)
 def authorize_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> AgentRun:
     """The run behind `ctx` if it may use memory now; else `MemoryRunRefused`.
 
+    As `grant_memory_run`, without the state.
+    """
+    return grant_memory_run(ctx, lock=lock).run
+
+
+def grant_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> MemoryGrant:
+    """The run behind `ctx` and the state it was judged by, if it may use memory now; else
+    `MemoryRunRefused`.
+
     `lock=True` is for the write path, inside its transaction after the advisory lock: the run
     row stays locked until that transaction ends, so the lease cannot change under the write.
     `lock=False` reads without locking (lookback tools, the middleware): it neither waits on
@@ -101,7 +126,8 @@ def authorize_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> Agen
         run = run_matching_context(ctx, lock=lock)
     except RunContextInvalid as exc:
         raise MemoryRunRefused(str(exc)) from exc
-    refusal = memory_run_refusal(run, ctx.worker_id, read_memory_state(run.user_id))
+    state = read_memory_state(run.user_id)
+    refusal = memory_run_refusal(run, ctx.worker_id, state)
     if refusal:
         raise MemoryRunRefused(refusal)
-    return run
+    return MemoryGrant(run=run, state=state)

@@ -14,6 +14,7 @@ from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 __all__ = [
     "MemoryAccessDenied",
+    "MemoryApprovalRequired",
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
@@ -52,6 +53,10 @@ class MemoryFileTooLarge(MemoryWriteError):
 
 class MemoryAccessDenied(MemoryWriteError):
     """Identity, run, lease, switch or user state refuses the write, or the path is unsafe."""
+
+
+class MemoryApprovalRequired(MemoryAccessDenied):
+    """The user approves each memory write, and no decision of theirs released this call."""
 
 
 class MemoryUnavailable(MemoryWriteError):

@@ -15,6 +15,11 @@ class UserConfig(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memory_config"
     )
     enable_memory = models.BooleanField(default=False)
+    # Off: the agent writes memory directly (one confirmation fewer). On: each write waits for
+    # the user's decision (approve, edit or reject) in a `resume` run.
+    memory_write_approval = models.BooleanField(
+        default=False, help_text="Whether each memory write waits for the user's approval."
+    )
 
     class Meta:
         verbose_name = "user config"
@@ -31,6 +36,8 @@ class MemoryEventKind(models.TextChoices):
     USER_CLEARED = "user_cleared"
     SWITCH_ON = "switch_on"
     SWITCH_OFF = "switch_off"
+    APPROVAL_ON = "approval_on"
+    APPROVAL_OFF = "approval_off"
     USER_RESTORED = "user_restored"
     VERSIONS_FORGOTTEN = "versions_forgotten"
 

@@ -76,6 +76,24 @@ class MemorySnapshot:
         return not self.text.strip()
 
 
+@dataclass(frozen=True)
+class MemorySettings:
+    """A user's memory switch and whether each memory write waits for their approval."""
+
+    enable_memory: bool
+    memory_write_approval: bool
+
+
+def memory_settings(*, user_id: int) -> MemorySettings:
+    """The user's memory settings, read fresh (no row: both off)."""
+    row = (
+        UserConfig.objects.filter(user_id=user_id)
+        .values_list("enable_memory", "memory_write_approval")
+        .first()
+    )
+    return MemorySettings(*row) if row else MemorySettings(False, False)
+
+
 def memory_enabled(uid: int | str) -> bool:
     """Current value of the switch, read fresh from the database (no row means off).
 

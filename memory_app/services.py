@@ -13,19 +13,29 @@ it was, and a database or lock failure is never downgraded to an unlocked write.
 import hashlib
 import logging
 import unicodedata
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 
 from django.db import connection, transaction
 
+from conversations import selectors as conversation_selectors
+from conversations.models import AgentRun
 from conversations.runs import ToolRuntimeContext
 from memory_app import versions
-from memory_app.authorization import MemoryRunRefused, authorize_memory_run, read_memory_state
+from memory_app.authorization import (
+    MemoryRunRefused,
+    MemoryState,
+    grant_memory_run,
+    read_memory_state,
+)
 from memory_app.errors import (
     MemoryAccessDenied,
+    MemoryApprovalRequired,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
@@ -59,6 +69,7 @@ __all__ = [
     "UNCHANGED",
     "ErasureReport",
     "MemoryAccessDenied",
+    "MemoryApprovalRequired",
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
@@ -68,6 +79,7 @@ __all__ = [
     "MemoryWriteResult",
     "MemoryWriteStatus",
     "clear_memory",
+    "current_tool_call_id",
     "erase_user",
     "forget_memory_versions",
     "hold_memory_locks",
@@ -76,6 +88,7 @@ __all__ = [
     "remember_memory",
     "restore_memory_version",
     "set_memory_enabled",
+    "set_memory_write_approval",
     "write_memory_file",
 ]
 
@@ -125,14 +138,16 @@ def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
 
 
 def _log_change(
-    *, user_id: int, kind: str, actor_id: int | None, run_id: int | None, before: str, after: str
+    *, user_id: int, kind: str, actor_id: int | None, run: uuid.UUID | None, before: str, after: str
 ) -> None:
+    """The `memory_changed` line. `run` is the agent run's `run_id`, the UUID the API returns
+    and run failures log (not its row id), so one search finds a run's every line."""
     logger.info(
         "memory_changed user=%s kind=%s actor=%s run=%s before=%s after=%s",
         user_id,
         kind,
         actor_id,
-        run_id,
+        run,
         before,
         after,
     )
@@ -145,7 +160,7 @@ def _publish_recorded(
     *,
     kind: str,
     actor_id: int | None = None,
-    run_id: int | None = None,
+    run: AgentRun | None = None,
     before: str,
     replaced: bytes | None,
 ) -> str:
@@ -162,14 +177,14 @@ def _publish_recorded(
         "user_id": workspace.uid,
         "kind": kind,
         "actor_id": actor_id,
-        "run_id": run_id,
         "before": before,
         "after": after,
     }
-    record = partial(record_event, held, size_bytes=len(data), **fields)
+    run_pk = None if run is None else run.pk
+    record = partial(record_event, held, size_bytes=len(data), run_id=run_pk, **fields)
     workspace.publish(MEMORY_RELPATH, data, before_rename=record)
     versions.prune(workspace, keep)
-    _log_change(**fields)
+    _log_change(run=None if run is None else run.run_id, **fields)
     return after
 
 
@@ -224,7 +239,13 @@ def _replaced(current: str, old: str, new: str) -> str:
 
 
 def _remember_fenced(
-    workspace: Workspace, held: CallerSettings, run_id: int, content: str, replaces: str | None
+    workspace: Workspace,
+    held: CallerSettings,
+    run: AgentRun,
+    content: str,
+    replaces: str | None,
+    *,
+    actor_id: int | None,
 ) -> MemoryWriteResult:
     """Bounded read, dedupe or replace, publish: under the advisory lock and the flock."""
     data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
@@ -245,26 +266,57 @@ def _remember_fenced(
     if encoded != data:
         before = hashlib.sha256(data).hexdigest()
         _publish_recorded(
-            workspace, held, encoded, kind=kind, run_id=run_id, before=before, replaced=data
+            workspace,
+            held,
+            encoded,
+            kind=kind,
+            actor_id=actor_id,
+            run=run,
+            before=before,
+            replaced=data,
         )
     return MemoryWriteResult(status=status, size_bytes=len(encoded))
 
 
 def _remember_locked(
-    ctx: ToolRuntimeContext, content: str, replaces: str | None, *, owns_transaction: bool
+    ctx: ToolRuntimeContext,
+    content: str,
+    replaces: str | None,
+    *,
+    owns_transaction: bool,
+    tool_call_id: str | None,
 ) -> MemoryWriteResult:
     """The body of the write; the caller holds the transaction."""
     held = take_memory_lock(ctx.uid, owns_transaction=owns_transaction)
     try:
-        run = authorize_memory_run(ctx, lock=True)
+        grant = grant_memory_run(ctx, lock=True)
     except MemoryRunRefused as exc:
         raise MemoryAccessDenied(exc.reason) from exc
+    run = grant.run
+    # A decided write (the call a user's decision released, in the resume run carrying it) is
+    # the user's act; with approval on, no other call writes.
+    decided = conversation_selectors.is_released_call(run=run, tool_call_id=tool_call_id)
+    if grant.state.write_approval and not decided:
+        raise MemoryApprovalRequired("needs the user's approval")
     workspace = Workspace.for_user(run.user_id)
     with file_fence(workspace):
-        result = _remember_fenced(workspace, held, run.pk, content, replaces)
+        result = _remember_fenced(
+            workspace,
+            held,
+            run,
+            content,
+            replaces,
+            actor_id=run.user_id if decided else None,
+        )
     if not owns_transaction:
         restore_lock_timeout(held)
     return result
+
+
+# The id of the tool call being run, set by the memory tool around its call (LangGraph hands
+# the tool its call): with approval on, a write proves with it that it is the call a user's
+# decision released.
+current_tool_call_id: ContextVar[str | None] = ContextVar("yuxi_tool_call_id", default=None)
 
 
 def remember_memory(
@@ -274,7 +326,9 @@ def remember_memory(
 
     Serialized per user by a PostgreSQL advisory lock and fenced by the run's worker lease and
     the file lock, so concurrent, stale or disconnected writers cannot lose or resurrect each
-    other's facts.
+    other's facts. When the user approves each write (`memory_write_approval`), only the tool
+    call (`current_tool_call_id`) that a decision released, in the `resume` run carrying it,
+    writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
     """
     content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
     # NFC can grow a text (some characters recompose into longer forms): cap what is written.
@@ -292,15 +346,22 @@ def remember_memory(
         # nothing.
         owns_transaction = connection.get_autocommit() and not connection.in_atomic_block
         with transaction.atomic():
-            return _remember_locked(ctx, content, replaces, owns_transaction=owns_transaction)
+            return _remember_locked(
+                ctx,
+                content,
+                replaces,
+                owns_transaction=owns_transaction,
+                tool_call_id=current_tool_call_id.get(),
+            )
 
 
 # -- the user's side ---------------------------------------------------------------------------
 
 
 @contextmanager
-def _user_write(user_id: int) -> Iterator[tuple[Workspace, CallerSettings, bool]]:
-    """A user-side write's transaction: advisory lock, live user, flock. Yields the switch."""
+def _user_write(user_id: int) -> Iterator[tuple[Workspace, CallerSettings, MemoryState]]:
+    """A user-side write's transaction: advisory lock, live user, flock. Yields the user's
+    settings as read under the lock."""
     workspace = Workspace.for_user(user_id)
     with memory_errors(), transaction.atomic():
         held = take_memory_lock(str(workspace.uid), owns_transaction=False)
@@ -310,7 +371,7 @@ def _user_write(user_id: int) -> Iterator[tuple[Workspace, CallerSettings, bool]
             # Checked before the flock, whose file would recreate an erased workspace.
             raise MemoryAccessDenied("the user is missing or inactive")
         with file_fence(workspace):
-            yield workspace, held, state.enabled
+            yield workspace, held, state
 
 
 def _actor_id(actor) -> int | None:
@@ -323,14 +384,51 @@ def set_memory_enabled(*, user, enabled: bool, actor) -> UserConfig:
     A memory write in flight either finishes before the change commits or sees it. A change
     is recorded in the ledger with the file's current hash as both before and after.
     """
+    return _set_setting(
+        user=user,
+        field="enable_memory",
+        enabled=enabled,
+        actor=actor,
+        kinds=(MemoryEventKind.SWITCH_ON, MemoryEventKind.SWITCH_OFF),
+        current=lambda state: state.enabled,
+    )
+
+
+def set_memory_write_approval(*, user, enabled: bool, actor) -> UserConfig:
+    """Make each of `user`'s memory writes wait for their decision, or not (creating the row),
+    under the user's advisory lock: a write in flight either finishes before the change
+    commits or sees it. A change is recorded in the ledger as `approval_on` / `approval_off`,
+    with the file's current hash as both before and after."""
+    return _set_setting(
+        user=user,
+        field="memory_write_approval",
+        enabled=enabled,
+        actor=actor,
+        kinds=(MemoryEventKind.APPROVAL_ON, MemoryEventKind.APPROVAL_OFF),
+        current=lambda state: state.write_approval,
+    )
+
+
+def _set_setting(
+    *,
+    user,
+    field: str,
+    enabled: bool,
+    actor,
+    kinds: tuple[str, str],
+    current: Callable[[MemoryState], bool],
+) -> UserConfig:
+    """Set the boolean `field` of `user`'s `UserConfig` under the user-write locks (`current`
+    reads its value from the state read there); a change gets the ledger event `kinds[0]`
+    (now on) or `kinds[1]` (now off)."""
     if not isinstance(enabled, bool):
         raise MemoryInputError("enabled must be true or false")
-    with _user_write(user.pk) as (workspace, held, was_enabled):
+    with _user_write(user.pk) as (workspace, held, state):
         config, _ = UserConfig.objects.update_or_create(
-            user_id=workspace.uid, defaults={"enable_memory": enabled}
+            user_id=workspace.uid, defaults={field: enabled}
         )
-        if enabled != was_enabled:
-            kind = MemoryEventKind.SWITCH_ON if enabled else MemoryEventKind.SWITCH_OFF
+        if enabled != current(state):
+            kind = kinds[0] if enabled else kinds[1]
             _record_unchanged_file(workspace, held, kind=kind, actor=actor)
     return config
 
@@ -342,12 +440,11 @@ def _record_unchanged_file(workspace: Workspace, held: CallerSettings, *, kind: 
         "user_id": workspace.uid,
         "kind": kind,
         "actor_id": _actor_id(actor),
-        "run_id": None,
         "before": read.sha256,
         "after": read.sha256,
     }
-    record_event(held, size_bytes=read.size_bytes, **fields)
-    _log_change(**fields)
+    record_event(held, size_bytes=read.size_bytes, run_id=None, **fields)
+    _log_change(run=None, **fields)
 
 
 def _checked_user_text(text: object) -> bytes:

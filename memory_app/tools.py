@@ -27,11 +27,13 @@ from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
     MemoryAccessDenied,
+    MemoryApprovalRequired,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
     MemoryUnavailable,
     MemoryWriteStatus,
+    current_tool_call_id,
     remember_memory,
 )
 from memory_app.tool_names import (
@@ -192,6 +194,11 @@ class ReadThreadMessagesArguments(StrictArguments):
     include_tools: bool = False
 
 
+def _call_id(input: dict[str, Any]) -> str | None:
+    call_id = input.get("id") if input.get("type") == "tool_call" else None
+    return call_id if isinstance(call_id, str) else None
+
+
 _NOT_AN_OBJECT = ToolResult(
     ToolStatus.REJECTED, "the arguments must be a JSON object the database can store"
 )
@@ -223,12 +230,20 @@ class RunBoundTool(BaseTool):
         (checked before LangChain's callbacks render the input as text)."""
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        return super().invoke(input, config, **kwargs)
+        token = current_tool_call_id.set(_call_id(input))
+        try:
+            return super().invoke(input, config, **kwargs)
+        finally:
+            current_tool_call_id.reset(token)
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        return await super().ainvoke(input, config, **kwargs)
+        token = current_tool_call_id.set(_call_id(input))
+        try:
+            return await super().ainvoke(input, config, **kwargs)
+        finally:
+            current_tool_call_id.reset(token)
 
     def _run(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
         try:
@@ -285,6 +300,7 @@ _REMEMBER_MESSAGES = {
     "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",
     "invalid_encoding": "The memory file is not valid UTF-8; the user must repair it.",
     "denied": "Long-term memory is not available to this run.",
+    "needs_approval": "This memory write needs the user's approval; nothing was saved.",
     "unavailable": "Long-term memory is temporarily unavailable; nothing was saved.",
 }
 
@@ -304,6 +320,8 @@ class RememberMemoryTool(RunBoundTool):
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_size"])
         except MemoryConflict as exc:
             return ToolResult(ToolStatus.CONFLICT, _REMEMBER_MESSAGES[exc.reason])
+        except MemoryApprovalRequired:
+            return ToolResult(ToolStatus.DENIED, _REMEMBER_MESSAGES["needs_approval"])
         except MemoryAccessDenied:
             return ToolResult(ToolStatus.DENIED, _REMEMBER_MESSAGES["denied"])
         except MemoryUnavailable:

@@ -154,6 +154,8 @@ def _write_export(out: IO[bytes], *, user: Any) -> None:
             _write_events(out, pg, user_id)
             out.write(b'], "memory_versions": [')
             _write_versions(out, user)
+            out.write(b'], "pending_approvals": [')
+            conversation_selectors.write_user_pending_approvals(out, pg, user_id=user_id)
             out.write(b'], "threads": [')
             conversation_selectors.write_user_threads(out, pg, user_id=user_id)
             out.write(b"]}")
@@ -226,6 +228,7 @@ def _write_events(out: IO[bytes], pg: psycopg.Connection, user_id: int) -> None:
 
 # The kinds of rows an erasure deletes, in the order its report lists them.
 ERASURE_COUNT_KINDS = (
+    "checkpoints",
     "tool_calls",
     "messages",
     "memory_events",

@@ -1,6 +1,7 @@
 import pytest
 from django.db import connection, connections
 
+from conversations import checkpoints
 from tests.factories import StaffUserFactory
 
 
@@ -32,3 +33,11 @@ def _fresh_pool_after_a_leak():
     stats = pool.get_stats()
     if stats["pool_size"] - stats["pool_available"] > 1:
         connections["default"].close_pool()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _checkpoint_pool_closed_at_the_end(django_db_setup):
+    """The checkpointer's own pool holds connections to the test database: close it before
+    pytest-django drops that database."""
+    yield
+    checkpoints.close_checkpointer()

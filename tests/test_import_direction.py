@@ -96,6 +96,7 @@ LAYERS = {
         {"memory_app.runtime.limits"},
         {"memory_app.runtime.errors"},
         {"memory_app.runtime.guard"},
+        {"memory_app.runtime.approval"},
         {"memory_app.runtime.graphs"},
         {"memory_app.runtime.turns"},
         {"memory_app.runtime.subagent"},
@@ -120,13 +121,13 @@ LAYERS = {
     ],
     "conversations": [
         {"conversations", "conversations.apps", "conversations.models"},
-        # the four owners side by side: none imports another
-        {
-            "conversations.repository",
-            "conversations.runs",
-            "conversations.selectors",
-            "conversations.services",
-        },
+        # the owners of lookback, of the other reads and of the checkpoints: none imports another
+        {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
+        # the writes (settling or declining an approval reads its pending call and deletes
+        # its checkpoints)
+        {"conversations.services"},
+        # run identity and leases (its reaper declines expired approvals through the writes)
+        {"conversations.runs"},
         {
             "conversations.admin",
             "conversations.management",

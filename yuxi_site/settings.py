@@ -233,6 +233,14 @@ MEMORY_LOCK_TIMEOUT_MS = env.int("MEMORY_LOCK_TIMEOUT_MS", default=5000)
 # How many distinct earlier versions of each user's MEMORY.md are kept for undo (0: none).
 MEMORY_VERSIONS_KEPT = env.int("MEMORY_VERSIONS_KEPT", default=20)
 
+# A memory write waiting for the user's approval is declined by `fail_expired_runs` after this
+# long (seconds; a week by default).
+MEMORY_APPROVAL_TTL_SECONDS = env.int("MEMORY_APPROVAL_TTL_SECONDS", default=604800)
+
+# Most connections each checkpoint saver (sync, and async per event loop) of a process opens
+# to keep the graphs of turns waiting for an approval; opened on first use.
+CHECKPOINT_POOL_MAX = env.int("CHECKPOINT_POOL_MAX", default=4)
+
 # The chat model: an OpenAI-compatible chat-completions endpoint when LLM_BASE_URL is set,
 # otherwise the deterministic scripted model (tests, demo).
 LLM_BASE_URL = env.str("LLM_BASE_URL", default="")

@@ -11,7 +11,9 @@ Its parts, each importing only those above it in this list:
   and tool-argument sizes, sub-agent delegations).
 - `errors` — `ChatError` and its children, and the run guard's in-run signals.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
-- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_subagent_graph`.
+- `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
+  `remember_memory`) and the resume command of a user's decision.
+- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
 - `turns` — a turn's three phases, the seams an async or streamed turn reuses:
   `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with the user's
   message, lease keeper registration); `run_agent(turn, prepare=) -> TurnOutcome` (build the
@@ -21,7 +23,8 @@ Its parts, each importing only those above it in this list:
   callers: the database phases on worker threads, the agent phase as `astream_agent` /
   `arun_agent`, `cancel_turn` for a caller that stopped waiting, and `aagent_run`.
 - `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
-- `service` — `chat`, `achat` and `ChatTurn`: the three phases for one user message.
+- `service` — `chat`, `achat` and `ChatTurn`: the three phases for one user message or
+  decision.
 - `streaming` — `astream_chat`, `stream_chat`: the same turn as `ChatEvent`s as it happens.
 """
 
@@ -30,6 +33,7 @@ from memory_app.runtime.errors import (
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
+    ChatNothingToResume,
     ChatRunLost,
     ChatThreadNotFound,
 )
@@ -38,6 +42,7 @@ from memory_app.runtime.graphs import (
     SUBAGENT_PROMPT,
     AgentGraph,
     build_chatbot_graph,
+    build_resume_graph,
     build_subagent_graph,
 )
 from memory_app.runtime.guard import RunGuard
@@ -55,6 +60,7 @@ from memory_app.runtime.service import (
     ChatTurn,
     achat,
     chat,
+    chat_turn,
     chatbot_input,
 )
 from memory_app.runtime.streaming import astream_chat, stream_chat
@@ -70,15 +76,20 @@ from memory_app.runtime.turns import (
     Turn,
     TurnOutcome,
     aagent_run,
+    agent_config,
     agent_run,
     arun_agent,
     astream_agent,
     cancel_turn,
+    check_decision,
     check_message,
     close_turn,
     logger,
+    open_resume_turn,
     open_subagent_turn,
     open_turn,
+    outcome_of,
+    resume_start,
     run_agent,
 )
 from memory_app.tool_names import SUBAGENT_TOOL_NAME
@@ -101,6 +112,7 @@ __all__ = [
     "ChatEvent",
     "ChatInputError",
     "ChatModelUnavailable",
+    "ChatNothingToResume",
     "ChatRunLost",
     "ChatRequest",
     "ChatThreadNotFound",
@@ -113,20 +125,27 @@ __all__ = [
     "TurnOutcome",
     "aagent_run",
     "achat",
+    "agent_config",
     "agent_run",
     "arun_agent",
     "astream_agent",
     "astream_chat",
     "build_chatbot_graph",
+    "build_resume_graph",
     "build_subagent_graph",
     "cancel_turn",
     "chat",
+    "chat_turn",
     "chatbot_input",
+    "check_decision",
     "check_message",
     "close_turn",
     "logger",
+    "open_resume_turn",
     "open_subagent_turn",
     "open_turn",
+    "outcome_of",
+    "resume_start",
     "run_agent",
     "stream_chat",
     "subagent_input",

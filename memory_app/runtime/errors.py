@@ -21,6 +21,10 @@ class ChatThreadNotFound(ChatError):
     """No visible thread of this user has that id."""
 
 
+class ChatNothingToResume(ChatError):
+    """A decision for a thread with no pending approval (none, decided already, or expired)."""
+
+
 class ChatModelUnavailable(ChatError):
     """The model failed (or broke the run's limits); the run was finished as failed."""
 

@@ -14,11 +14,13 @@ from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations.runs import ToolRuntimeContext
 from memory_app.context import build_agent_input_context
 from memory_app.llm import chat_model_from_settings
 from memory_app.middleware import YuxiMemoryMiddleware
+from memory_app.runtime.approval import approval_middleware
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import MAX_MODEL_CALLS
 
@@ -38,13 +40,16 @@ class AgentGraph:
 
     `system_prompt` is what the model is shown as its system message (the shared context,
     plus the memory section the memory middleware adds on a chatbot graph with memory on);
-    `tools` are the tools the memory middleware registered (the three, or none).
+    `tools` are the tools the memory middleware registered (the three, or none). `approval`:
+    the graph stops before each memory write for the user's decision, and runs on a
+    checkpointer (with a `thread_id` in its config).
     """
 
     agent: Any
     system_prompt: str
     tools: list[BaseTool]
     middleware: list[AgentMiddleware]
+    approval: bool = False
 
 
 def _shared_prompt(role_prompt: str, uid: str) -> str:
@@ -58,9 +63,14 @@ def _graph(
     model: BaseChatModel | None,
     memory: YuxiMemoryMiddleware | None,
     extra_tools: Sequence[BaseTool],
+    checkpointer: BaseCheckpointSaver | None = None,
 ) -> AgentGraph:
     shared = _shared_prompt(role_prompt, ctx.uid)
     middleware: list[AgentMiddleware] = [m for m in (memory,) if m is not None]
+    # After-model hooks run last-listed first: the guard settles the reply's ids before the
+    # approval gate and the human-in-the-loop middleware see them.
+    if checkpointer is not None:
+        middleware += approval_middleware()
     middleware += [
         ModelCallLimitMiddleware(run_limit=MAX_MODEL_CALLS, exit_behavior="error"),
         RunGuard(ctx),
@@ -70,6 +80,7 @@ def _graph(
         tools=list(extra_tools),
         system_prompt=shared,
         middleware=middleware,
+        checkpointer=checkpointer,
     )
     system_prompt = memory.with_memory(None).text if memory else ""
     return AgentGraph(
@@ -77,6 +88,7 @@ def _graph(
         system_prompt="\n\n".join(s for s in (shared, system_prompt) if s),
         tools=list(memory.tools) if memory else [],
         middleware=middleware,
+        approval=checkpointer is not None,
     )
 
 
@@ -85,15 +97,48 @@ def build_chatbot_graph(
     *,
     model: BaseChatModel | None = None,
     extra_tools: Sequence[BaseTool] = (),
+    checkpointer: BaseCheckpointSaver | None = None,
 ) -> AgentGraph:
     """The top-level chat agent: the shared context, the memory middleware when
-    `YuxiMemoryMiddleware.for_run(ctx)` gives one, and `extra_tools`.
+    `YuxiMemoryMiddleware.for_run(ctx)` gives one, and `extra_tools`. When the user approves
+    each memory write and a `checkpointer` is given, the approval middleware too, on that
+    checkpointer (otherwise the graph has none).
 
     Raises `django.db.DatabaseError` when the database cannot answer the memory check.
     """
     memory = YuxiMemoryMiddleware.for_run(ctx)
+    approval = memory is not None and memory.write_approval
     return _graph(
-        ctx, role_prompt=CHATBOT_PROMPT, model=model, memory=memory, extra_tools=extra_tools
+        ctx,
+        role_prompt=CHATBOT_PROMPT,
+        model=model,
+        memory=memory,
+        extra_tools=extra_tools,
+        checkpointer=checkpointer if approval else None,
+    )
+
+
+def build_resume_graph(
+    ctx: ToolRuntimeContext,
+    *,
+    checkpointer: BaseCheckpointSaver,
+    model: BaseChatModel | None = None,
+    extra_tools: Sequence[BaseTool] = (),
+) -> AgentGraph:
+    """The chat agent of a `resume` run: always the interrupted graph's shape (the approval
+    middleware and the three memory tools, bound to `ctx`) whatever the switches say now —
+    LangGraph silently drops a decision resumed on a graph without them; the tools re-check
+    at call time.
+
+    Raises `django.db.DatabaseError` when the database cannot answer the memory check.
+    """
+    return _graph(
+        ctx,
+        role_prompt=CHATBOT_PROMPT,
+        model=model,
+        memory=YuxiMemoryMiddleware.for_resume(ctx),
+        extra_tools=extra_tools,
+        checkpointer=checkpointer,
     )
 
 

@@ -6,7 +6,8 @@ finishes a run itself.
 """
 
 import json
-from collections.abc import Awaitable, Callable
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from langchain.agents.middleware import (
@@ -16,7 +17,7 @@ from langchain.agents.middleware import (
     ModelResponse,
     ToolCallRequest,
 )
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.tool import tool_call
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -45,10 +46,11 @@ class RunGuard(AgentMiddleware):
     Before a model call: stop if the lease is lost, and hand the thread's database connection
     back while the model thinks. After it: refuse a reply the run cannot store or bound (more
     than `MAX_TOOL_CALLS_PER_REPLY` calls, unstorable text or text over
-    `ASSISTANT_TEXT_MAX_BYTES`, unusable ids or names) and turn arguments that cannot be stored
-    (or did not parse, or are over `TOOL_ARGUMENTS_MAX_BYTES`) into `rejected` calls. Around
-    each tool call: refuse once the lease is lost, and close the pool thread's connection
-    afterwards.
+    `ASSISTANT_TEXT_MAX_BYTES`, unusable ids or names), give every call a tool-call id unique
+    within the turn (a resumed turn included: the ids come from the turn's own state) and turn
+    arguments that cannot be stored (or did not parse, or are over `TOOL_ARGUMENTS_MAX_BYTES`)
+    into `rejected` calls. Around each tool call: refuse once the lease is lost, and close the
+    pool thread's connection afterwards.
 
     Every hook has an async twin with the same rules. The twins release no connection: under
     `ainvoke`/`astream` the event loop's thread holds none (no Django call runs there; the
@@ -93,13 +95,13 @@ class RunGuard(AgentMiddleware):
         reply = state["messages"][-1]
         if not isinstance(reply, AIMessage):
             return None
-        checked = self._checked_reply(reply)
+        checked = self._checked_reply(reply, seen=_call_ids(state["messages"][:-1]))
         return None if checked is reply else {"messages": [checked]}
 
     async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
         return self.after_model(state, runtime)  # checks the reply in memory: no I/O
 
-    def _checked_reply(self, reply: AIMessage) -> AIMessage:
+    def _checked_reply(self, reply: AIMessage, *, seen: set[str]) -> AIMessage:
         if not is_storable_text(reply.text):
             raise ModelFailure("the model answered with text that cannot be stored")
         refuse_oversize_reply_text(reply)
@@ -112,13 +114,17 @@ class RunGuard(AgentMiddleware):
             for label in (call.get("id") or "", call.get("name") or ""):
                 if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
                     raise ModelFailure("the model named a tool call with an unusable id or name")
-        if not reply.invalid_tool_calls and all(arguments_are_usable(c["args"]) for c in calls):
+        ids = _unique_ids([call.get("id") for call in calls], seen=seen)
+        if (
+            not reply.invalid_tool_calls
+            and all(arguments_are_usable(c["args"]) for c in calls)
+            and ids == [call.get("id") for call in calls]
+        ):
             return reply
         # Arguments that cannot be stored (or are too large to) are as unusable as arguments
         # that did not parse: the call is kept (recorded without them) and refused.
         kept = []
-        for index, call in enumerate(calls):
-            call_id = call.get("id") or f"call_invalid_{index}"
+        for call, call_id in zip(calls, ids, strict=True):
             usable = call in reply.tool_calls and arguments_are_usable(call["args"])
             if not usable:
                 self._refused_calls.add(call_id)
@@ -187,6 +193,31 @@ def arguments_are_usable(arguments: object) -> bool:
         return False
     serialized = json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
     return len(serialized.encode("utf-8")) <= TOOL_ARGUMENTS_MAX_BYTES
+
+
+def _call_ids(messages: Sequence[BaseMessage]) -> set[str]:
+    """Every tool-call id the turn's messages already carry."""
+    ids: set[str] = set()
+    for message in messages:
+        if isinstance(message, AIMessage):
+            ids.update(call["id"] for call in message.tool_calls if call.get("id"))
+        elif isinstance(message, ToolMessage):
+            ids.add(message.tool_call_id)
+    return ids
+
+
+def _unique_ids(ids: list[str | None], *, seen: set[str]) -> list[str]:
+    """`ids` with each missing one, and each the turn has already seen (earlier in the turn or
+    earlier in this reply), replaced by a fresh one: results, refusals and stored rows are
+    matched by id, so two calls must never share one."""
+    taken = set(seen)
+    unique = []
+    for call_id in ids:
+        if not call_id or call_id in taken:
+            call_id = f"call_{uuid.uuid4().hex}"
+        taken.add(call_id)
+        unique.append(call_id)
+    return unique
 
 
 def _model_error_text(exc: BaseException) -> str:

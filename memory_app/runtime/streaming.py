@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from django.db import DatabaseError
 from langchain_core.language_models import BaseChatModel
 
+from conversations import checkpoints
 from memory_app.runtime.errors import ChatModelUnavailable, ChatRunLost
 from memory_app.runtime.service import ChatRequest, ChatTurn, chat_turn
 from memory_app.runtime.turns import (
@@ -56,22 +57,23 @@ def error_event(exc: BaseException) -> ChatEvent:
 
 
 def done_event(turn: ChatTurn) -> ChatEvent:
-    """The `done` event: the `ChatTurn`'s fields (its thread and run were in the `run` event).
-    `approval` is null: no turn here waits for one."""
+    """The `done` event: the `ChatTurn`'s fields (its thread and run were in the `run` event);
+    `approval` is the write an `interrupted` turn waits on, null otherwise."""
     return {
         "event": "done",
         "status": str(turn.status),
         "reply": turn.reply,
         "tool_calls": turn.tool_calls,
-        "approval": None,
+        "approval": turn.approval,
     }
 
 
 async def astream_chat(
     *,
     user_id: int,
-    message: str,
+    message: str | None = None,
     thread_id: str | None = None,
+    resume: dict[str, Any] | None = None,
     model: BaseChatModel | None = None,
 ) -> AsyncIterator[ChatEvent]:
     """`chat` as an async iterator of `ChatEvent`s (same arguments, same turn); no database
@@ -80,7 +82,14 @@ async def astream_chat(
     Raises, from its first step, what `chat` raises before the run opens (`ChatInputError`,
     `ChatError`, `ChatThreadNotFound`, `django.db.DatabaseError`).
     """
-    request = ChatRequest(user_id=user_id, message=message, thread_id=thread_id, model=model)
+    request = ChatRequest(
+        user_id=user_id,
+        message=message,
+        thread_id=thread_id,
+        resume=resume,
+        model=model,
+        checkpointer=await checkpoints.async_checkpointer(),
+    )
     turn = await aopen(in_worker_thread(request.open)(), reason=CANCELLED_BY_READER)
     outcome = TurnOutcome()
     try:
@@ -109,8 +118,9 @@ async def astream_chat(
 def stream_chat(
     *,
     user_id: int,
-    message: str,
+    message: str | None = None,
     thread_id: str | None = None,
+    resume: dict[str, Any] | None = None,
     model: BaseChatModel | None = None,
 ) -> Iterator[ChatEvent]:
     """`astream_chat` for sync code: the same events, from an iterator.
@@ -129,7 +139,9 @@ def stream_chat(
     def on_loop(step: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(step, loop).result()
 
-    events = astream_chat(user_id=user_id, message=message, thread_id=thread_id, model=model)
+    events = astream_chat(
+        user_id=user_id, message=message, thread_id=thread_id, resume=resume, model=model
+    )
     try:
         while True:
             try:
@@ -140,6 +152,7 @@ def stream_chat(
     finally:
         try:
             on_loop(events.aclose())
+            on_loop(checkpoints.close_async_checkpointer())  # its pool belongs to this loop
             on_loop(loop.shutdown_asyncgens())
             on_loop(loop.shutdown_default_executor())
         finally:

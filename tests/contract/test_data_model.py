@@ -105,7 +105,11 @@ def test_users_are_the_auth_user_model():
         (Message, "role", {"user", "assistant", "system", "tool"}),
         (ToolCall, "status", {"pending", "success", "error"}),
         (AgentRun, "run_type", {"chat", "resume", "subagent"}),
-        (AgentRun, "status", {"pending", "running", "succeeded", "failed", "cancelled"}),
+        (
+            AgentRun,
+            "status",
+            {"pending", "running", "succeeded", "failed", "cancelled", "interrupted"},
+        ),
     ],
 )
 def test_closed_enums_have_exactly_the_spec_values(model, field, values):

@@ -63,8 +63,9 @@ def test_workspace_exposes_for_user_read_bounded_and_replace_authorized_file():
 
 def test_graph_builders_take_the_context_and_keyword_only_model_and_tools():
     chatbot = inspect.signature(build_chatbot_graph).parameters
-    assert list(chatbot) == ["ctx", "model", "extra_tools"]
+    assert list(chatbot) == ["ctx", "model", "extra_tools", "checkpointer"]
     assert (chatbot["model"].default, tuple(chatbot["extra_tools"].default)) == (None, ())
+    assert chatbot["checkpointer"].default is None
     subagent = inspect.signature(build_subagent_graph).parameters
     assert list(subagent) == ["ctx", "model"]
     assert all(

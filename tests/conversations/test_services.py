@@ -126,7 +126,7 @@ def test_delete_user_conversations_deletes_only_that_users_rows_by_table():
     kept = ToolCallFactory()
     with transaction.atomic():
         counts = services.delete_user_conversations(user_id=user_id)
-    assert counts == {"tool_calls": 1, "messages": 1, "runs": 1, "threads": 1}
+    assert counts == {"checkpoints": 0, "tool_calls": 1, "messages": 1, "runs": 1, "threads": 1}
     assert not Conversation.objects.filter(user_id=user_id).exists()
     assert not AgentRun.objects.filter(user_id=user_id).exists()
     assert ToolCall.objects.get() == kept

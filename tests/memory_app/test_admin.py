@@ -9,7 +9,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
-from conversations.models import ToolCall
+from conversations.models import AgentRun, ToolCall
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
 from memory_app.selectors import (
@@ -322,3 +322,26 @@ def test_a_symlinked_versions_directory_is_reported_and_its_target_never_listed(
     html = _page(staff_client, config)
     assert "Refused: the versions directory or a directory above it is a symlink" in html
     assert "not yours" not in html
+
+
+@pytest.mark.django_db(transaction=True)
+def test_config_page_lists_pending_approvals_with_their_run_escaped(staff_client):
+    config = UserConfigFactory(enable_memory=True, memory_write_approval=True)
+    turn = chat(user_id=config.user_id, message=f"remember that {MARKER}")
+    assert turn.status == "interrupted"
+    html = _page(staff_client, config)
+    assert "1 pending approval, newest first." in html
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    assert reverse("admin:conversations_agentrun_change", args=[run.pk]) in html
+    assert "&lt;script&gt;alert(&#x27;memory&#x27;)&lt;/script&gt;" in html
+    assert "<script>alert" not in html
+    # Decided: no longer pending, and the page says so.
+    decided = chat(user_id=config.user_id, thread_id=turn.thread_id, resume={"decision": "reject"})
+    assert "No memory write is waiting for this user's decision." in _page(staff_client, config)
+    # The interrupted run's page links the run that decided it, and back.
+    run_page = staff_client.get(reverse("admin:conversations_agentrun_change", args=[run.pk]))
+    resume = AgentRun.objects.get(run_id=decided.run_id)
+    assert "decided by" in run_page.content.decode()
+    assert reverse("admin:conversations_agentrun_change", args=[resume.pk]) in (
+        run_page.content.decode()
+    )

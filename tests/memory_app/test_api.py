@@ -140,6 +140,8 @@ class TestRefusals:
             ("put", "/api/memory/", {"text": 5}),
             ("put", "/api/memory/", {}),
             ("patch", "/api/settings/", {"enable_memory": "yes"}),
+            ("patch", "/api/settings/", {}),
+            ("patch", "/api/settings/", {"memory_write_approval": 1}),
             ("patch", "/api/settings/", "[" * 100_000),
             ("patch", "/api/threads/{own}/", {"status": "gone"}),
             ("patch", "/api/threads/{own}/", []),
@@ -377,7 +379,10 @@ def test_a_non_staff_user_logs_in_and_out_with_the_plain_pages():
         {"username": user.username, "password": "s3cret-pass", "csrfmiddlewaretoken": token},
     )
     assert (login.status_code, login["Location"]) == (302, "/api/docs")
-    assert client.get("/api/settings/").json() == {"enable_memory": False}
+    assert client.get("/api/settings/").json() == {
+        "enable_memory": False,
+        "memory_write_approval": False,
+    }
     token = client.cookies[settings.CSRF_COOKIE_NAME].value  # rotated at login
     logout = client.post("/accounts/logout/", {"csrfmiddlewaretoken": token})
     assert logout.status_code == 200
@@ -407,4 +412,7 @@ def test_database_down_every_endpoint_answers_json_503_then_recovers(user, save_
                 {"error": "the service is unavailable, try again"},
             )
     response = send(client, "get", "/api/settings/", None, **headers)
-    assert (response.status_code, response.json()) == (200, {"enable_memory": True})
+    assert (response.status_code, response.json()) == (
+        200,
+        {"enable_memory": True, "memory_write_approval": False},
+    )

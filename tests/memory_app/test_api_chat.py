@@ -156,8 +156,8 @@ class TestChatEndpoint:
         response = post(logged_in, {"message": "remember that I drink oolong tea"})
         assert response.status_code == 200
         body = response.json()
-        assert set(body) == {"thread_id", "run_id", "status", "reply", "tool_calls"}
-        assert body["status"] == "succeeded"
+        assert set(body) == {"thread_id", "run_id", "status", "reply", "tool_calls", "approval"}
+        assert body["status"] == "succeeded" and body["approval"] is None
         assert body["tool_calls"] == [{"name": "remember_memory", "status": "success"}]
         follow_up = post(logged_in, {"message": "thanks", "thread_id": body["thread_id"]})
         assert follow_up.json()["thread_id"] == body["thread_id"]
@@ -244,3 +244,58 @@ def test_end_to_end_anonymous_request_is_refused_with_401(live_server):
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 401
     assert json.loads(refused.value.read()) == {"error": "authentication required"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_approval_round_trip_over_http_settings_interrupted_resume_then_409(logged_in):
+    user = logged_in.user
+    settings_response = logged_in.patch(
+        "/api/settings/",
+        data=json.dumps({"memory_write_approval": True}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+    )
+    assert settings_response.json() == {"enable_memory": True, "memory_write_approval": True}
+    assert logged_in.get("/api/settings/").json()["memory_write_approval"] is True
+
+    asked = post(logged_in, {"message": "remember that I drink oolong tea"})
+    assert asked.status_code == 200
+    body = asked.json()
+    assert body["status"] == "interrupted"
+    assert body["approval"]["content"] == "I drink oolong tea"
+    assert body["approval"]["replaces"] is None
+    assert not memory_path(user.pk).exists()
+    [listed] = logged_in.get("/api/threads/").json()["threads"]
+    assert listed["pending_approval"]["tool_call_id"] == body["approval"]["tool_call_id"]
+    assert listed["pending_approval"]["run_id"] == body["run_id"]
+
+    decided = post(logged_in, {"thread_id": body["thread_id"], "resume": {"decision": "approve"}})
+    assert decided.status_code == 200
+    assert decided.json()["status"] == "succeeded"
+    assert decided.json()["tool_calls"][0] == {"name": "remember_memory", "status": "success"}
+    assert memory_path(user.pk).read_bytes() == b"I drink oolong tea\n"
+    [listed] = logged_in.get("/api/threads/").json()["threads"]
+    assert listed["pending_approval"] is None
+
+    again = post(logged_in, {"thread_id": body["thread_id"], "resume": {"decision": "approve"}})
+    assert again.status_code == 409
+    assert set(again.json()) == {"error"}
+    assert memory_path(user.pk).read_bytes() == b"I drink oolong tea\n"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"thread_id": "thread-x"},
+        {"message": "hi", "resume": {"decision": "approve"}, "thread_id": "thread-x"},
+        {"thread_id": "thread-x", "resume": {"decision": "maybe"}},
+        {"thread_id": "thread-x", "resume": {"decision": "edit", "content": 5}},
+        {"thread_id": "thread-x", "resume": {"decision": "approve", "content": "x"}},
+    ],
+)
+def test_a_bad_decision_body_is_400_and_starts_no_run(logged_in, body):
+    ConversationFactory(user=logged_in.user, thread_id="thread-x")
+    response = post(logged_in, body)
+    assert response.status_code == 400 and set(response.json()) == {"error"}
+    assert not AgentRun.objects.exists()

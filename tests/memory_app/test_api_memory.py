@@ -195,8 +195,9 @@ def test_settings_patch_turns_memory_off_and_on(session):
             content_type="application/json",
             HTTP_X_CSRFTOKEN=CSRF_TOKEN,
         )
-        assert response.json() == {"enable_memory": enabled}
-        assert session.get("/api/settings/").json() == {"enable_memory": enabled}
+        expected = {"enable_memory": enabled, "memory_write_approval": False}
+        assert response.json() == expected
+        assert session.get("/api/settings/").json() == expected
 
 
 @pytest.mark.django_db(transaction=True)

@@ -127,3 +127,13 @@ def test_restore_refuses_an_unknown_version_a_missing_hash_and_a_stale_if_match(
 
 def _sha(line: bytes) -> str:
     return hashlib.sha256(line + b"\n").hexdigest()
+
+
+def test_approval_on_and_off_set_the_flag_and_the_ledger():
+    user = UserFactory()
+    assert run("memory", "--user", user.username, "approval-on") == "memory write approval on\n"
+    assert UserConfig.objects.get(user=user).memory_write_approval is True
+    assert run("memory", "--user", user.username, "approval-off") == "memory write approval off\n"
+    assert UserConfig.objects.get(user=user).memory_write_approval is False
+    kinds = list(MemoryEvent.objects.filter(user=user).values_list("kind", "actor"))
+    assert kinds == [("approval_on", user.pk), ("approval_off", user.pk)]

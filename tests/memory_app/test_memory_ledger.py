@@ -15,6 +15,7 @@ from memory_app.services import (
     clear_memory,
     remember_memory,
     set_memory_enabled,
+    set_memory_write_approval,
     write_memory_file,
 )
 from tests.factories import (
@@ -108,6 +109,24 @@ def test_a_switch_event_records_the_files_hash_as_before_and_after(settings):
 
 
 @pytest.mark.django_db
+def test_approval_changes_are_ledger_events_with_the_files_hash_and_the_actor(settings):
+    user = memory_user()
+    staff = StaffUserFactory()
+    run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
+    remember_memory(context_for(run), "A fact.")
+    config = set_memory_write_approval(user=user, enabled=True, actor=user)
+    assert config.memory_write_approval is True and config.enable_memory is True
+    # Already on: no change, no event.
+    set_memory_write_approval(user=user, enabled=True, actor=user)
+    set_memory_write_approval(user=user, enabled=False, actor=staff)
+    digest = _sha(b"A fact.\n")
+    assert _events(user)[1:] == [
+        ("approval_on", user.pk, None, digest, digest, len(b"A fact.\n")),
+        ("approval_off", staff.pk, None, digest, digest, len(b"A fact.\n")),
+    ]
+
+
+@pytest.mark.django_db
 def test_every_change_is_logged_as_one_key_value_line_without_memory_text(settings, caplog):
     user = memory_user()
     run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
@@ -119,7 +138,7 @@ def test_every_change_is_logged_as_one_key_value_line_without_memory_text(settin
     assert len(lines) == 2
     assert lines[0].startswith(f"memory_changed user={user.pk} kind=agent_added actor=None")
     after = _sha(b"secret-ish fact\n")
-    assert f"run={run.pk}" in lines[0] and f"after={after}" in lines[0]
+    assert f"run={run.run_id} " in lines[0] and f"after={after}" in lines[0]
     assert "kind=user_cleared" in lines[1]
     assert all("secret" not in line for line in lines)
 

@@ -14,6 +14,7 @@ from django.db.backends.signals import connection_created
 from django.test import Client
 from django.urls import reverse
 
+from conversations import checkpoints
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app import user_data
 from memory_app.models import LoginSession, MemoryEvent, UserConfig
@@ -102,6 +103,7 @@ def test_export_is_one_json_document_with_every_thread_of_every_status_and_sourc
         "user_md",
         "memory_events",
         "memory_versions",
+        "pending_approvals",
         "threads",
     }
     assert (document["user"]["username"], document["enable_memory"]) == (user.username, True)
@@ -147,6 +149,7 @@ def test_erasure_removes_every_row_and_the_workspace_and_leaves_other_users_alon
     other_file = (workspace_dir(other.pk) / "agents" / "MEMORY.md").read_bytes()
     report = erase_user(user=user, actor=staff)
     assert report.counts == {
+        "checkpoints": 0,
         "tool_calls": made["threads"],
         "messages": 2 * made["threads"],
         "memory_events": 1,
@@ -394,3 +397,26 @@ def test_a_deletion_failing_twice_raises_and_leaves_the_user_fenced():
     assert not user.is_active and Conversation.objects.filter(user=user).exists()
     erase_user(user=user, actor=user)
     assert set(rows_of(user.pk).values()) == {0}
+
+
+def test_export_lists_pending_approvals_and_erasure_removes_their_checkpoints():
+    user = memory_user(memory_write_approval=True)
+    other = memory_user(memory_write_approval=True)
+    turn = chat(user_id=user.pk, message="remember that I drink oolong tea")
+    kept = chat(user_id=other.pk, message="remember that I drink black tea")
+    assert turn.status == kept.status == "interrupted"
+    document = json.loads(b"".join(export_user_data(user=user)))
+    [pending] = document["pending_approvals"]
+    assert pending == {
+        "thread_id": turn.thread_id,
+        "run_id": turn.run_id,
+        "tool_call_id": turn.approval["tool_call_id"],
+        "content": "I drink oolong tea",
+        "replaces": None,
+        "created_at": pending["created_at"],
+    }
+    assert checkpoints.checkpoint_exists(turn.run_id)
+    report = erase_user(user=user, actor=user)
+    assert report.counts["checkpoints"] == 1
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+    assert checkpoints.checkpoint_exists(kept.run_id)

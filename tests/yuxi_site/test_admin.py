@@ -237,6 +237,7 @@ STAND_INS = {
     (AgentRun, "user"): "user_link",
     (AgentRun, "conversation"): "thread_link",
     (AgentRun, "parent_run"): "parent_run_link",
+    (AgentRun, "resumes"): "resumes_link",
     (AgentRun, "lease_expires_at"): "lease_expires",
     (AgentRun, "created_at"): "created",
     (AgentRun, "started_at"): "started",

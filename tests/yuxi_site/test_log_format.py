@@ -1,13 +1,21 @@
 import io
 import logging
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 
+from memory_app.models import MemoryEvent
 from memory_app.selectors import read_memory_file
-from memory_app.services import write_memory_file
-from tests.factories import UserConfigFactory
+from memory_app.services import remember_memory, write_memory_file
+from tests.factories import (
+    ConversationFactory,
+    RunningAgentRunFactory,
+    UserConfigFactory,
+    context_for,
+)
 from yuxi_site.log_format import KeyValueFormatter, quiet_event_logs
 
 
@@ -69,26 +77,50 @@ def _documented(event: str) -> str:
     return line
 
 
-@pytest.mark.django_db
-def test_a_real_memory_write_logs_the_line_operations_md_shows(settings):
-    user = UserConfigFactory(enable_memory=True).user
+def _memory_lines(write: Callable[[], object]) -> list[str]:
+    """The `yuxi.memory` lines `write()` logs, in the site's format."""
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(KeyValueFormatter())
     logger = logging.getLogger("yuxi.memory")
     logger.addHandler(handler)
     try:
-        empty = read_memory_file(user=user).etag
-        write_memory_file(user=user, text="I drink oolong tea\n", if_match=empty, actor=user)
+        write()
     finally:
         logger.removeHandler(handler)
-    (line,) = stream.getvalue().splitlines()
+    return stream.getvalue().splitlines()
+
+
+@pytest.mark.django_db
+def test_a_real_memory_write_logs_the_line_operations_md_shows(settings):
+    user = UserConfigFactory(enable_memory=True).user
+    run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
+    (line,) = _memory_lines(lambda: remember_memory(context_for(run), "I drink oolong tea"))
     real, documented = _fields(line), _fields(_documented("memory_changed"))
     assert [key for key, _ in real] == [key for key, _ in documented]
     assert dict(real)["level"] == dict(documented)["level"] == "info"
     assert dict(real)["logger"] == dict(documented)["logger"] == "yuxi.memory"
-    assert dict(real)["kind"] == "user_edited" and dict(real)["user"] == str(user.pk)
-    assert dict(real)["actor"] == str(user.pk) and dict(real)["run"] == "None"
+    assert dict(real)["kind"] == dict(documented)["kind"] == "agent_added"
+    assert dict(real)["user"] == str(user.pk)
+    assert dict(real)["actor"] == dict(documented)["actor"] == "None"
+    # The run by its UUID (what the API returns and run failures log), in the docs too.
+    assert dict(real)["run"] == str(run.run_id) != str(run.pk)
+    assert str(uuid.UUID(dict(documented)["run"])) == dict(documented)["run"]
+    event = MemoryEvent.objects.get(user=user)
+    assert (dict(real)["before"], dict(real)["after"]) == (event.before_sha256, event.after_sha256)
+
+
+@pytest.mark.django_db
+def test_a_users_own_write_logs_its_actor_and_no_run(settings):
+    user = UserConfigFactory(enable_memory=True).user
+    empty = read_memory_file(user=user).etag
+    text = "I drink oolong tea\n"
+    (line,) = _memory_lines(
+        lambda: write_memory_file(user=user, text=text, if_match=empty, actor=user)
+    )
+    real = dict(_fields(line))
+    assert real["kind"] == "user_edited" and real["user"] == str(user.pk)
+    assert real["actor"] == str(user.pk) and real["run"] == "None"
 
 
 @pytest.mark.parametrize(("verbosity", "shown"), [(1, False), (2, True)])

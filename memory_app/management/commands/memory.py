@@ -1,5 +1,5 @@
-"""A user's memory from the terminal: show it, switch it, clear it, list, restore or forget its
-kept versions, export the user's data."""
+"""A user's memory from the terminal: show it, switch it (or its write approval), clear it,
+list, restore or forget its kept versions, export the user's data."""
 
 import sys
 
@@ -30,7 +30,8 @@ def find_actor(username: str | None, user: object) -> object:
 
 class Command(BaseCommand):
     help = (
-        "show: the switch and MEMORY.md; on / off: the switch; clear: empty MEMORY.md; "
+        "show: the switch and MEMORY.md; on / off: the switch; approval-on / approval-off: "
+        "whether each memory write waits for the user's decision; clear: empty MEMORY.md; "
         "versions: the earlier versions of MEMORY.md; restore SHA: put a kept version back "
         "(if MEMORY.md is still the version --if-match names, default: the one read now); "
         "forget-versions: remove every kept version; "
@@ -50,6 +51,8 @@ class Command(BaseCommand):
                 "show",
                 "on",
                 "off",
+                "approval-on",
+                "approval-off",
                 "clear",
                 "versions",
                 "restore",
@@ -75,6 +78,13 @@ class Command(BaseCommand):
             elif action in ("on", "off"):
                 config = services.set_memory_enabled(user=user, enabled=action == "on", actor=actor)
                 self.stdout.write(f"memory {'on' if config.enable_memory else 'off'}")
+            elif action in ("approval-on", "approval-off"):
+                config = services.set_memory_write_approval(
+                    user=user, enabled=action == "approval-on", actor=actor
+                )
+                self.stdout.write(
+                    f"memory write approval {'on' if config.memory_write_approval else 'off'}"
+                )
             elif action == "clear":
                 services.clear_memory(user=user, actor=actor)
                 self.stdout.write("memory cleared")

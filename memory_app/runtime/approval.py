@@ -1,0 +1,150 @@
+"""Approval before a memory write: LangChain's human-in-the-loop on `remember_memory`, and the
+rule that a reply puts at most one write to the user.
+
+A graph of a user who approves each write carries `approval_middleware()`: `ApprovalGate`
+(after the model: in a reply asking for `remember_memory`, every other call is rejected with
+a tool result before anything runs) and `HumanInTheLoopMiddleware` (batched mode; it stops
+the graph before the first `remember_memory` of the reply, until a `resume` run brings the
+user's decision as `decision_command(...)`). The tool itself still re-checks everything at
+call time: only the call a decision released, in that resume run, writes.
+"""
+
+from typing import Any
+
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    AgentState,
+    HumanInTheLoopMiddleware,
+    ToolCallRequest,
+)
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages.tool import ToolCall as LangChainToolCall
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from memory_app.tool_names import REMEMBER_MEMORY_TOOL
+from memory_app.tools import ToolResult, ToolStatus
+
+__all__ = [
+    "APPROVAL_DECISIONS",
+    "ApprovalGate",
+    "approval_middleware",
+    "decision_command",
+    "is_declined",
+    "proposed_write",
+]
+
+# What the user may decide about a proposed memory write.
+APPROVAL_DECISIONS = ("approve", "edit", "reject")
+
+# How the human-in-the-loop middleware marks the tool result it writes for a decision.
+_DECISION_SOURCE = "hitl_interrupt_decision"
+
+_ONE_WRITE_PER_REPLY = ToolResult(
+    ToolStatus.REJECTED,
+    "Only the first memory write of a reply is put to the user; this call did not run. "
+    "Ask again after the user has decided.",
+)
+
+
+def _first_write(reply: BaseMessage | None) -> LangChainToolCall | None:
+    """The first `remember_memory` call of a reply that proposes a text, if any (a call
+    without one is no write to ask about: the tool refuses it as it stands)."""
+    if not isinstance(reply, AIMessage):
+        return None
+    return next(
+        (
+            call
+            for call in reply.tool_calls
+            if call["name"] == REMEMBER_MEMORY_TOOL and isinstance(call["args"].get("content"), str)
+        ),
+        None,
+    )
+
+
+def _last_reply(messages: list[BaseMessage]) -> AIMessage | None:
+    return next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+
+
+def proposed_write(messages: list[BaseMessage]) -> dict[str, Any] | None:
+    """The write a turn stopped before: the first `remember_memory` call of its last reply,
+    as `{"tool_call_id", "content", "replaces"}`."""
+    call = _first_write(_last_reply(messages))
+    if call is None:
+        return None
+    return {
+        "tool_call_id": call["id"],
+        "content": call["args"].get("content"),
+        "replaces": call["args"].get("replaces"),
+    }
+
+
+class ApprovalGate(AgentMiddleware):
+    """After a reply that asks for `remember_memory`: every call of it but the first such is
+    answered `rejected` at once, so the user decides about one write and nothing else of the
+    reply runs after their decision."""
+
+    def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
+        reply = state["messages"][-1]
+        first = _first_write(reply)
+        if first is None:
+            return None
+        others = [call for call in reply.tool_calls if call["id"] != first["id"]]
+        if not others:
+            return None
+        return {
+            "messages": [
+                ToolMessage(
+                    content=_ONE_WRITE_PER_REPLY.to_json(),
+                    artifact=_ONE_WRITE_PER_REPLY,
+                    tool_call_id=call["id"],
+                    name=call["name"],
+                    status="error",
+                )
+                for call in others
+            ]
+        }
+
+
+def _is_first_write(request: ToolCallRequest) -> bool:
+    """Only the reply's first `remember_memory` is put to the user (the same answer when the
+    graph resumes: it reads the same state)."""
+    first = _first_write(_last_reply(request.state["messages"]))
+    return first is not None and first["id"] == request.tool_call["id"]
+
+
+def approval_middleware() -> list[AgentMiddleware]:
+    """The middleware that makes a graph stop before each memory write, in list order (the
+    gate's `after_model` runs before the human-in-the-loop one)."""
+    return [
+        HumanInTheLoopMiddleware(
+            interrupt_on={
+                REMEMBER_MEMORY_TOOL: {
+                    "allowed_decisions": list(APPROVAL_DECISIONS),
+                    "when": _is_first_write,
+                }
+            },
+            # The stored output stays the tool's own JSON; the row records what ran.
+            edit_notice=None,
+        ),
+        ApprovalGate(),
+    ]
+
+
+def is_declined(result: ToolMessage) -> bool:
+    """Whether `result` is the human-in-the-loop answer to a call the user rejected."""
+    kwargs = result.additional_kwargs
+    return (
+        kwargs.get("lc_source") == _DECISION_SOURCE
+        and (kwargs.get("lc_data") or {}).get("decision") == "reject"
+    )
+
+
+def decision_command(decision: dict[str, Any]) -> Command:
+    """The LangGraph resume command for a user's (checked) decision."""
+    if decision["decision"] == "edit":
+        args = {"content": decision["content"], "replaces": decision.get("replaces")}
+        answer = {"type": "edit", "edited_action": {"name": REMEMBER_MEMORY_TOOL, "args": args}}
+    else:
+        answer = {"type": decision["decision"]}
+    return Command(resume={"decisions": [answer]})

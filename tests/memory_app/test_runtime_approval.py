@@ -1,0 +1,526 @@
+"""Approval before a memory write: the interrupted turn, the `resume` run carrying the user's
+decision, declines, expiry, and the checkpoints on the real PostgreSQL checkpointer."""
+
+import asyncio
+import hashlib
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connections
+from langchain.agents.middleware import HumanInTheLoopMiddleware
+
+from conversations import checkpoints, runs
+from conversations.models import AgentRun, Message, ToolCall
+from conversations.services import DECLINED, DECLINED_RESULT
+from memory_app.middleware import MEMORY_WRITE_APPROVAL_RULE
+from memory_app.models import MemoryEvent
+from memory_app.runtime import (
+    ChatInputError,
+    ChatNothingToResume,
+    achat,
+    agent_run,
+    astream_chat,
+    build_chatbot_graph,
+    chat,
+    stream_chat,
+)
+from memory_app.services import (
+    MemoryApprovalRequired,
+    current_tool_call_id,
+    remember_memory,
+    set_memory_enabled,
+    set_memory_write_approval,
+)
+from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
+from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from yuxi_site.utils.db_functions import ClockTimestamp
+
+# Tools run on LangGraph's pool threads and the checkpointer on its own connections: both must
+# see what the test wrote.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REMEMBER = "remember that I drink oolong tea"
+
+
+def approval_user(**kwargs):
+    return UserConfigFactory(enable_memory=True, memory_write_approval=True, **kwargs).user
+
+
+def memory_bytes(agents_file, user) -> bytes | None:
+    path = agents_file(user.pk, "MEMORY.md")
+    return path.read_bytes() if path.exists() else None
+
+
+def interrupted_turn(user):
+    turn = chat(user_id=user.pk, message=REMEMBER)
+    assert turn.status == "interrupted"
+    return turn
+
+
+def pending_row(turn) -> ToolCall:
+    return ToolCall.objects.get(message__metadata__run_id=turn.run_id, name="remember_memory")
+
+
+# --- off by default ---------------------------------------------------------------------------
+
+
+def test_approval_is_off_by_default_and_the_agent_writes_directly(agents_file):
+    user = UserConfigFactory(enable_memory=True).user
+    assert user.memory_config.memory_write_approval is False
+    turn = chat(user_id=user.pk, message=REMEMBER)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
+    # No checkpointer ran: nothing is kept under the turn's key.
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+    assert MemoryEvent.objects.get().actor is None
+
+
+# --- interrupted --------------------------------------------------------------------------------
+
+
+def test_with_approval_on_a_remember_turn_stops_before_the_write(agents_file):
+    user = approval_user()
+    path = agents_file(user.pk, "MEMORY.md")
+    path.write_bytes(b"I live in Lisbon\r\n")
+    turn = interrupted_turn(user)
+    assert turn.approval == {
+        "tool_call_id": turn.approval["tool_call_id"],
+        "content": "I drink oolong tea",
+        "replaces": None,
+    }
+    assert path.read_bytes() == b"I live in Lisbon\r\n"
+    assert not MemoryEvent.objects.filter(kind="agent_added").exists()
+    run = AgentRun.objects.get(run_id=turn.run_id)
+    assert run.status == "interrupted" and run.finished_at is not None and run.worker_id is None
+    row = pending_row(turn)
+    assert row.status == "pending" and row.tool_call_id == turn.approval["tool_call_id"]
+    assert row.input == {"content": "I drink oolong tea"}
+    assert checkpoints.checkpoint_exists(turn.run_id)
+
+
+def test_the_memory_prompt_says_a_write_waits_for_the_users_decision():
+    user = approval_user()
+    model = RecordingModel()
+    chat(user_id=user.pk, message="hello", model=model)
+    assert MEMORY_WRITE_APPROVAL_RULE in model.system_prompt()
+    set_memory_write_approval(user=user, enabled=False, actor=user)
+    chat(user_id=user.pk, message="hello", model=model)
+    assert MEMORY_WRITE_APPROVAL_RULE not in model.system_prompt(1)
+
+
+def test_a_turn_that_ends_without_an_interrupt_leaves_no_checkpoint():
+    user = approval_user()
+    turn = chat(user_id=user.pk, message="hello")
+    assert turn.status == "succeeded"
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+
+
+def test_only_the_first_memory_write_of_a_reply_is_put_to_the_user(agents_file):
+    user = approval_user()
+    model = RecordingModel(
+        replies=[
+            tool_reply(
+                ("call_0", "search_thread_messages", {"query": "tea"}),
+                ("call_1", "remember_memory", {"content": "first"}),
+                ("call_2", "remember_memory", {"content": "second"}),
+            )
+        ]
+    )
+    turn = chat(user_id=user.pk, message=REMEMBER, model=model)
+    assert turn.status == "interrupted"
+    assert turn.approval["content"] == "first" and turn.approval["tool_call_id"] == "call_1"
+    rows = {r.tool_call_id: r for r in ToolCall.objects.all()}
+    assert rows["call_1"].status == "pending"
+    for other in ("call_0", "call_2"):
+        assert rows[other].status == "error"
+        assert "Only the first memory write" in rows[other].error
+    # Nothing of the reply ran: the search was not made, nothing was written.
+    assert len(model.calls) == 1
+    assert memory_bytes(agents_file, user) is None
+
+
+# --- decisions ----------------------------------------------------------------------------------
+
+
+def test_approve_writes_through_a_resume_run_of_the_interrupted_run(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    decided = chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert decided.status == "succeeded" and decided.approval is None
+    assert decided.tool_calls[0] == {"name": "remember_memory", "status": "success"}
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
+    resume = AgentRun.objects.get(run_id=decided.run_id)
+    assert resume.run_type == "resume" and resume.status == "succeeded"
+    assert resume.resumes.run_id == AgentRun.objects.get(run_id=interrupted.run_id).run_id
+    event = MemoryEvent.objects.get(kind="agent_added")
+    assert event.run_id == resume.pk and event.actor_id == user.pk
+    row = pending_row(interrupted)
+    assert row.status == "success" and json.loads(row.output)["status"] == "added"
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+    # The model replied after the write, as in any turn.
+    assert "added" in decided.reply
+
+
+def test_edit_writes_the_users_text_and_the_row_records_it(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    chat(
+        user_id=user.pk,
+        thread_id=interrupted.thread_id,
+        resume={"decision": "edit", "content": "I drink green tea", "replaces": None},
+    )
+    assert memory_bytes(agents_file, user) == b"I drink green tea\n"
+    row = pending_row(interrupted)
+    assert row.input == {"content": "I drink green tea", "replaces": None}
+    assert row.status == "success"
+
+
+def test_an_edit_over_the_caps_is_rejected_and_writes_nothing(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    decided = chat(
+        user_id=user.pk,
+        thread_id=interrupted.thread_id,
+        resume={"decision": "edit", "content": "x" * 5000, "replaces": None},
+    )
+    assert decided.tool_calls[0] == {"name": "remember_memory", "status": "error"}
+    assert memory_bytes(agents_file, user) is None
+    assert json.loads(pending_row(interrupted).output)["status"] == "rejected"
+
+
+def test_reject_writes_nothing_and_tells_the_model(agents_file):
+    user = approval_user()
+    model = RecordingModel()
+    interrupted = chat(user_id=user.pk, message=REMEMBER, model=model)
+    decided = chat(
+        user_id=user.pk,
+        thread_id=interrupted.thread_id,
+        resume={"decision": "reject"},
+        model=model,
+    )
+    assert decided.status == "succeeded"
+    assert memory_bytes(agents_file, user) is None
+    row = pending_row(interrupted)
+    assert row.status == "error" and row.error == DECLINED
+    assert "rejected" in model.calls[-1]["messages"][-1].text
+    assert not MemoryEvent.objects.filter(kind="agent_added").exists()
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+
+
+def test_memory_switched_off_before_the_decision_writes_nothing(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    set_memory_enabled(user=user, enabled=False, actor=user)
+    decided = chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert decided.tool_calls[0] == {"name": "remember_memory", "status": "error"}
+    assert json.loads(pending_row(interrupted).output)["status"] == "denied"
+    assert memory_bytes(agents_file, user) is None
+
+
+def test_a_decision_that_is_not_one_of_the_three_is_refused_before_any_run():
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    for bad in ({"decision": "respond"}, {"decision": "approve", "content": "x"}, "approve"):
+        with pytest.raises(ChatInputError):
+            chat(user_id=user.pk, thread_id=interrupted.thread_id, resume=bad)
+    assert AgentRun.objects.filter(run_type="resume").count() == 0
+
+
+def test_a_resume_interrupted_again_keeps_the_key_of_the_run_it_resumes(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    model = RecordingModel(
+        replies=[tool_reply(("call_0", "remember_memory", {"content": "and jasmine"}))]
+    )
+    again = chat(
+        user_id=user.pk,
+        thread_id=interrupted.thread_id,
+        resume={"decision": "approve"},
+        model=model,
+    )
+    assert again.status == "interrupted" and again.approval["content"] == "and jasmine"
+    assert checkpoints.checkpoint_exists(interrupted.run_id)
+    assert not checkpoints.checkpoint_exists(again.run_id)
+    final = chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert final.status == "succeeded"
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\nand jasmine\n"
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+
+
+# --- nothing to resume, declines, expiry --------------------------------------------------------
+
+
+def test_a_second_decision_finds_nothing_to_resume(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    with pytest.raises(ChatNothingToResume):
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
+
+
+def test_a_new_message_declines_the_pending_approval_first(agents_file):
+    user = approval_user()
+    model = RecordingModel()
+    interrupted = chat(user_id=user.pk, message=REMEMBER, model=model)
+    later = chat(user_id=user.pk, thread_id=interrupted.thread_id, message="hello", model=model)
+    assert later.status == "succeeded"
+    # One model call for the new message: declining needed none.
+    assert len(model.calls) == 2
+    row = pending_row(interrupted)
+    assert row.status == "error" and row.error == DECLINED
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+    # The declined call is answered before the new message, in the stored history.
+    kinds = list(
+        Message.objects.filter(conversation__thread_id=interrupted.thread_id).values_list(
+            "role", "content"
+        )
+    )
+    assert kinds[2] == ("tool", DECLINED_RESULT) and kinds[3] == ("user", "hello")
+    closing = AgentRun.objects.get(resumes__run_id=interrupted.run_id)
+    assert closing.run_type == "resume" and closing.status == "cancelled"
+    with pytest.raises(ChatNothingToResume):
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert memory_bytes(agents_file, user) is None
+
+
+def test_an_expired_approval_is_declined_by_fail_expired_runs(settings, agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    AgentRun.objects.filter(run_id=interrupted.run_id).update(
+        finished_at=ClockTimestamp() - timedelta(seconds=settings.MEMORY_APPROVAL_TTL_SECONDS + 5)
+    )
+    with pytest.raises(ChatNothingToResume):  # expired: no longer pending
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert checkpoints.checkpoint_exists(interrupted.run_id)
+    assert runs.fail_expired_runs() == 1
+    row = pending_row(interrupted)
+    assert row.status == "error" and row.error == DECLINED
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+    closing = AgentRun.objects.get(resumes__run_id=interrupted.run_id)
+    assert closing.error == runs.EXPIRED_APPROVAL_ERROR
+    assert runs.fail_expired_runs() == 0
+
+
+def test_a_fresh_approval_is_left_pending_by_fail_expired_runs():
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    assert runs.fail_expired_runs() == 0
+    assert pending_row(interrupted).status == "pending"
+
+
+# --- bypasses -----------------------------------------------------------------------------------
+
+
+def test_with_approval_on_a_graph_without_the_approval_middleware_cannot_write(agents_file):
+    user = approval_user()
+    # A team's own agent: the chatbot graph without a checkpointer has no approval middleware.
+    with agent_run(user_id=user.pk, thread_id=None) as handle:
+        graph = build_chatbot_graph(handle.ctx)
+        assert not graph.approval
+        remember = graph.tools[0]
+        result = remember.invoke(
+            {"name": "remember_memory", "args": {"content": "x"}, "id": "c1", "type": "tool_call"}
+        )
+    assert json.loads(result.content)["status"] == "denied"
+    assert "approval" in json.loads(result.content)["message"]
+    assert memory_bytes(agents_file, user) is None
+
+
+def test_a_released_call_writes_once_and_only_in_its_resume_run(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    released = interrupted.approval["tool_call_id"]
+    decided = chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    # The resume run, leased again as if still running: its settled call releases nothing more.
+    resume = AgentRun.objects.get(run_id=decided.run_id)
+    AgentRun.objects.filter(pk=resume.pk).update(
+        status="running", worker_id="w", lease_expires_at=ClockTimestamp() + timedelta(seconds=60)
+    )
+    resume.refresh_from_db()
+    token = current_tool_call_id.set(released)
+    try:
+        with pytest.raises(MemoryApprovalRequired):
+            remember_memory(context_for(resume), "again")
+        # Another running run of the user naming the released id is no resume of it.
+        other = RunningAgentRunFactory(conversation=resume.conversation, user=user)
+        with pytest.raises(MemoryApprovalRequired):
+            remember_memory(context_for(other), "again")
+    finally:
+        current_tool_call_id.reset(token)
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
+
+
+# --- racing decisions ---------------------------------------------------------------------------
+
+
+def test_of_two_racing_decisions_exactly_one_applies(agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = [None, None]
+
+    def decide(index: int, decision: dict) -> None:
+        try:
+            barrier.wait(30)
+            outcomes[index] = chat(
+                user_id=user.pk, thread_id=interrupted.thread_id, resume=decision
+            )
+        except Exception as exc:
+            outcomes[index] = exc
+        finally:
+            connections.close_all()
+
+    decisions = [
+        {"decision": "edit", "content": "I drink black tea", "replaces": None},
+        {"decision": "edit", "content": "I drink white tea", "replaces": None},
+    ]
+    threads = [threading.Thread(target=decide, args=(i, d)) for i, d in enumerate(decisions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    won = [o for o in outcomes if not isinstance(o, Exception)]
+    lost = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(won) == 1 and len(lost) == 1, outcomes
+    assert isinstance(lost[0], ChatNothingToResume)
+    data = memory_bytes(agents_file, user)
+    assert data in (b"I drink black tea\n", b"I drink white tea\n")
+    assert MemoryEvent.objects.filter(kind="agent_added").count() == 1
+    assert AgentRun.objects.filter(run_type="resume").count() == 1
+    event = MemoryEvent.objects.get(kind="agent_added")
+    assert event.after_sha256 == hashlib.sha256(data).hexdigest()
+
+
+def test_a_resume_that_fails_before_its_graph_runs_spends_the_decision(monkeypatch, agents_file):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no graph")
+
+    monkeypatch.setattr("memory_app.runtime.service.build_resume_graph", broken)
+    with pytest.raises(RuntimeError):
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert AgentRun.objects.get(resumes__run_id=interrupted.run_id).status == "failed"
+    row = pending_row(interrupted)
+    assert row.status == "error" and row.error.startswith("not run")
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+    assert memory_bytes(agents_file, user) is None
+
+
+def test_fail_expired_runs_drops_the_checkpoints_of_a_resume_whose_worker_died():
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    stopped = AgentRun.objects.get(run_id=interrupted.run_id)
+    dead = RunningAgentRunFactory(
+        conversation=stopped.conversation,
+        user=user,
+        run_type="resume",
+        resumes=stopped,
+        lease_expires_at=ClockTimestamp() - timedelta(seconds=1),
+    )
+    assert runs.fail_expired_runs() == 1
+    dead.refresh_from_db()
+    assert dead.status == "failed" and dead.error == runs.EXPIRED_LEASE_ERROR
+    assert not checkpoints.checkpoint_exists(interrupted.run_id)
+
+
+def test_a_memory_call_without_text_is_not_put_to_the_user_and_writes_nothing(agents_file):
+    user = approval_user()
+    model = RecordingModel(replies=[tool_reply(("call_0", "remember_memory", {"content": 5}))])
+    turn = chat(user_id=user.pk, message=REMEMBER, model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    assert json.loads(ToolCall.objects.get().output)["status"] == "rejected"
+    assert memory_bytes(agents_file, user) is None
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+
+
+@pytest.mark.parametrize("approval", [True, False])
+def test_the_chatbot_graph_asks_before_writes_only_with_approval_on_and_a_checkpointer(approval):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    saver = checkpoints.checkpointer()
+    with agent_run(user_id=user.pk, thread_id=None) as handle:
+        graph = build_chatbot_graph(handle.ctx, checkpointer=saver)
+        plain = build_chatbot_graph(handle.ctx)
+    asks = [m for m in graph.middleware if isinstance(m, HumanInTheLoopMiddleware)]
+    assert graph.approval is approval and len(asks) == int(approval)
+    if approval:
+        assert set(asks[0].interrupt_on) == {"remember_memory"}
+        assert asks[0].interrupt_on["remember_memory"]["allowed_decisions"] == [
+            "approve",
+            "edit",
+            "reject",
+        ]
+    assert (graph.agent.checkpointer is saver) is approval
+    assert not plain.approval and plain.agent.checkpointer is None
+
+
+# --- from async code and streamed ---------------------------------------------------------------
+
+
+def test_achat_stops_before_the_write_and_an_achat_resume_writes_it(agents_file):
+    user = approval_user()
+
+    async def scenario():
+        stopped = await achat(user_id=user.pk, message=REMEMBER)
+        before = memory_bytes(agents_file, user)
+        decided = await achat(
+            user_id=user.pk, thread_id=stopped.thread_id, resume={"decision": "approve"}
+        )
+        # The loop's checkpoint pool goes with the loop (asyncio.run ends it here).
+        await checkpoints.close_async_checkpointer()
+        return stopped, before, decided
+
+    stopped, before, decided = asyncio.run(scenario())
+    assert stopped.status == "interrupted"
+    assert stopped.approval["content"] == "I drink oolong tea"
+    assert before is None  # nothing written while the decision was pending
+    assert decided.status == "succeeded"
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
+    resume_run = AgentRun.objects.get(run_id=decided.run_id)
+    assert resume_run.run_type == "resume" and str(resume_run.resumes.run_id) == stopped.run_id
+    event = MemoryEvent.objects.get(kind="agent_added")
+    assert (event.run_id, event.actor_id) == (resume_run.pk, user.pk)
+    assert not checkpoints.checkpoint_exists(stopped.run_id)
+
+
+def test_a_streamed_turn_ends_interrupted_and_a_streamed_reject_writes_nothing(agents_file):
+    user = approval_user()
+    events = list(stream_chat(user_id=user.pk, message=REMEMBER))
+    done = events[-1]
+    assert [e["event"] for e in events][0] == "run" and done["event"] == "done"
+    assert done["status"] == "interrupted"
+    assert done["approval"]["content"] == "I drink oolong tea"
+    assert checkpoints.checkpoint_exists(events[0]["run_id"])
+
+    async def reject():
+        decided = [
+            event
+            async for event in astream_chat(
+                user_id=user.pk, thread_id=events[0]["thread_id"], resume={"decision": "reject"}
+            )
+        ]
+        await checkpoints.close_async_checkpointer()
+        return decided
+
+    decided = asyncio.run(reject())
+    assert decided[-1]["event"] == "done" and decided[-1]["status"] == "succeeded"
+    assert memory_bytes(agents_file, user) is None
+    assert pending_row(interrupted_run_turn(events[0]["run_id"])).status == "error"
+    assert not checkpoints.checkpoint_exists(events[0]["run_id"])
+    with pytest.raises(ChatNothingToResume):
+        list(
+            stream_chat(
+                user_id=user.pk, thread_id=events[0]["thread_id"], resume={"decision": "approve"}
+            )
+        )
+
+
+def interrupted_run_turn(run_id: str):
+    """What `pending_row` needs of a turn: its run id."""
+    return type("Turn", (), {"run_id": run_id})()
