@@ -104,10 +104,6 @@ class CaseError(ValueError):
     """A case file does not describe a case the harness can judge."""
 
 
-class ApprovalUnavailable(RuntimeError):
-    """Approval before a memory write (`set_memory_write_approval`) does not exist here."""
-
-
 @dataclass(frozen=True)
 class Case:
     """One labelled turn: the user's state before it (memory text, earlier threads) and what to
@@ -484,18 +480,6 @@ def judge_approval(case: Case, observation: Observation) -> Verdict:
     )
 
 
-def approval_setter() -> Callable[..., Any]:
-    """`memory_app.services.set_memory_write_approval`, or `ApprovalUnavailable`."""
-    try:
-        from memory_app.services import set_memory_write_approval
-    except ImportError as exc:
-        raise ApprovalUnavailable(
-            "--approval needs approval before memory writes "
-            "(memory_app.services.set_memory_write_approval), which this checkout does not have"
-        ) from exc
-    return set_memory_write_approval
-
-
 def run_case(case: Case, *, model_factory: ModelFactory = chat_model_from_settings) -> CaseResult:
     """Play `case` for a fresh user with direct memory writes and judge it."""
     return _played(case, model_factory, judge)
@@ -506,10 +490,9 @@ def run_case_with_approval(
 ) -> CaseResult:
     """Play `case` for a fresh user whose memory writes need approval (turned on through the
     service, after seeding) and judge the turn, which no one decides."""
-    set_approval = approval_setter()
 
     def approval_on(user) -> None:
-        set_approval(user=user, enabled=True, actor=user)
+        services.set_memory_write_approval(user=user, enabled=True, actor=user)
 
     return _played(case, model_factory, judge_approval, prepare=approval_on)
 
@@ -532,8 +515,6 @@ def run_eval(
     if not 1 <= jobs <= MAX_JOBS:
         raise ValueError(f"jobs must be between 1 and {MAX_JOBS}")
     play = run_case_with_approval if approval else run_case
-    if approval:
-        approval_setter()  # refuse before any case is played
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [pool.submit(play, case, model_factory=model_factory) for case in cases]
         for future in as_completed(futures):
@@ -644,12 +625,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--approval", action="store_true", help="memory writes need approval")
     parser.add_argument("--output", type=Path, help="write every case's verdict here (JSON)")
     args = parser.parse_args(argv)
-    if args.approval:
-        try:
-            approval_setter()
-        except ApprovalUnavailable as exc:
-            print(f"memory_eval: {exc}", file=sys.stderr)
-            return EXIT_USAGE
     try:
         cases = load_cases(categories=args.category, limit=args.limit)
     except CaseError as exc:

@@ -12,16 +12,11 @@ from django.db import connections
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from memory_app import services
 from memory_app.runtime import ChatTurn
 
 # Tools run on LangGraph's pool threads and cases on the harness's own threads: neither can
 # see a test's transaction.
 played = pytest.mark.django_db(transaction=True)
-APPROVAL_EXISTS = hasattr(services, "set_memory_write_approval")
-needs_approval = pytest.mark.skipif(
-    not APPROVAL_EXISTS, reason="approval before memory writes has not landed yet"
-)
 
 
 class FakeToolModel(GenericFakeChatModel):
@@ -277,16 +272,9 @@ def test_the_scripted_model_gets_its_exact_figures_at_ci_size(tmp_path, capsys):
     assert "injection_history" in capsys.readouterr().out
 
 
-@pytest.mark.skipif(APPROVAL_EXISTS, reason="approval exists: --approval runs")
-def test_approval_mode_without_the_approval_feature_is_a_usage_error(capsys):
-    assert memory_eval.main(["--approval", "--limit", "1"]) == memory_eval.EXIT_USAGE
-    assert "set_memory_write_approval" in capsys.readouterr().err
+# --- approval on ---------------------------------------------------------------------------
 
 
-# --- approval on (switches on once `set_memory_write_approval` exists) ----------------------
-
-
-@needs_approval
 @played
 def test_with_approval_on_a_remember_request_is_an_interrupt_and_memory_stays_as_it_was():
     cases = memory_eval.load_cases(categories=["explicit", "chitchat"], limit=2)
@@ -300,7 +288,6 @@ def test_with_approval_on_a_remember_request_is_an_interrupt_and_memory_stays_as
     assert memory_eval.exit_status(results) == memory_eval.EXIT_OK
 
 
-@needs_approval
 @played
 def test_with_approval_on_a_model_that_always_remembers_proposes_on_chitchat_never_memory_off():
     cases = memory_eval.load_cases(categories=["chitchat", "memory_off"])
@@ -312,7 +299,6 @@ def test_with_approval_on_a_model_that_always_remembers_proposes_on_chitchat_nev
     assert summary["all"].violations == 0
 
 
-@needs_approval
 def test_the_approval_judge_calls_a_file_changed_before_a_decision_a_violation():
     case = memory_eval.load_cases(categories=["explicit"], limit=1)[0]
     turn = ChatTurn(
