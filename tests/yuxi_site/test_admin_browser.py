@@ -271,11 +271,21 @@ def test_change_pages_with_long_values_do_not_scroll_sideways(
             "change-toolcall.png",
         ),
     ]
+    # A laptop screen: the narrowest width the docs promise.
+    staff_browser.set_window_size(1280, WINDOW_HEIGHT)
     for url, screenshot in pages:
         _open(staff_browser, live_server, url, screenshot)
         assert not staff_browser.execute_script(
             "return document.documentElement.scrollWidth > window.innerWidth + 1"
         ), url
+        # No table runs past the window, hidden behind its panel's edge (the ledger's last
+        # column did, with long run and thread ids).
+        overflowing = staff_browser.execute_script(
+            "return [...document.querySelectorAll('table.yuxi-table')]"
+            ".filter(t => t.getBoundingClientRect().right > window.innerWidth + 1)"
+            ".map(t => t.className)"
+        )
+        assert overflowing == [], (url, overflowing)
         # The content cells of the history panes keep room for a phrase.
         widths = staff_browser.execute_script(
             "return [...document.querySelectorAll('td.yuxi-content')]"
