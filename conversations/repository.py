@@ -117,9 +117,10 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #             pattern_1..8  a term of 3+ characters as a LIKE pattern: the trigram index;
 #             pairs         the terms of two caseless CJK characters: containing such a pair
 #                           is having it among the content's bigrams, the bigram index;
-#           and every term again as a filter (`LIKE ALL` is never an index condition), so a
-#           shorter term only narrows what the others found, and a query of short terms only
-#           walks the user's newest messages.
+#             checked       the short terms' patterns, or every term's when one may be
+#                           left to it (below): LIKE ALL is never an index condition, so a
+#                           short term only narrows what the others found, and a query of
+#                           short terms only walks the user's newest messages.
 #   Frequent beside rare: a GIN scan walks the posting lists of every trigram of every term
 #   it is given, also when a rare term alone yields a few hundred candidates (a frequent word
 #   beside a rare one cost 2-3 times the rare one alone at 1M messages). So, only when the
@@ -128,7 +129,7 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #   user's SEARCH_WINDOW newest visible messages, stopping at FREQUENT_TERM_HITS. When some
 #   term is found fewer times, each trigram term found that often is `filtered`: its slot's
 #   pattern becomes '%', which the trigram index leaves out of the scan (no trigram; the
-#   other conditions drive it), and the term is still required by the filter. So the terms
+#   other conditions drive it), and the term is still required by `checked`. So the terms
 #   found fewer times, at least one, always drive the index; a pair is never filtered (the
 #   numbers of the pairs name slots left NULL). Which terms are filtered changes the cost,
 #   never the result.
@@ -194,7 +195,8 @@ FROM (
 {patterns}
        AND (%(pairs)s::text IS NULL
             OR yuxi_cjk_bigrams(UPPER(m.content)) @> %(pairs)s::text[])
-       AND UPPER(m.content) LIKE ALL (UPPER(%(every)s::text)::text[])
+       AND (%(checked)s::text IS NULL
+            OR UPPER(m.content) LIKE ALL (UPPER(%(checked)s::text)::text[]))
      ORDER BY m.created_at DESC, m.id DESC
      LIMIT %(limit)s)
 ) hit
@@ -411,14 +413,17 @@ def _terms(query: str) -> list[str]:
 
 def _term_params(terms: list[str]) -> dict[str, str | None]:
     """The search statement's term parameters (see the comment above SEARCH_SQL): every
-    distinct term's pattern for the newest-first step and the indexed step's filter, each
-    term of 3+ characters or CJK pair again in the condition that serves it, and those in
-    slot order to probe (only when a trigram term could be left to the filter); the unused
-    conditions NULL."""
+    distinct term's pattern for the newest-first step, each term of 3+ characters or CJK pair
+    again in the condition that serves it and, when a trigram term could be left to the
+    filter, in slot order to probe; the indexed step's filter checks every term then, else
+    the short ones. The unused conditions NULL."""
     distinct = list(dict.fromkeys(terms))
     trigram = [_like_pattern(t) for t in distinct if len(t) >= TRIGRAM_TERM_MIN_CHARS]
     pairs = [t for t in distinct if _is_cjk_pair(t)]
+    short = [t for t in distinct if len(t) < TRIGRAM_TERM_MIN_CHARS and not _is_cjk_pair(t)]
     served = trigram + [_like_pattern(pair) for pair in pairs]
+    # Only a trigram term with another index-served term beside it can be left to the filter.
+    probed = bool(trigram) and len(served) > 1
     params = {
         f"pattern_{n}": trigram[n - 1] if n <= len(trigram) else None
         for n in range(1, QUERY_TERMS_MAX + 1)
@@ -427,7 +432,10 @@ def _term_params(terms: list[str]) -> dict[str, str | None]:
         **params,
         "every": _quoted_array_text([_like_pattern(term) for term in distinct]),
         "pairs": _quoted_array_text(pairs),
-        "served": _quoted_array_text(served) if trigram and len(served) > 1 else None,
+        "served": _quoted_array_text(served) if probed else None,
+        "checked": _quoted_array_text(
+            [_like_pattern(term) for term in (distinct if probed else short)]
+        ),
     }
 
 
