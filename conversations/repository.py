@@ -105,7 +105,8 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # function from migration 0008, equal to Python's `isoformat()` of the UTC value): no Python
 # per message for them.
 
-# Every term, in any order, in two steps, the second run only when the first falls short:
+# Every term, in any order, in two steps, the second run only when the first falls short
+# (`newest`, the user's SEARCH_WINDOW newest visible messages, is inlined where it is used):
 #   recent  the user's SEARCH_WINDOW newest visible messages, every term a LIKE pattern
 #           (`every`: `%`, `_` and `\` escaped). When they hold a full page of hits, those are
 #           the newest hits of all: frequent terms cost a short walk, whatever the planner
@@ -137,16 +138,17 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # mapping is not PostgreSQL's). The outer query cuts snippets for the kept hits only, around
 # the first occurrence of the first term (`first`).
 SEARCH_SQL = """
-WITH recent AS MATERIALIZED (
+WITH newest AS NOT MATERIALIZED (
+    SELECT m.id, m.conversation_id, m.role, m.created_at, m.content
+    FROM conversations_message m
+    WHERE m.owner_id = %(owner)s
+      AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(window)s
+),
+recent AS MATERIALIZED (
     SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
-    FROM (
-        SELECT m.id, m.conversation_id, m.role, m.created_at, m.content
-        FROM conversations_message m
-        WHERE m.owner_id = %(owner)s
-          AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-        ORDER BY m.created_at DESC, m.id DESC
-        LIMIT %(window)s
-    ) m
+    FROM newest m
     INNER JOIN conversations_conversation c ON c.id = m.conversation_id
     WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
@@ -157,16 +159,7 @@ WITH recent AS MATERIALIZED (
 probed AS MATERIALIZED (
     SELECT t.n, (
         SELECT count(*) FROM (
-            SELECT 1
-            FROM (
-                SELECT m.content
-                FROM conversations_message m
-                WHERE m.owner_id = %(owner)s
-                  AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-                ORDER BY m.created_at DESC, m.id DESC
-                LIMIT %(window)s
-            ) s
-            WHERE UPPER(s.content) LIKE t.pattern
+            SELECT 1 FROM newest s WHERE UPPER(s.content) LIKE t.pattern
             LIMIT %(frequent_hits)s
         ) found
     ) AS hits
