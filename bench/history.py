@@ -11,18 +11,27 @@ statement is checked to be one of the repository's statement constants), and of 
 unindexed ILIKE (ILIKE ALL of the terms), followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
 Searches of one term, and of two and three terms in any order (frequent and rare words, Chinese
 pairs and longer runs, a quoted phrase, a short term, no match).
+
+    .venv/bin/python bench/history.py --before REV
+
+also times each search as the repository of git revision REV made it (its call and its bare
+statements, in the same alternation), so a change of the search statement is measured side by
+side with what it replaces, under the same load.
 """
 
+import argparse
 import functools
 import json
 import random
 import re
 import statistics
+import subprocess
 import time
+import types
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from benchenv import setup_django
+from benchenv import PROJECT_ROOT, setup_django
 
 setup_django()
 
@@ -247,7 +256,8 @@ def _time_alternately(fns: list[Callable[[], object]], runs: int) -> list[list[f
 
 STATEMENTS = {
     name: re.compile(
-        "(?:.+?)".join(re.escape(part) for part in re.split(r"%\(\w+\)s", sql)), re.DOTALL
+        "(?:.+?)".join(re.escape(part.replace("%%", "%")) for part in re.split(r"%\(\w+\)s", sql)),
+        re.DOTALL,
     )
     for name, sql in vars(repository).items()
     if name.endswith("_SQL")
@@ -260,6 +270,20 @@ def _statement_name(sql: str) -> str:
     if len(names) != 1:
         raise SystemExit(f"not one repository statement: {names}\n{sql}")
     return names[0].removesuffix("_SQL")
+
+
+def _repository_at(revision: str) -> types.ModuleType:
+    """`conversations.repository` as it was at git `revision`, loaded beside the current one."""
+    source = subprocess.run(
+        ["git", "show", f"{revision}:conversations/repository.py"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    module = types.ModuleType(f"repository_{revision}")
+    exec(compile(source, f"{revision}:conversations/repository.py", "exec"), module.__dict__)
+    return module
 
 
 def _bare(conn: psycopg.Connection, statements: list[str]) -> Callable[[], None]:
@@ -315,6 +339,10 @@ def _old_message(uid: int, pattern: str) -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", metavar="REV", help="also time the searches of revision REV")
+    args = parser.parse_args()
+    before = _repository_at(args.before) if args.before else None
     with psycopg.connect(_dsn()) as conn:
         with conn.cursor() as cur:
             seeded = _seeded(cur)
@@ -383,6 +411,11 @@ def main() -> None:
         (name, functools.partial(search_thread_messages, uid, query, limit=10), query)
         for name, query in searches
     ]
+    before_calls = {
+        name: functools.partial(before.search_thread_messages, uid, query, limit=10)
+        for name, query in searches
+        if before is not None
+    }
     scenarios += [
         ("read latest page", lambda: read_thread_messages(uid, big_thread.thread_id), None),
         (
@@ -401,6 +434,8 @@ def main() -> None:
         f"{'scenario':<26}{'statements':<28}{'hits':>5}{'repo med':>10}{'repo p95':>10}"
         f"{'bare med':>10}{'bare p95':>10}{'ratio':>7}{'naive med':>11}{'naive/repo':>11}"
     )
+    if before is not None:
+        header += f"{'before med':>12}{'before p95':>12}{'ratio':>7}"
     print(header)
     print("-" * len(header))
     with psycopg.connect(_dsn(), autocommit=True) as bare_conn:
@@ -413,13 +448,25 @@ def main() -> None:
             statements = [q["sql"] for q in captured.captured_queries]
             names = "+".join(_statement_name(sql) for sql in statements)
             hits = len(result.get("results", result.get("messages", [])))
-            repo, bare = _time_alternately([call, _bare(bare_conn, statements)], RUNS)
+            timed = [call, _bare(bare_conn, statements)]
+            before_call = before_calls.get(name)
+            if before_call is not None:
+                with CaptureQueriesContext(connection) as captured:
+                    if before_call() != result:
+                        raise SystemExit(f"{name}: the two revisions answer differently")
+                before_statements = [q["sql"] for q in captured.captured_queries]
+                timed += [before_call, _bare(bare_conn, before_statements)]
+            repo, bare, *before_times = _time_alternately(timed, RUNS)
             repo_med, repo_p95 = _percentiles(repo)
             bare_med, bare_p95 = _percentiles(bare)
             naive = ""
             if query is not None:
                 naive_med, _ = _percentiles(_time(_naive_search(bare_conn, uid, query), NAIVE_RUNS))
                 naive = f"{naive_med:>9.1f}ms{naive_med / repo_med:>10.0f}x"
+            if before_times:
+                old_med, old_p95 = _percentiles(before_times[0])
+                old_bare_med, _ = _percentiles(before_times[1])
+                naive += f"{old_med:>10.2f}ms{old_p95:>10.2f}ms{old_med / old_bare_med:>6.2f}x"
             print(
                 f"{name:<26}{names:<28}{hits:>5}{repo_med:>8.2f}ms{repo_p95:>8.2f}ms{bare_med:>8.2f}ms"
                 f"{bare_p95:>8.2f}ms{repo_med / bare_med:>6.2f}x{naive}",

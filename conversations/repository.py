@@ -52,6 +52,9 @@ QUERY_MAX_CHARS = 256
 QUERY_TERMS_MAX = 8
 # Newest visible messages a search scans for a full page of hits before it uses the indexes.
 SEARCH_WINDOW = 1_000
+# A term found in this many of those newest messages is frequent: while another term is found
+# in fewer, the frequent one is checked on what the index found rather than looked up in it.
+FREQUENT_TERM_HITS = 10
 # A term this long or longer is served by the trigram index; a shorter one (but a CJK pair)
 # only narrows.
 TRIGRAM_TERM_MIN_CHARS = 3
@@ -102,7 +105,8 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # function from migration 0008, equal to Python's `isoformat()` of the UTC value): no Python
 # per message for them.
 
-# Every term, in any order, in two steps, the second run only when the first falls short:
+# Every term, in any order, in two steps, the second run only when the first falls short
+# (`newest`, the user's SEARCH_WINDOW newest visible messages, is inlined where it is used):
 #   recent  the user's SEARCH_WINDOW newest visible messages, every term a LIKE pattern
 #           (`every`: `%`, `_` and `\` escaped). When they hold a full page of hits, those are
 #           the newest hits of all: frequent terms cost a short walk, whatever the planner
@@ -114,31 +118,57 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #             pattern_1..8  a term of 3+ characters as a LIKE pattern: the trigram index;
 #             pairs         the terms of two caseless CJK characters: containing such a pair
 #                           is having it among the content's bigrams, the bigram index;
-#             narrow        the shorter terms' patterns: LIKE ALL is never an index condition,
-#                           so they only narrow what the others found, and a query of short
-#                           terms only walks the user's newest messages.
-#           Expression statistics on UPPER(content) and on the bigrams let the planner walk the
-#           newest messages for frequent terms and go through the GIN indexes for rare ones.
+#             checked       the short terms' patterns, or every term's when one may be
+#                           left to it (below): LIKE ALL is never an index condition, so a
+#                           short term only narrows what the others found, and a query of
+#                           short terms only walks the user's newest messages.
+#   Frequent beside rare: a GIN scan walks the posting lists of every trigram of every term
+#   it is given, also when a rare term alone yields a few hundred candidates (a frequent word
+#   beside a rare one cost 2-3 times the rare one alone at 1M messages). So, only when the
+#   indexed step runs, `probed` counts each index-served term (`served`: the trigram terms in
+#   slot order, then the pairs; NULL when no trigram term has another term beside it) in the
+#   user's SEARCH_WINDOW newest visible messages, stopping at FREQUENT_TERM_HITS. When some
+#   term is found fewer times, each trigram term found that often is `filtered`: its slot's
+#   pattern becomes '%', which the trigram index leaves out of the scan (no trigram; the
+#   other conditions drive it), and the term is still required by `checked`. So the terms
+#   found fewer times, at least one, always drive the index; a pair is never filtered (the
+#   numbers of the pairs name slots left NULL). Which terms are filtered changes the cost,
+#   never the result.
 # Pattern arrays arrive in array text form and are cased by UPPER as a whole (Python's case
 # mapping is not PostgreSQL's). The outer query cuts snippets for the kept hits only, around
 # the first occurrence of the first term (`first`).
 SEARCH_SQL = """
-WITH recent AS MATERIALIZED (
+WITH newest AS NOT MATERIALIZED (
+    SELECT m.id, m.conversation_id, m.role, m.created_at, m.content
+    FROM conversations_message m
+    WHERE m.owner_id = %(owner)s
+      AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+    ORDER BY m.created_at DESC, m.id DESC
+    LIMIT %(window)s
+),
+recent AS MATERIALIZED (
     SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
-    FROM (
-        SELECT m.id, m.conversation_id, m.role, m.created_at, m.content
-        FROM conversations_message m
-        WHERE m.owner_id = %(owner)s
-          AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-        ORDER BY m.created_at DESC, m.id DESC
-        LIMIT %(window)s
-    ) m
+    FROM newest m
     INNER JOIN conversations_conversation c ON c.id = m.conversation_id
     WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
       AND UPPER(m.content) LIKE ALL (UPPER(%(every)s::text)::text[])
     ORDER BY m.created_at DESC, m.id DESC
     LIMIT %(limit)s
+),
+probed AS MATERIALIZED (
+    SELECT t.n, (
+        SELECT count(*) FROM (
+            SELECT 1 FROM newest s WHERE UPPER(s.content) LIKE t.pattern
+            LIMIT %(frequent_hits)s
+        ) found
+    ) AS hits
+    FROM unnest(UPPER(%(served)s::text)::text[]) WITH ORDINALITY t (pattern, n)
+),
+filtered AS MATERIALIZED (
+    SELECT array_agg(n::int) FILTER (WHERE hits = %(frequent_hits)s) AS slots
+    FROM probed
+    HAVING min(hits) < %(frequent_hits)s
 )
 SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
        yuxi_utc_iso(hit.created_at),
@@ -158,8 +188,8 @@ FROM (
 {patterns}
        AND (%(pairs)s::text IS NULL
             OR yuxi_cjk_bigrams(UPPER(m.content)) @> %(pairs)s::text[])
-       AND (%(narrow)s::text IS NULL
-            OR UPPER(m.content) LIKE ALL (UPPER(%(narrow)s::text)::text[]))
+       AND (%(checked)s::text IS NULL
+            OR UPPER(m.content) LIKE ALL (UPPER(%(checked)s::text)::text[]))
      ORDER BY m.created_at DESC, m.id DESC
      LIMIT %(limit)s)
 ) hit
@@ -167,8 +197,9 @@ CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(first)s)) AS at) f
 ORDER BY hit.created_at DESC, hit.id DESC
 """.format(
     patterns="\n".join(
-        f"       AND (%(pattern_{n})s::text IS NULL"
-        f" OR UPPER(m.content) LIKE UPPER(%(pattern_{n})s))"
+        f"       AND (%(pattern_{n})s::text IS NULL OR UPPER(m.content) LIKE CASE"
+        f" WHEN (SELECT {n} = ANY (slots) FROM filtered) THEN '%%'"
+        f" ELSE UPPER(%(pattern_{n})s) END)"
         for n in range(1, QUERY_TERMS_MAX + 1)
     )
 )
@@ -375,12 +406,17 @@ def _terms(query: str) -> list[str]:
 
 def _term_params(terms: list[str]) -> dict[str, str | None]:
     """The search statement's term parameters (see the comment above SEARCH_SQL): every
-    distinct term's pattern for the newest-first step, and each one again in the condition
-    that serves it in the indexed step; the unused conditions NULL."""
+    distinct term's pattern for the newest-first step, each term of 3+ characters or CJK pair
+    again in the condition that serves it and, when a trigram term could be left to the
+    filter, in slot order to probe; the indexed step's filter checks every term then, else
+    the short ones. The unused conditions NULL."""
     distinct = list(dict.fromkeys(terms))
     trigram = [_like_pattern(t) for t in distinct if len(t) >= TRIGRAM_TERM_MIN_CHARS]
     pairs = [t for t in distinct if _is_cjk_pair(t)]
     short = [t for t in distinct if len(t) < TRIGRAM_TERM_MIN_CHARS and not _is_cjk_pair(t)]
+    served = trigram + [_like_pattern(pair) for pair in pairs]
+    # Only a trigram term with another index-served term beside it can be left to the filter.
+    probed = bool(trigram) and len(served) > 1
     params = {
         f"pattern_{n}": trigram[n - 1] if n <= len(trigram) else None
         for n in range(1, QUERY_TERMS_MAX + 1)
@@ -389,7 +425,10 @@ def _term_params(terms: list[str]) -> dict[str, str | None]:
         **params,
         "every": _quoted_array_text([_like_pattern(term) for term in distinct]),
         "pairs": _quoted_array_text(pairs),
-        "narrow": _quoted_array_text([_like_pattern(term) for term in short]),
+        "served": _quoted_array_text(served) if probed else None,
+        "checked": _quoted_array_text(
+            [_like_pattern(term) for term in (distinct if probed else short)]
+        ),
     }
 
 
@@ -430,6 +469,7 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
         "first": terms[0],
         "limit": limit,
         "window": SEARCH_WINDOW,
+        "frequent_hits": FREQUENT_TERM_HITS,
         "title_chars": TITLE_MAX_BYTES + 1,
         "lead_chars": SNIPPET_LEAD_BYTES,
         "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,

@@ -1175,7 +1175,8 @@ def test_a_full_page_among_the_newest_messages_never_runs_the_indexed_step():
     user = UserFactory()
     _messages(_thread(user), ["old rare words"] + ["frequent words here"] * 5)
     assert _message_scans_run(user, "words frequent") == 1
-    assert _message_scans_run(user, "rare words") == 2
+    # The newest-first walk, then the probe of the terms' frequency and the indexed scan.
+    assert _message_scans_run(user, "rare words") == 3
 
 
 @pytest.mark.parametrize(
@@ -1223,3 +1224,85 @@ def test_a_full_page_of_newer_invisible_matches_is_never_returned(hidden):
             **hidden.get("message", {}),
         )
     assert _search_ids(user, "wedding sister") == [m.pk for m in reversed(visible)]
+
+
+def _trigram_scans_run(user, query: str) -> list[dict]:
+    """The trigram index scans of terms the statement `query`'s search sends ran, with their
+    rows. Only bitmap scans are allowed (at this size the planner may rather walk a btree and
+    filter; without index scans it walks the newest messages by the owner key of the trigram
+    index, a scan with no term)."""
+    with CaptureQueriesContext(connection) as captured:
+        search_thread_messages(user.pk, query, limit=10)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_indexscan = off")
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
+        plan = cursor.fetchone()[0][0]["Plan"]
+    return [
+        node
+        for node in _nodes(plan)
+        if node.get("Index Name") == "message_owner_trgm_idx"
+        and "upper(content)" in node["Index Cond"]
+        and node["Actual Loops"] > 0
+    ]
+
+
+def test_a_frequent_term_beside_a_rare_one_is_only_a_filter_and_still_required(
+    rare_terms_among_many,
+):
+    user = rare_terms_among_many
+    thread = Conversation.objects.filter(user=user).first()
+    both = _messages(thread, ["wedding of common friends"] * 3)
+    # "common" is in nearly every newest message, "wedding" in five (three with "common").
+    assert _search_ids(user, "common wedding") == [m.pk for m in reversed(both)]
+    [scan] = _trigram_scans_run(user, "common wedding")
+    assert "%WEDDING%" in scan["Index Cond"]
+    # The index found every message with "wedding"; "common" was checked on those only.
+    assert scan["Actual Rows"] == 5
+
+
+def test_terms_all_found_as_often_all_drive_the_index(rare_terms_among_many):
+    user = rare_terms_among_many
+    thread = Conversation.objects.filter(user=user).first()
+    _messages(thread, [f"wedding kyoto {i}" for i in range(12)])
+    # Neither term is rarer than the other among the newest messages: both index conditions.
+    assert len(_search_ids(user, "wedding kyoto 1")) == 5
+    [scan] = _trigram_scans_run(user, "wedding kyoto 1")
+    assert "%WEDDING%" in scan["Index Cond"] and "%KYOTO%" in scan["Index Cond"]
+    assert scan["Actual Rows"] == 14
+
+
+@pytest.fixture
+def often_and_rare():
+    """Forty messages, newest last: "often" in thirty (frequent among the newest), three
+    rarer words in four to eight each, with and without "often"."""
+    user = UserFactory()
+    contents = [
+        " ".join(
+            ["often"] * (i % 4 != 0)
+            + ["amber"] * (i % 7 == 0)
+            + ["Basil"] * (i % 5 == 0)
+            + ["cedar_tree"] * (i % 11 == 0)
+            + [f"n{i}"]
+        )
+        for i in range(40)
+    ]
+    return user, _messages(_thread(user), contents)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    terms=st.lists(
+        st.sampled_from(["often", "OFTEN", "amber", "basil", "cedar_tree", "ten", "of", "n2", "b"]),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_term_left_to_the_filter_is_still_required_as_a_scan_finds(often_and_rare, terms):
+    user, messages = often_and_rare
+    expected = [
+        m.pk for m in reversed(messages) if all(term.upper() in m.content.upper() for term in terms)
+    ][:10]
+    assert _search_ids(user, " ".join(terms)) == expected
