@@ -3,10 +3,8 @@ connection pool (bound to the loop that opened it) works on every call; sync cal
 their database work on their own thread; a caller's cancellation reaches the turn."""
 
 import asyncio
-import json
 import os
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,72 +12,12 @@ from conversations.models import AgentRun
 from memory_app.runtime import achat, astream_chat, chat, stream_chat
 from memory_app.runtime.loop import on_process_loop, process_loop, run_sync
 from tests.factories import UserFactory
-
-
-class KeepAliveModel:
-    """A real HTTP/1.1 server speaking the chat-completions wire format, keeping connections
-    open between requests (as hosted APIs and llama.cpp do), answering every request with
-    `reply` (SSE when the client streams)."""
-
-    def __init__(self, reply: str = "hello from the wire"):
-        self.reply = reply
-        self.requests = 0
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests += 1
-                if body.get("stream"):
-                    payload, kind = server._sse(), "text/event-stream"
-                else:
-                    payload, kind = server._json(), "application/json"
-                self.send_response(200)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def _json(self) -> bytes:
-        message = {"role": "assistant", "content": self.reply}
-        choice = {"index": 0, "message": message, "finish_reason": "stop"}
-        body = {"id": "x", "object": "chat.completion", "created": 0, "model": "m"}
-        return json.dumps({**body, "choices": [choice]}).encode()
-
-    def _sse(self) -> bytes:
-        def chunk(delta: dict, finish: str | None = None) -> str:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish}
-            body = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m"}
-            return f"data: {json.dumps({**body, 'choices': [choice]})}\n\n"
-
-        words = [w + " " for w in self.reply.split(" ")]
-        words[-1] = words[-1].rstrip()
-        frames = [chunk({"role": "assistant", "content": ""})]
-        frames += [chunk({"content": word}) for word in words]
-        frames += [chunk({}, "stop"), "data: [DONE]\n\n"]
-        return "".join(frames).encode()
-
-    def __enter__(self):
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+from tests.memory_app.models import WireModel
 
 
 @pytest.fixture
 def wire_model(settings):
-    with KeepAliveModel() as model:
+    with WireModel() as model:
         settings.LLM_BASE_URL = model.url
         settings.LLM_API_KEY = "local"
         settings.LLM_MODEL = "m"
