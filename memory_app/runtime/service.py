@@ -39,6 +39,7 @@ from memory_app.runtime.turns import (
     close_turn,
     open_resume_turn,
     open_turn,
+    settle_late_calls,
 )
 
 # Ends an earlier message of the thread that was cut for the prompt.
@@ -110,6 +111,7 @@ async def aturn(request: ChatRequest, *, events: bool, reason: str) -> AsyncIter
                     yield step
     except (asyncio.CancelledError, GeneratorExit) as exc:
         await on_database(cancel_turn)(turn, reason=cancellation(exc, default=reason))
+        await settle_late_calls(turn)
         raise
     tool_calls = await on_database(close_turn)(turn, outcome)
     yield chat_turn(turn, outcome, tool_calls)

@@ -42,7 +42,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import aclosing, asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -67,6 +67,7 @@ from memory_app.runtime.errors import (
     is_model_failure,
 )
 from memory_app.runtime.graphs import AgentGraph
+from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
 from memory_app.runtime.loop import (
     CANCELLED_BY_INTERRUPT,
@@ -122,6 +123,10 @@ class Turn:
     checkpoint_key: str = ""
     decision: dict[str, Any] | None = None
     approval: selectors.PendingApproval | None = None
+    # Filled when the agent phase is cancelled: the results of the tool calls that had ended,
+    # and the calls still running (a started call runs to its end; see `RunGuard`).
+    tool_results: dict[str, ToolMessage] = field(default_factory=dict)
+    tools_running: dict[str, asyncio.Future] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -528,11 +533,19 @@ async def astream_agent(
                 for event in progress.feed(mode, chunk):
                     yield event
     except (asyncio.CancelledError, GeneratorExit):
+        if agent_input is not None:
+            ended, running = _run_guard(agent_input.graph).tool_calls()
+            turn.tool_results.update(ended)
+            turn.tools_running.update(running)
         raise
     except BaseException as exc:  # close_turn finishes the run, then re-raises it
         yield _failed(turn, agent_input, progress, exc)
         return
     yield progress.outcome()
+
+
+def _run_guard(graph: AgentGraph) -> RunGuard:
+    return next(m for m in graph.middleware if isinstance(m, RunGuard))
 
 
 async def arun_agent(turn: Turn, *, prepare: Callable[[Turn], AgentInput]) -> TurnOutcome:
@@ -608,15 +621,38 @@ def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
 def cancel_turn(turn: Turn, *, reason: str) -> None:
     """Close a turn whose caller stopped waiting: the run is `cancelled` with `reason` as its
     error and nothing the agent produced is stored (the user's message, stored when the turn
-    opened, and whatever a tool already committed stay). A lease already lost leaves the run
-    to the reaper; its checkpoints are deleted."""
+    opened, and whatever a tool already committed stay). A resume's decided call gets its
+    final status: its result if it had run, else `declined` (`settle_late_calls` corrects it
+    if it was still running and wrote). A lease already lost leaves the run to the reaper;
+    its checkpoints are deleted."""
     try:
-        _finish(turn.handle, status=AgentRun.Status.CANCELLED, error=reason)
+        _finish(
+            turn.handle,
+            status=AgentRun.Status.CANCELLED,
+            error=reason,
+            turn=turn,
+            results=list(turn.tool_results.values()),
+        )
     except RunError:
         logger.warning("run %s was cancelled after losing its lease", turn.handle.run_id)
     logger.info("run %s %s", turn.handle.run_id, reason)
     # A cancelled turn will never be resumed (a cancelled resume has spent its decision).
     _forget_checkpoints(turn, TurnOutcome(checkpoint_key=turn.checkpoint_key or None))
+
+
+async def settle_late_calls(turn: Turn) -> None:
+    """After `cancel_turn`: wait for the tool calls still running when the turn was cancelled
+    (they end promptly: the run is fenced off, so a memory write still to come is refused).
+    A decided write that committed before the fence gets its real outcome."""
+    late = {}
+    for call_id, call in turn.tools_running.items():
+        try:
+            late[call_id] = await call
+        except Exception:  # the call's own failure: it wrote nothing this could report
+            continue
+    decided = late.get(turn.approval.tool_call_id) if turn.approval is not None else None
+    if isinstance(decided, ToolMessage) and _call_outcome(decided)[0] == ToolCall.Status.SUCCESS:
+        await on_database(_settle_decided_call)(turn, [decided], ended=AgentRun.Status.CANCELLED)
 
 
 def _turn_key(turn: Turn | None, outcome: TurnOutcome | None) -> str | None:
@@ -653,6 +689,7 @@ def _finish(
     produced: Sequence[BaseMessage] = (),
     turn: Turn | None = None,
     outcome: TurnOutcome | None = None,
+    results: Sequence[BaseMessage] = (),
 ) -> list[dict[str, str]]:
     """Finish the run and store what the agent produced, in one transaction whose first
     statement re-checks the lease: a fenced-off worker writes nothing. A decided approval's
@@ -673,7 +710,8 @@ def _finish(
                 for call in message.tool_calls
             ]
             if turn is not None and turn.approval is not None:
-                log.insert(0, _settle_decided_call(turn, produced))
+                ended = [*produced, *results]
+                log.insert(0, _settle_decided_call(turn, ended, ended=status))
             key = _turn_key(turn, outcome)
             if key and status != AgentRun.Status.INTERRUPTED:
                 checkpoints.delete_checkpoints([key])
@@ -683,13 +721,17 @@ def _finish(
         _release(handle)
 
 
-# `ToolCall.error` of a decided call that never ran because its resume run failed first.
-DECIDED_CALL_NOT_RUN = "not run: the resume run failed before it"
+# `ToolCall.error` of a decided call that never ran because its resume run ended first.
+DECIDED_CALL_NOT_RUN = "not run: the resume run was {ended} before it"
 
 
-def _settle_decided_call(turn: Turn, produced: Sequence[BaseMessage]) -> dict[str, str]:
-    """Give the approval's pending call what the decision made of it: the arguments actually
-    run (the user's edit, if any), its status, output and error. Returns its log entry."""
+def _settle_decided_call(
+    turn: Turn, produced: Sequence[BaseMessage], *, ended: str
+) -> dict[str, str]:
+    """Give the approval's pending call what the decision made of it, whatever became of the
+    resume run (`ended`: its final status): the arguments actually run (the user's edit, if
+    any), and the call's own status and output if it ran, else `declined` with an output
+    saying the run ended before it. Returns its log entry."""
     approval, decision = turn.approval, turn.decision
     result = next(
         (
@@ -703,7 +745,8 @@ def _settle_decided_call(turn: Turn, produced: Sequence[BaseMessage]) -> dict[st
     if decision["decision"] == "edit":
         arguments = {"content": decision["content"], "replaces": decision["replaces"]}
     if result is None:
-        status, output, error = ToolCall.Status.ERROR, "", DECIDED_CALL_NOT_RUN
+        status, output = ToolCall.Status.DECLINED, services.not_run_result(ended)
+        error = DECIDED_CALL_NOT_RUN.format(ended=ended)
     else:
         status, output, error = _call_outcome(result)
     services.settle_pending_call(
@@ -790,7 +833,7 @@ def _call_outcome(result: ToolMessage | None) -> tuple[str, str, str]:
     if result is None:
         return ToolCall.Status.PENDING, "", ""
     if is_declined(result):
-        return ToolCall.Status.ERROR, result.text, services.DECLINED
+        return ToolCall.Status.DECLINED, result.text, services.DECLINED
     typed = result.artifact if isinstance(result.artifact, ToolResult) else None
     if typed is not None and typed.status.is_refusal:
         return ToolCall.Status.ERROR, result.text, typed.message or typed.status
