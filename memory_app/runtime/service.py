@@ -21,10 +21,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Message
 from memory_app.llm import chat_model_from_settings
+from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
+from memory_app.runtime.closing import aopen, cancel_turn, close_turn, settle_late_calls
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import build_chatbot_graph, build_resume_graph
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
+from memory_app.runtime.opening import open_resume_turn, open_turn
 from memory_app.runtime.subagent import DelegateToSubagentTool
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
@@ -32,14 +35,7 @@ from memory_app.runtime.turns import (
     ChatEvent,
     Turn,
     TurnOutcome,
-    aopen,
-    astream_agent,
-    cancel_turn,
     cancellation,
-    close_turn,
-    open_resume_turn,
-    open_turn,
-    settle_late_calls,
 )
 
 # Ends an earlier message of the thread that was cut for the prompt.
