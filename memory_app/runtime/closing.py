@@ -167,7 +167,6 @@ def _finish(
                 worker_id=handle.ctx.worker_id,
                 status=status,
                 error=error,
-                touch_conversation_id=handle.conversation.pk,
             )
             messages = run_messages(produced)
             services.record_run_messages(
@@ -184,6 +183,8 @@ def _finish(
             key = _turn_key(turn, outcome)
             if key and status != AgentRun.Status.INTERRUPTED:
                 checkpoints.delete_checkpoints([key])
+            # Last: the thread's updated_at is never older than the messages just stored.
+            services.touch_thread(conversation=handle.conversation)
         return log
     finally:
         _release(handle)
