@@ -60,9 +60,9 @@ SEARCH_WINDOW = 1_000
 # a term found in fewer is rare, and its own newest messages are candidates (TERM_CANDIDATES).
 FREQUENT_TERM_HITS = 10
 # Candidates with every term: at most this many, the newest.
-SEARCH_CANDIDATES = 100
+SEARCH_CANDIDATES = 50
 # Candidates with one rare term (or a form of it): at most this many per term, the newest.
-TERM_CANDIDATES = 100
+TERM_CANDIDATES = 50
 # A run of this many letters or digits has a trigram, so the trigram index serves its term.
 TRIGRAM_TERM_MIN_CHARS = 3
 # What a term found only in another form (`_form`) weighs, beside 1 as written.
