@@ -183,8 +183,14 @@ def _found_sql(text: str) -> str:
 
 
 SEARCH_SQL = """
-WITH newest AS MATERIALIZED (
-    SELECT m.id, m.created_at, UPPER(m.content) AS u
+WITH visible AS MATERIALIZED (
+    SELECT array_agg(c.id) AS ids
+    FROM conversations_conversation c
+    WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+),
+newest AS NOT MATERIALIZED (
+    SELECT m.id, m.created_at, m.content
     FROM (
         SELECT m.id, m.conversation_id, m.created_at, m.content
         FROM conversations_message m
@@ -195,36 +201,39 @@ WITH newest AS MATERIALIZED (
         ORDER BY m.created_at DESC, m.id DESC
         LIMIT %(window)s
     ) m
-    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
-    WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-      AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+    WHERE m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+),
+cased AS MATERIALIZED (
+    SELECT s.id, UPPER(s.content) AS u FROM newest s
 ),
 terms AS MATERIALIZED (
-    SELECT t.n, t.bare, t.form, t.anchor, t.grams, string_to_array(t.bare, NULL) AS chars,
-           t.slot, t.served, found.df,
-           ln(1 + (found.total - found.df + 0.5) / (found.df + 0.5)) AS weight
-    FROM (
-        SELECT t.n::int AS n, t.bare, t.form, t.anchor, string_to_array(t.grams, ' ') AS grams,
-               t.slot, t.served
-        FROM unnest(UPPER(%(bares)s::text)::text[], UPPER(%(forms)s::text)::text[],
-                    UPPER(%(anchors)s::text)::text[], %(grams)s::text[], %(slots)s::int[],
-                    %(served)s::boolean[])
-             WITH ORDINALITY AS t (bare, form, anchor, grams, slot, served, n)
-    ) t
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE {found_s})::float8 AS df, count(*)::float8 AS total
-        FROM newest s
-    ) found
+    SELECT t.n::int AS n, t.bare, t.form, t.anchor, string_to_array(t.grams, ' ') AS grams,
+           string_to_array(t.bare, NULL) AS chars, t.slot, t.served
+    FROM unnest(UPPER(%(bares)s::text)::text[], UPPER(%(forms)s::text)::text[],
+                UPPER(%(anchors)s::text)::text[], %(grams)s::text[], %(slots)s::int[],
+                %(served)s::boolean[])
+         WITH ORDINALITY AS t (bare, form, anchor, grams, slot, served, n)
+),
+probed AS MATERIALIZED (
+    SELECT t.n, (
+        SELECT count(*) FROM (
+            SELECT 1 FROM newest s CROSS JOIN LATERAL (SELECT UPPER(s.content) AS u OFFSET 0) x
+            WHERE {found_x}
+            LIMIT %(frequent_hits)s
+        ) found
+    ) AS hits
+    FROM terms t
 ),
 filtered AS MATERIALIZED (
-    SELECT array_agg(slot) FILTER (WHERE df >= %(frequent_hits)s AND slot IS NOT NULL) AS slots
-    FROM terms
-    WHERE served
-    HAVING min(df) < %(frequent_hits)s
+    SELECT array_agg(t.slot) FILTER (WHERE p.hits >= %(frequent_hits)s AND t.slot IS NOT NULL)
+           AS slots
+    FROM terms t INNER JOIN probed p ON p.n = t.n
+    WHERE t.served
+    HAVING min(p.hits) < %(frequent_hits)s
 ),
 window_every AS MATERIALIZED (
-    SELECT s.id FROM newest s
-    WHERE NOT EXISTS (SELECT 1 FROM terms t WHERE NOT {found_s})
+    SELECT s.id FROM newest s CROSS JOIN LATERAL (SELECT UPPER(s.content) AS u OFFSET 0) x
+    WHERE NOT EXISTS (SELECT 1 FROM terms t WHERE NOT {found_x})
     ORDER BY s.created_at DESC, s.id DESC
     LIMIT %(candidates)s
 ),
@@ -234,12 +243,10 @@ every AS MATERIALIZED (
     UNION ALL
     (SELECT m.id
      FROM conversations_message m
-     INNER JOIN conversations_conversation c ON c.id = m.conversation_id
      WHERE %(indexed)s AND (SELECT count(*) FROM window_every) < %(limit)s
        AND m.owner_id = %(owner)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
        AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
        AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
 {patterns}
@@ -253,10 +260,19 @@ every AS MATERIALIZED (
      ORDER BY m.created_at DESC, m.id DESC
      LIMIT %(candidates)s)
 ),
+weights AS MATERIALIZED (
+    SELECT t.n, ln(1 + (f.total - f.df + 0.5) / (f.df + 0.5)) AS weight
+    FROM terms t
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE {found_w})::float8 AS df, count(*)::float8 AS total
+        FROM cased w
+        WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
+    ) f
+),
 partial AS MATERIALIZED (
-    SELECT s.id FROM newest s
+    SELECT w.id FROM cased w
     WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
-      AND EXISTS (SELECT 1 FROM terms t WHERE {found_s})
+      AND EXISTS (SELECT 1 FROM terms t WHERE {found_w})
 {lookups}
 ),
 scored AS MATERIALIZED (
@@ -267,7 +283,7 @@ scored AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT count(*) AS found, array_agg(t.n ORDER BY t.n) AS terms,
                (array_agg(p.at ORDER BY t.n))[1] AS at,
-               sum(t.weight * CASE WHEN p.bare_at > 0 THEN 1
+               sum(wt.weight * CASE WHEN p.bare_at > 0 THEN 1
                                    WHEN t.grams IS NULL THEN %(form_weight)s::float8
                                    ELSE %(form_weight)s::float8 * (
                                        SELECT count(*) FILTER (WHERE STRPOS(up.u, c) > 0)
@@ -276,6 +292,7 @@ scored AS MATERIALIZED (
                  * (1 + 2 ^ -floor(ln(1 + (max(p.at) - min(p.at)) / %(near_chars)s::float8)
                                    / ln(2))) AS relevance
         FROM terms t
+        INNER JOIN weights wt ON wt.n = t.n
         CROSS JOIN LATERAL (SELECT STRPOS(up.u, t.bare) AS bare_at) b
         CROSS JOIN LATERAL (
             SELECT b.bare_at,
@@ -301,7 +318,8 @@ WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
   AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
 ORDER BY hit.found DESC, hit.relevance DESC, hit.created_at DESC, hit.id DESC
 """.format(
-    found_s=_found_sql("s.u"),
+    found_x=_found_sql("x.u"),
+    found_w=_found_sql("w.u"),
     found_m=_found_sql("UPPER(m.content)"),
     found_up=_found_sql("up.u"),
     grams="\n".join(
@@ -319,16 +337,14 @@ ORDER BY hit.found DESC, hit.relevance DESC, hit.created_at DESC, hit.id DESC
         f"""    UNION
     (SELECT m.id
      FROM conversations_message m
-     INNER JOIN conversations_conversation c ON c.id = m.conversation_id
      WHERE %(several)s
        AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
        AND (SELECT count(*) FROM every) < %(limit)s
-       AND (SELECT df FROM terms WHERE n = {n}) < %(frequent_hits)s
+       AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
        AND m.id NOT IN (SELECT id FROM every)
        AND m.owner_id = %(owner)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
        AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
        AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
        AND (%(like_{n})s::text IS NULL
