@@ -258,13 +258,25 @@ def _time_alternately(fns: list[Callable[[], object]], runs: int) -> list[list[f
     return samples
 
 
-STATEMENTS = {
-    name: re.compile(
-        "(?:.+?)".join(re.escape(part.replace("%%", "%")) for part in re.split(r"%\(\w+\)s", sql)),
-        re.DOTALL,
+def _statement_pattern(sql: str) -> re.Pattern:
+    """`sql` as sent, its parameters bound: a regex."""
+    parts = re.split(r"%\(\w+\)s", sql)
+    return re.compile(
+        "(?:.+?)".join(re.escape(part.replace("%%", "%")) for part in parts), re.DOTALL
     )
-    for name, sql in vars(repository).items()
-    if name.endswith("_SQL")
+
+
+# The search statements by their number of terms (SEARCH_SQL is the last of them).
+STATEMENTS = {
+    **{
+        name: _statement_pattern(sql)
+        for name, sql in vars(repository).items()
+        if name.endswith("_SQL") and name != "SEARCH_SQL"
+    },
+    **{
+        f"SEARCH_{n}_SQL": _statement_pattern(sql)
+        for n, sql in enumerate(repository.SEARCH_SQLS, 1)
+    },
 }
 
 

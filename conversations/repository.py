@@ -132,26 +132,32 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # per message for them.
 
 # A search ranks (any term matches), in one statement of these steps (each `... AS
-# MATERIALIZED` runs once; `newest` is the walk every search makes):
+# MATERIALIZED` runs once, and only if a step that runs reads it):
+#   visible the ids of the user's visible threads: every scan of messages keeps those in them.
 #   newest  the user's SEARCH_WINDOW newest messages of the visible kinds within the time
-#           bounds, then those of visible threads, cased once (`u`). Its size is the bound of
-#           every walk: a term the indexes cannot narrow is only ever checked here.
+#           bounds, of visible threads; inlined, so a step that stops early (a page of
+#           messages with every term, a probe) walks only its part. Its size bounds every
+#           walk: a term the indexes cannot narrow is only ever checked here. `cased` is the
+#           whole of it, each message cased once, for the steps that read all of it.
 #   terms   each distinct term: as written (`bare`, cased in SQL, for STRPOS), its `form` (a
-#           LIKE pattern of its other forms, see `_form`), the `anchor` a form match is placed
-#           by, its trigram slot, whether an index serves it, and how many of the newest
-#           messages contain a form of it (`df`), which gives its weight (BM25's idf: the
-#           rarer, the heavier).
+#           LIKE pattern of its stem, or itself), a CJK run's `grams` (half of which are
+#           another form of it) and `chars`, the `anchor` a form match is placed by, its
+#           trigram slot, and whether an index serves it.
+#   probed  how many of the newest messages hold each term, counted up to FREQUENT_TERM_HITS.
 #   window_every / every  the candidates with every term: the newest window's when it holds
 #           a page of them, else the newest SEARCH_CANDIDATES of all the user's messages with
 #           every term, each term in the condition its index serves (below). Not run when no
 #           term is index-served (`indexed` false): such a query only walks the window.
+#   weights each term's BM25 idf among the newest messages (the rarer, the heavier), counted
+#           only when partial matches are ranked (else all alike).
 #   partial only when `every` holds less than a page and there are several terms: the
 #           window's messages with any term (or a form of it), and for each term found in
 #           fewer than FREQUENT_TERM_HITS of them (a rare one) and served by an index, the
-#           newest TERM_CANDIDATES of all the user's messages with a form of it.
+#           newest TERM_CANDIDATES of all the user's messages with it (`_LOOKUP_TEMPLATE`).
 #   scored  each candidate's terms found (as written or in another form), their weights (a
-#           form match weighs FORM_WEIGHT), and how close together they are (the span of their
-#           first positions); ranked: terms found, then relevance, then newest.
+#           form match weighs FORM_WEIGHT, a CJK run's times the share of its characters
+#           found), and how close together they are (the span of their first positions);
+#           ranked: terms found, then relevance, then newest.
 # The indexed step of `every`, per term: the conditions whose parameter is NULL fold away while
 # planning (`NULL IS NULL OR ...`), so each query is planned with only the conditions it has:
 #   pattern_1..8  a term with a trigram (a run of 3+ letters or digits) as a LIKE pattern: the
@@ -173,6 +179,28 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # the first position of the first term found, in query order.
 
 
+# One rare term's own candidates (see the comment above), for term number `n`.
+_LOOKUP_TEMPLATE = """    UNION
+    (SELECT m.id
+     FROM conversations_message m
+     WHERE %(several)s
+       AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
+       AND (SELECT count(*) FROM every) < %(limit)s
+       AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
+       AND m.id NOT IN (SELECT id FROM every)
+       AND m.owner_id = %(owner)s
+       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+       AND (%(like_{n})s::text IS NULL
+            OR UPPER(m.content) LIKE (SELECT UPPER(%(like_{n})s::text)))
+       AND (%(pairs_{n})s::text IS NULL
+            OR yuxi_cjk_bigrams(UPPER(m.content)) && %(pairs_{n})s::text[])
+     ORDER BY m.created_at DESC, m.id DESC
+     LIMIT %(term_candidates)s)"""
+
+
 def _found_sql(text: str) -> str:
     """SQL: whether the cased text `text` holds the term `t` (a row of `terms`) in some form:
     its form's pattern, or, for a CJK run, at least half its bigrams."""
@@ -182,7 +210,7 @@ def _found_sql(text: str) -> str:
     )
 
 
-SEARCH_SQL = """
+_SEARCH_TEMPLATE = """
 WITH visible AS MATERIALIZED (
     SELECT array_agg(c.id) AS ids
     FROM conversations_conversation c
@@ -317,45 +345,36 @@ WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
   AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
   AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
 ORDER BY hit.found DESC, hit.relevance DESC, hit.created_at DESC, hit.id DESC
-""".format(
-    found_x=_found_sql("x.u"),
-    found_w=_found_sql("w.u"),
-    found_m=_found_sql("UPPER(m.content)"),
-    found_up=_found_sql("up.u"),
-    grams="\n".join(
-        f"       AND (%(grams_{n})s::text IS NULL"
-        f" OR yuxi_cjk_bigrams(UPPER(m.content)) && %(grams_{n})s::text[])"
-        for n in range(1, QUERY_TERMS_MAX + 1)
-    ),
-    patterns="\n".join(
-        f"       AND (%(pattern_{n})s::text IS NULL OR UPPER(m.content) LIKE CASE"
-        f" WHEN (SELECT {n} = ANY (slots) FROM filtered) THEN '%%'"
-        f" ELSE UPPER(%(pattern_{n})s) END)"
-        for n in range(1, QUERY_TERMS_MAX + 1)
-    ),
-    lookups="\n".join(
-        f"""    UNION
-    (SELECT m.id
-     FROM conversations_message m
-     WHERE %(several)s
-       AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
-       AND (SELECT count(*) FROM every) < %(limit)s
-       AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
-       AND m.id NOT IN (SELECT id FROM every)
-       AND m.owner_id = %(owner)s
-       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
-       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
-       AND (%(like_{n})s::text IS NULL
-            OR UPPER(m.content) LIKE (SELECT UPPER(%(like_{n})s::text)))
-       AND (%(pairs_{n})s::text IS NULL
-            OR yuxi_cjk_bigrams(UPPER(m.content)) && %(pairs_{n})s::text[])
-     ORDER BY m.created_at DESC, m.id DESC
-     LIMIT %(term_candidates)s)"""
-        for n in range(1, QUERY_TERMS_MAX + 1)
-    ),
-)
+"""
+
+
+def _search_sql(terms: int) -> str:
+    """The search statement for queries of `terms` distinct terms: a slot and a lookup for each
+    of them, no more (every slot costs planning time whether its parameter is NULL or not)."""
+    return _SEARCH_TEMPLATE.format(
+        found_x=_found_sql("x.u"),
+        found_w=_found_sql("w.u"),
+        found_m=_found_sql("UPPER(m.content)"),
+        found_up=_found_sql("up.u"),
+        grams="\n".join(
+            f"       AND (%(grams_{n})s::text IS NULL"
+            f" OR yuxi_cjk_bigrams(UPPER(m.content)) && %(grams_{n})s::text[])"
+            for n in range(1, terms + 1)
+        ),
+        patterns="\n".join(
+            f"       AND (%(pattern_{n})s::text IS NULL OR UPPER(m.content) LIKE CASE"
+            f" WHEN (SELECT {n} = ANY (slots) FROM filtered) THEN '%%'"
+            f" ELSE UPPER(%(pattern_{n})s) END)"
+            for n in range(1, terms + 1)
+        ),
+        lookups="\n".join(_LOOKUP_TEMPLATE.format(n=n) for n in range(1, terms + 1) if terms > 1),
+    )
+
+
+# The search statement of a query of n distinct terms is SEARCH_SQLS[n - 1]; SEARCH_SQL is
+# the largest, of QUERY_TERMS_MAX.
+SEARCH_SQLS = tuple(_search_sql(terms) for terms in range(1, QUERY_TERMS_MAX + 1))
+SEARCH_SQL = SEARCH_SQLS[-1]
 
 # The thread, and the anchor's timestamp when it is a visible message of that thread (NULL
 # when there is no anchor or it is not), in one round trip. The timestamp is plain UTC: the
@@ -615,7 +634,7 @@ def _term(text: str) -> _Term:
 
 
 def _term_params(terms: list[str]) -> dict[str, Any]:
-    """The search statement's term parameters (see the comment above SEARCH_SQL): each distinct
+    """The search statement's term parameters (see the comment above the template): each distinct
     term as written, its form, anchor and bigrams, its trigram slot and whether an index serves
     it; for the step with every term, the forms the trigram index serves in their slots, the
     CJK pairs and each CJK run's bigrams the bigram index serves, and the forms only checked
@@ -739,7 +758,7 @@ def search_thread_messages(
         **_term_params(terms),
     }
     with connection.cursor() as cursor:
-        rows = _fetch(cursor, SEARCH_SQL, params)
+        rows = _fetch(cursor, SEARCH_SQLS[len(terms) - 1], params)
 
     hits: list[dict[str, Any]] = []
     for row in rows:
