@@ -283,6 +283,8 @@ STATEMENTS = {
 def _statement_name(sql: str) -> str:
     """Which of the repository's statement constants `sql` (as sent, parameters bound) is."""
     names = [name for name, pattern in STATEMENTS.items() if pattern.fullmatch(sql)]
+    if len(names) > 1:  # the search statements differ in their number of term slots
+        names = [name for name in names if name == f"SEARCH_{sql.count('LIKE CASE WHEN')}_SQL"]
     if len(names) != 1:
         raise SystemExit(f"not one repository statement: {names}\n{sql}")
     return names[0].removesuffix("_SQL")
