@@ -32,6 +32,7 @@ from conversations import services as thread_services
 from memory_app import selectors, services
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.runtime import (
+    ChatDecisionRefused,
     ChatEvent,
     ChatInputError,
     ChatModelUnavailable,
@@ -321,7 +322,8 @@ NOTHING_TO_RESUME_MESSAGE = "no memory write is waiting for a decision in this t
 def post_chat(request: HttpRequest, body: ChatIn) -> Any:
     """One turn as the session's user; a new thread unless `thread_id` names one of theirs.
     With `resume` instead of `message`: your decision about the memory write pending in
-    `thread_id` (409 when none is)."""
+    `thread_id` (409 when none is, or when an `approve`/`edit` cannot be carried out now: it
+    stays pending; 400 for an `edit` without `content`)."""
     resume = body.resume.model_dump(exclude_unset=True) if body.resume is not None else None
     try:
         return chat(
@@ -333,6 +335,8 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
         return Status(404, {"error": "no such thread"})
     except ChatNothingToResume:
         return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatDecisionRefused as exc:
+        return Status(409, {"error": str(exc)})
     except ChatModelUnavailable:
         return Status(502, {"error": "the model is unavailable, try again"})
     except ChatRunLost:
@@ -379,6 +383,8 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
         return Status(404, {"error": "no such thread"})
     except ChatNothingToResume:
         return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatDecisionRefused as exc:
+        return Status(409, {"error": str(exc)})
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
