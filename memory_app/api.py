@@ -143,7 +143,15 @@ class MemoryVersionOut(Schema):
     sha256: str = Field(description="the hex SHA-256 of that earlier MEMORY.md's bytes")
     size_bytes: int | None = Field(description="its size; null only if neither kept nor recorded")
     replaced_at: datetime = Field(description="when a change last replaced it")
-    kind: str = Field(description="the ledger kind of that change (agent_added, user_cleared, ...)")
+    kind: str = Field(
+        description="the change that produced these bytes: a ledger kind (agent_added, "
+        "user_edited, ...), or initial when no recorded change did (the seed, a file older "
+        "than the ledger)"
+    )
+    replaced_by: str = Field(
+        description="the ledger kind of the change that last replaced it (agent_replaced, "
+        "user_cleared, ...)"
+    )
     available: bool = Field(description="whether its bytes are still kept (read, restore)")
 
 
@@ -505,7 +513,8 @@ def delete_memory(request: HttpRequest) -> Any:
 
 @api.get("/memory/versions/", response={200: MemoryVersionsOut, **_COMMON}, tags=["memory"])
 def get_memory_versions(request: HttpRequest) -> Any:
-    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file)."""
+    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file);
+    empty again after you forget them."""
     return {"versions": selectors.list_memory_versions(user=request.auth)}
 
 
@@ -522,7 +531,9 @@ def delete_memory_versions(request: HttpRequest) -> Any:
     tags=["memory"],
 )
 def get_memory_version(request: HttpRequest, sha256: str) -> Any:
-    """One kept version's text, checked against its hash."""
+    """One kept version's text, checked against its hash; `sha256` is the bare hex or the
+    ETag form `sha256:<hex>`."""
+    sha256 = selectors.version_sha256(sha256)
     data = selectors.read_memory_version(user=request.auth, sha256=sha256)
     return {"sha256": sha256, "text": data.decode("utf-8"), "size_bytes": len(data)}
 
@@ -539,7 +550,7 @@ def post_memory_version_restore(
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
     """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
-    names; the file it replaces is kept in turn. No body."""
+    names; the file it replaces is kept in turn. No body. `sha256` as for reading one."""
     memory = services.restore_memory_version(
         user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
     )
