@@ -89,9 +89,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Serves the admin's static files from STATIC_ROOT (filled by `collectstatic`).
+    # Serves the static files from STATIC_ROOT (filled by `collectstatic`), in development
+    # too (scripts/serve runs `runserver --nostatic`), so a static 404 gets every header.
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "csp.middleware.CSPMiddleware",
+    # django-csp's policy, on error pages under DEBUG too (yuxi_site.content_security).
+    "yuxi_site.content_security.PolicyOnEveryResponseMiddleware",
     # Before the session and CSRF middleware: a non-JSON body under /api/ is refused unread.
     "yuxi_site.api_edge.ApiEdgeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
