@@ -47,9 +47,17 @@ from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
 from yuxi_site.utils.connections import release_connection
 
-__all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
+__all__ = ["API_UNAVAILABLE_MESSAGE", "CSRF_FAILED_MESSAGE", "api", "api_urls"]
 
 logger = logging.getLogger(__name__)
+
+
+# The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.
+CSRF_FAILED_MESSAGE = (
+    "CSRF check failed: send the csrftoken cookie's value as the X-CSRFToken header on every "
+    "POST, PUT, PATCH and DELETE (the cookie is set when you log in at /accounts/login/ and "
+    "changes at each login)"
+)
 
 
 class SessionCsrfAuth(SessionAuth):
@@ -60,7 +68,7 @@ class SessionCsrfAuth(SessionAuth):
         if not user.is_authenticated:
             return None
         if self.csrf and check_csrf(request) is not None:
-            raise HttpError(403, "CSRF check failed")
+            raise HttpError(403, CSRF_FAILED_MESSAGE)
         return user
 
 

@@ -10,6 +10,7 @@ from django.test import Client
 from langchain_core.messages import AIMessage
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
 from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
@@ -53,7 +54,7 @@ class TestChatEndpoint:
     def test_session_without_csrf_token_gets_403_json(self, logged_in):
         response = post(logged_in, {"message": "hi"}, csrf=False)
         assert response.status_code == 403
-        assert response.json() == {"error": "CSRF check failed"}
+        assert response.json() == {"error": CSRF_FAILED_MESSAGE}
         assert not AgentRun.objects.exists()
 
     def test_get_is_not_allowed(self, logged_in):
