@@ -9,11 +9,13 @@ Its parts, each importing only those above it in this list:
 
 - `limits` — the run's bounds (message size, model calls, tool calls per reply, reply text
   and tool-argument sizes, sub-agent delegations).
-- `errors` — `ChatError` and its children, the run guard's in-run signals, and
+- `errors` — `ChatError` and its children (`ChatDecisionInvalid` and `ChatDecisionRefused`:
+  a decision refused before it is spent), the run guard's in-run signals, and
   `CHAT_HTTP_ERRORS`: the one table of what HTTP answers each refusal.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
 - `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
-  `remember_memory`) and the resume command of a user's decision.
+  `remember_memory`), the check that refuses a decision that could not be carried out, and
+  the resume command of a user's decision.
 - `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
 - `loop` — the process's one event loop (a daemon thread) every turn runs on, and the
   adapters sync and async callers reach it through (`run_sync`, `on_process_loop`).
@@ -46,6 +48,8 @@ from memory_app.runtime.closing import cancel_turn, close_turn
 from memory_app.runtime.errors import (
     CHAT_HTTP_ERRORS,
     INTERNAL_ERROR,
+    ChatDecisionInvalid,
+    ChatDecisionRefused,
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
@@ -122,6 +126,8 @@ __all__ = [
     "AgentGraph",
     "AgentInput",
     "AgentRunHandle",
+    "ChatDecisionInvalid",
+    "ChatDecisionRefused",
     "ChatError",
     "ChatEvent",
     "ChatInputError",

@@ -79,7 +79,7 @@ def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
         raise ChatRunLost("the run's lease was lost") from exc
     _fail(turn, exc, outcome)
     if is_model_failure(exc):
-        raise ChatModelUnavailable("the model is unavailable") from exc
+        raise ChatModelUnavailable(f"the model is unavailable: {error_text(exc)}") from exc
     raise exc
 
 

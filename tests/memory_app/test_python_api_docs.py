@@ -1,5 +1,6 @@
 """What docs/python-api.md tells a backend engineer, done as they would do it."""
 
+import inspect
 import json
 import os
 import subprocess
@@ -16,6 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from conversations.models import AgentRun, ToolCall
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.runtime import ChatNothingToResume, agent_run
+from memory_app.services import remember_memory
 from tests.factories import UserConfigFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,3 +130,15 @@ def test_a_decision_for_a_thread_with_nothing_pending_is_refused_as_chat_refuses
     decided = agent_run(user_id=user.pk, thread_id=thread_id, resume={"decision": "approve"})
     with pytest.raises(ChatNothingToResume), decided:
         pass  # pragma: no cover
+
+
+def test_docs_show_remember_memorys_real_signature_and_the_id_travels_in_a_context_variable():
+    assert list(inspect.signature(remember_memory).parameters) == ["ctx", "content", "replaces"]
+    docs = Path(settings.BASE_DIR) / "docs"
+    shown = (docs / "memory-writes.md").read_text()
+    assert "`remember_memory(ctx, content, replaces=None) -> MemoryWriteResult" in shown
+    assert "current_tool_call_id" in shown
+    for page in docs.glob("*.md"):
+        assert "tool_call_id=None" not in page.read_text(), page.name
+    with pytest.raises(TypeError):
+        remember_memory(None, "fact", tool_call_id="call_1")

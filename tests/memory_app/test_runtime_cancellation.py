@@ -276,7 +276,8 @@ def test_a_failed_model_call_fails_the_run_and_keeps_the_user_message(wire, user
             chat_at(entry, user)
     run = the_run(user)
     assert (run.status, run.worker_id) == ("failed", None)
-    assert run.error.startswith("the model call failed (") and run.error.endswith(", HTTP 500)")
+    assert run.error.startswith("the model call to m at 127.0.0.1:")
+    assert run.error.endswith(", HTTP 500)")
     assert stored(user) == ["user"]
 
 
