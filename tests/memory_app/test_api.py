@@ -185,6 +185,7 @@ def test_the_csrf_403_says_which_header_to_send_and_where_its_token_comes_from(a
     assert "X-CSRFToken" in error and "csrftoken cookie" in error and "/accounts/login/" in error
 
 
+@pytest.mark.django_db
 class TestThreads:
     def test_list_holds_own_visible_threads_newest_first_in_pages(self, api_client, user):
         threads = [ConversationFactory(user=user, title=f"t{i}") for i in range(5)]
