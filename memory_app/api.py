@@ -18,6 +18,7 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import URLPattern, URLResolver
@@ -582,8 +583,26 @@ def get_memory_lines(request: HttpRequest, response: HttpResponse) -> Any:
     found = selectors.memory_lines(user=request.auth)
     if found.memory.problem is not None:
         return _memory_state(request, response, found.memory)
-    response["ETag"] = _quoted(found.memory.etag)
-    return {"etag": found.memory.etag, "lines": found.lines}
+    # Written as JSON directly: a 128 KiB file has thousands of lines, and validating each
+    # against the schema would cost more than finding their origins. The lines share a few
+    # origins, each serialized once by the same encoder the API uses.
+    origins: dict[int, dict[str, Any]] = {}
+    lines = []
+    for line in found.lines:
+        origin = origins.get(id(line.origin))
+        if origin is None:
+            origin = origins[id(line.origin)] = _origin_json(line.origin)
+        lines.append({"number": line.number, "text": line.text, "origin": origin})
+    shaped = JsonResponse({"etag": found.memory.etag, "lines": lines})
+    shaped["ETag"] = _quoted(found.memory.etag)
+    return shaped
+
+
+def _origin_json(origin: selectors.Origin) -> dict[str, Any]:
+    """An origin as `LineChangeOut` or `EarlierOut` shows it (`at` as the API writes times)."""
+    if "at" not in origin:
+        return {"kind": origin["kind"]}
+    return {**origin, "at": DjangoJSONEncoder().default(origin["at"])}
 
 
 @api.delete(

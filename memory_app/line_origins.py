@@ -25,19 +25,19 @@ What a line is, and when two are the same:
 A leaf: it reads the workspace, the models and the kept versions.
 """
 
+import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import chain
-from typing import Literal, NotRequired, TypedDict
+from typing import Literal, NamedTuple, NotRequired, TypedDict
 
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import (
     MEMORY_FILE_MAX_BYTES,
     MemoryFile,
     memory_file_from,
-    split_lines,
     unbulleted,
 )
 from memory_app.models import MemoryEvent, MemoryEventKind
@@ -73,9 +73,11 @@ class Origin(TypedDict):
     thread_id: NotRequired[str | None]
 
 
-@dataclass(frozen=True)
-class LineOrigin:
-    """One line of the current MEMORY.md: its 1-based number, its text and where it came from."""
+class LineOrigin(NamedTuple):
+    """One line of the current MEMORY.md: its 1-based number, its text and where it came from.
+
+    A named tuple, not a dataclass: a 128 KiB file has thousands of lines, and a frozen
+    dataclass costs several times as much to build."""
 
     number: int
     text: str
@@ -91,124 +93,182 @@ class MemoryLines:
     lines: list[LineOrigin]
 
 
-def _fact(line: str) -> str:
-    """What a line says, for telling whether two files hold the same line."""
-    return unbulleted(line.rstrip())
+def _pieces(text: str) -> list[str]:
+    """The lines of a text without their "\\n", numbered as `split_lines` numbers them."""
+    pieces = text.split("\n")
+    if not pieces[-1]:
+        pieces.pop()
+    return pieces
 
 
-def _event_pages(user_id: int) -> Iterator[list[tuple[int, str, str, str]]]:
-    """The user's file-changing and forgetting events, newest first, a page per query."""
+class _Event(NamedTuple):
+    """A ledger event as the walk reads it: its files, and what its origin says."""
+
+    id: int
+    kind: str
+    before: str
+    after: str
+    at: datetime
+    actor_id: int | None
+    run_id: uuid.UUID | None
+    thread_id: str | None
+
+
+def _event_pages(user_id: int) -> Iterator[list[_Event]]:
+    """The user's file-changing and forgetting events, newest first, with their run's id and
+    thread, a page per query."""
     events = MemoryEvent.objects.filter(user_id=user_id, kind__in=_WALKED_KINDS).order_by("-id")
+    fields = (
+        "id",
+        "kind",
+        "before_sha256",
+        "after_sha256",
+        "created_at",
+        "actor_id",
+        "run__run_id",
+        "run__conversation__thread_id",
+    )
     older_than = None
     while True:
         page_query = events if older_than is None else events.filter(id__lt=older_than)
-        page = list(
-            page_query.values_list("id", "kind", "before_sha256", "after_sha256")[
-                :ORIGIN_EVENTS_PAGE
-            ]
-        )
+        page = [_Event(*row) for row in page_query.values_list(*fields)[:ORIGIN_EVENTS_PAGE]]
         yield page
         if len(page) < ORIGIN_EVENTS_PAGE:
             return
-        older_than = page[-1][0]
+        older_than = page[-1].id
+
+
+def _facts(raws: Iterable[str]) -> list[str]:
+    """What each line says, for telling whether two files hold the same line."""
+    return [unbulleted(line) for line in map(str.rstrip, raws)]
 
 
 class _Walk:
     """The walk from the current file back through the recorded changes.
 
-    `unresolved` maps a line's index to its fact and which copy of it the line is; every
-    unresolved line is held by the file the walk stands at (`state`). A file visited before
-    resolves nothing (every line still unresolved was held by it then), so each known file is
-    compared once, however often the ledger returns to it.
+    Every line not yet resolved is held by the file the walk stands at (`state`), so a file
+    visited before resolves nothing, and each known file is compared once however often the
+    ledger returns to it. Files are compared by their raw lines (set operations, in C), and
+    only lines that differ from the current file's are turned into facts, so a step costs
+    about what reading the version costs.
     """
 
-    def __init__(self, user, current_sha: str, facts: list[str]) -> None:
+    def __init__(self, user, current_sha: str, raws: list[str]) -> None:
         self.user = user
-        copies: Counter[str] = Counter()
-        self.unresolved: dict[int, tuple[str, int]] = {}
-        for index, fact in enumerate(facts):
-            copies[fact] += 1
-            self.unresolved[index] = (fact, copies[fact])
-        self.found: dict[int, int] = {}
-        self.counts: dict[str, Counter[str] | None] = {
-            EMPTY_SHA256: Counter(),
-            current_sha: copies,
-        }
+        facts = _facts(raws)
+        self.fact_of = dict(zip(raws, facts, strict=True))
+        copies = Counter(facts)
+        # A line whose fact the file holds once, by its raw text: it is gone from a file that
+        # lacks its raw text and every other spelling of its fact.
+        self.single: dict[str, int] = {}
+        # A fact held more than once: each unresolved copy (line index, which copy) and the
+        # raw spellings the current file has of it.
+        self.duplicated: dict[str, list[tuple[int, int]]] = {}
+        self.spellings: dict[str, set[str]] = {}
+        seen: Counter[str] = Counter()
+        for index, (raw, fact) in enumerate(zip(raws, facts, strict=True)):
+            if copies[fact] == 1:
+                self.single[raw] = index
+            else:
+                seen[fact] += 1
+                self.duplicated.setdefault(fact, []).append((index, seen[fact]))
+                self.spellings.setdefault(fact, set()).add(raw)
+        self.current = set(raws)
+        self.files: dict[str, list[str] | None] = {EMPTY_SHA256: []}
+        self.found: dict[int, _Event] = {}
         self.visited = {current_sha}
         self.state = current_sha
 
-    def _counts(self, sha256: str) -> Counter[str] | None:
-        """How many copies of each fact the file `sha256` holds; None if it is not kept."""
-        if sha256 not in self.counts:
+    @property
+    def done(self) -> bool:
+        return not self.single and not self.duplicated
+
+    def _lines(self, sha256: str) -> list[str] | None:
+        """The raw lines of the file `sha256`; None if it is not kept."""
+        if sha256 not in self.files:
             try:
                 data = read_memory_version(user=self.user, sha256=sha256)
             except MemoryVersionNotFound:
-                self.counts[sha256] = None
+                self.files[sha256] = None
             else:
-                lines = split_lines(data.decode("utf-8"))
-                self.counts[sha256] = Counter(_fact(line) for line in lines)
-        return self.counts[sha256]
+                self.files[sha256] = _pieces(data.decode("utf-8"))
+        return self.files[sha256]
 
-    def step_to(self, sha256: str, event_id: int | None) -> bool:
-        """Move to the file `sha256`: the lines it lacks come from `event_id` (None: from a
+    def _compare(self, lines: list[str], event: _Event | None) -> None:
+        """Resolve every line the file of `lines` holds fewer copies of than the line needs."""
+        held = set(lines)
+        novel = list(held - self.current)
+        self.fact_of.update(zip(novel, _facts(novel), strict=True))
+        novel_facts = {self.fact_of[raw] for raw in novel}
+        for raw in self.single.keys() - held:
+            if self.fact_of[raw] not in novel_facts:
+                self._resolve(self.single.pop(raw), event)
+        for fact, unresolved in list(self.duplicated.items()):
+            spellings = [raw for raw in novel if self.fact_of[raw] == fact]
+            spellings.extend(self.spellings[fact] & held)
+            held_copies = sum(lines.count(raw) for raw in spellings)
+            for index, copy in unresolved:
+                if copy > held_copies:
+                    self._resolve(index, event)
+            remaining = [(index, copy) for index, copy in unresolved if copy <= held_copies]
+            if remaining:
+                self.duplicated[fact] = remaining
+            else:
+                del self.duplicated[fact]
+
+    def _resolve(self, index: int, event: _Event | None) -> None:
+        if event is not None:
+            self.found[index] = event
+
+    def step_to(self, sha256: str, event: _Event | None) -> bool:
+        """Move to the file `sha256`: the lines it lacks come from `event` (None: from a
         change nobody recorded). False when that file is not known: the walk ends there."""
         if sha256 == self.state:
             return True
         if sha256 not in self.visited:
-            counts = self._counts(sha256)
-            if counts is None:
+            lines = self._lines(sha256)
+            if lines is None:
                 return False
-            for index, (fact, copy) in list(self.unresolved.items()):
-                if counts[fact] < copy:
-                    del self.unresolved[index]
-                    if event_id is not None:
-                        self.found[index] = event_id
+            self._compare(lines, event)
             self.visited.add(sha256)
         self.state = sha256
         return True
 
-    def run(self, pages: Iterator[list[tuple[int, str, str, str]]]) -> dict[int, int]:
+    def run(self, pages: Iterator[list[_Event]]) -> dict[int, _Event]:
         """The event that brought each line (by index); lines missing from it are `earlier`."""
         for page in pages:
-            for event_id, kind, before, after in page:
-                if not self.unresolved or kind == MemoryEventKind.VERSIONS_FORGOTTEN:
+            for event in page:
+                if self.done or event.kind == MemoryEventKind.VERSIONS_FORGOTTEN:
                     return self.found
-                if not self.step_to(after, None) or not self.step_to(before, event_id):
+                if not self.step_to(event.after, None) or not self.step_to(event.before, event):
                     return self.found
         return self.found
 
 
-def _origins(user_id: int, event_ids: set[int]) -> dict[int, Origin]:
-    """The origin each of these events gives its lines, in one query."""
-    events = (
-        MemoryEvent.objects.filter(id__in=event_ids)
-        .select_related("run__conversation")
-        .only("id", "kind", "created_at", "actor_id", "run__run_id", "run__conversation__thread_id")
+def _origin(event: _Event, user_id: int) -> Origin:
+    """The origin `event` gives the lines it brought."""
+    if event.kind in AGENT_KINDS:
+        by = "agent"
+    elif event.actor_id == user_id:
+        by = "you"
+    else:
+        by = "staff"
+    return Origin(
+        kind=event.kind,
+        at=event.at,
+        by=by,
+        run_id=None if event.run_id is None else str(event.run_id),
+        thread_id=event.thread_id,
     )
-    found: dict[int, Origin] = {}
-    for event in events:
-        run = event.run
-        if event.kind in AGENT_KINDS:
-            by = "agent"
-        else:
-            by = "you" if event.actor_id == user_id else "staff"
-        found[event.pk] = Origin(
-            kind=event.kind,
-            at=event.created_at,
-            by=by,
-            run_id=None if run is None else str(run.run_id),
-            thread_id=None if run is None else run.conversation.thread_id,
-        )
-    return found
 
 
 def memory_lines(*, user) -> MemoryLines:
     """`user`'s MEMORY.md, read once, and where each of its lines came from.
 
     The ledger's newest events are read before the file, so a change landing in between is
-    only a change not yet recorded: the lines it brought are `earlier` until it is. Costs two
-    queries (one more per `ORIGIN_EVENTS_PAGE` events walked) and one read of each kept
-    version the walk reaches.
+    only a change not yet recorded: the lines it brought are `earlier` until it is. Costs one
+    query (one more per `ORIGIN_EVENTS_PAGE` events walked) and one read of each kept version
+    the walk reaches.
     """
     pages = _event_pages(user.pk)
     first = next(pages)
@@ -217,20 +277,20 @@ def memory_lines(*, user) -> MemoryLines:
     memory = memory_file_from(read)
     if memory.text is None:
         return MemoryLines(memory=memory, lines=[])
-    lines = split_lines(memory.text)
-    walk = _Walk(user, read.sha256, [_fact(line) for line in lines])
+    raws = _pieces(memory.text)
+    walk = _Walk(user, read.sha256, raws)
     found = walk.run(chain([first], pages))
-    origins = _origins(user.pk, set(found.values())) if found else {}
+    origins = {event.id: _origin(event, user.pk) for event in found.values()}
     earlier = Origin(kind=EARLIER)
     return MemoryLines(
         memory=memory,
         lines=[
             LineOrigin(
                 number=index + 1,
-                text=line.removesuffix("\n").removesuffix("\r"),
-                origin=origins[found[index]] if index in found else earlier,
+                text=raw.removesuffix("\r"),
+                origin=origins[found[index].id] if index in found else earlier,
             )
-            for index, line in enumerate(lines)
+            for index, raw in enumerate(raws)
         ],
     )
 
