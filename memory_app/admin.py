@@ -30,6 +30,7 @@ from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.selectors import first_related, pending_approvals
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
+    EARLIER,
     MEMORY_PROMPT_MAX_BYTES,
     LineOrigin,
     MemoryVersion,
@@ -278,7 +279,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 problem=found.memory.problem,
                 total=len(found.lines),
                 rows=_origin_rows(shown),
-                earlier=sum(line.origin["kind"] == "earlier" for line in found.lines),
+                earlier=sum(line.origin["kind"] == EARLIER for line in found.lines),
             )
         return render_to_string("admin/memory_app/userconfig/line_origins.html", context)
 
@@ -355,7 +356,7 @@ def _origin_rows(lines: list[LineOrigin]) -> list[dict[str, object]]:
         origin = line.origin
         text, cut = truncate_utf8(line.text, LINE_TEXT_SHOWN_BYTES)
         row: dict[str, object] = {"line": line, "text": text, "cut": cut}
-        if origin["kind"] != "earlier":
+        if origin["kind"] != EARLIER:
             run_id = origin["run_id"]
             row.update(
                 kind=MemoryEvent.Kind(origin["kind"]).label,

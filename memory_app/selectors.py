@@ -17,6 +17,7 @@ from conversations.selectors import tool_calls_during_runs
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.line_origins import (
+    EARLIER,
     LineOrigin,
     MemoryLines,
     Origin,
@@ -38,6 +39,7 @@ from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
+    "EARLIER",
     "LEDGER_EVENTS_SHOWN",
     "MEMORY_FILE_MAX_BYTES",
     "MEMORY_PROMPT_MAX_BYTES",
