@@ -345,3 +345,17 @@ def test_config_page_lists_pending_approvals_with_their_run_escaped(staff_client
     assert reverse("admin:conversations_agentrun_change", args=[resume.pk]) in (
         run_page.content.decode()
     )
+
+
+def test_preview_lists_the_credentials_of_the_file_by_line_and_kind_not_their_text(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- tea\n- my PIN: 4821\n")
+    html = _page(staff_client, config)
+    assert "line 2: looks like a password or PIN" in html
+    assert html.count("4821") == 1  # in the file's text only, not in the warning
+
+
+def test_preview_of_a_file_without_credentials_has_no_warning(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- order 2024112588231\n")
+    assert "yuxi-memory-credentials" not in _page(staff_client, config)
