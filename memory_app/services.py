@@ -185,7 +185,11 @@ def _publish_recorded(
     }
     run_pk = None if run is None else run.pk
     record = partial(record_event, held, size_bytes=len(data), run_id=run_pk, **fields)
-    workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    try:
+        workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    except BaseException:
+        versions.discard_new(workspace, keep)
+        raise
     versions.prune(workspace, keep)
     _log_change(run=None if run is None else run.run_id, **fields)
     return after
