@@ -162,6 +162,8 @@ _PASSWORD_ASSIGNMENT = re.compile(
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9\W_]")
 # A key = value or key: value whose value may be a secret even without a credential word.
 _ASSIGNED_VALUE = re.compile(r"[A-Za-z_][\w.-]{0,40}\s*(?:=|:)\s*[\"']?(?P<value>[^\s\"',;]+)")
+# A line that may hold a secret at all: a credential word, or an assignment.
+_ASSIGNMENT_OR_WORD = re.compile(_CREDENTIAL_WORD.pattern + r"|[=:]", re.IGNORECASE)
 # Strings that may be secrets: runs of the characters tokens are made of.
 _TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
@@ -300,15 +302,17 @@ def _resident_id(line: str) -> bool:
     return any(_resident_id_valid(m.group()) for m in _RESIDENT_ID.finditer(line))
 
 
-def _line_kinds(line: str) -> set[CredentialKind]:
-    kinds = {kind for plugin, kind in _FORMAT_PLUGINS if any(plugin.analyze_string(line))}
+def _line_kinds(
+    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
+) -> set[CredentialKind]:
+    kinds = {kind for plugin, kind in formats if any(plugin.analyze_string(line))}
     if _password_assignment(line):
         kinds.add(CredentialKind.PASSWORD)
     if _payment_card(line):
         kinds.add(CredentialKind.PAYMENT_CARD)
     if _resident_id(line):
         kinds.add(CredentialKind.RESIDENT_ID)
-    if not kinds and _secret_near_word(line):
+    if not kinds and _ASSIGNMENT_OR_WORD.search(line) and _secret_near_word(line):
         kinds.add(CredentialKind.SECRET)
     return kinds
 
@@ -316,12 +320,18 @@ def _line_kinds(line: str) -> set[CredentialKind]:
 def find_credentials(text: str) -> list[CredentialFinding]:
     """Every credential in `text`, one finding per line and kind, in line order.
 
-    Lines are split on `\\n` (a `\\r` before it is part of no credential).
+    Lines are split on `\\n` (a `\\r` before it is part of no credential). A format plugin is
+    tried line by line only if it matches somewhere in the whole text (its patterns take a line
+    break for the space or the start they look for), so a long file costs one pass of each
+    plugin, not one per line.
     """
+    formats = tuple(
+        (plugin, kind) for plugin, kind in _FORMAT_PLUGINS if any(plugin.analyze_string(text))
+    )
     return sorted(
         CredentialFinding(line=number, kind=kind)
         for number, line in enumerate(text.split("\n"), start=1)
-        for kind in _line_kinds(line)
+        for kind in _line_kinds(line, formats)
     )
 
 
