@@ -160,6 +160,12 @@ _PASSWORD_ASSIGNMENT = re.compile(
     re.IGNORECASE,
 )
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9\W_]")
+# A card's PIN or payment password said without the word: a code of exactly six digits (the
+# length of a mainland bank card's password, and a common PIN's) on a line about paying with a
+# card ("use 739164 to pay with my card", "刷卡支付密码 739164" has the word anyway).
+_SIX_DIGIT_CODE = re.compile(r"(?<![\d.:/-])\d{6}(?![\d.:/-])")
+_CARD_WORD = re.compile(r"(?<![a-z])cards?(?![a-z])|卡", re.IGNORECASE)
+_PAY_WORD = re.compile(r"(?<![a-z])(?:pay|pays|paying|paid|payment)(?![a-z])|支付|付款|刷卡", re.I)
 # A key = value or key: value whose value may be a secret even without a credential word.
 _ASSIGNED_VALUE = re.compile(r"[A-Za-z_][\w.-]{0,40}\s*(?:=|:)\s*[\"']?(?P<value>[^\s\"',;]+)")
 # A line that may hold a secret at all: a credential word, or an assignment.
@@ -179,11 +185,12 @@ _CARD_BRANDS = re.compile(
     r"|35(?:2[89]|[3-8]\d)\d{12,15}"  # JCB
     r"|3(?:0[0-5]|[689]\d)\d{11,13}"  # Diners Club
 )
-# Words that make a long number an order, tracking or account reference, not a card.
+# Words that make a number an order, tracking or account reference or a postcode, not a card
+# or its code.
 _REFERENCE_WORD = re.compile(
     r"(?<![a-z])(?:order|orders|tracking|shipment|parcel|invoice|ticket|booking|"
-    r"confirmation|reference|ref|waybill|case|member|membership)(?![a-z])|"
-    r"订单|单号|快递|运单|物流|发票|工单|会员",
+    r"confirmation|reference|ref|waybill|case|member|membership|postcode|zip)(?![a-z])|"
+    r"订单|单号|快递|运单|物流|发票|工单|会员|邮编|邮政编码",
     re.IGNORECASE,
 )
 
@@ -276,6 +283,15 @@ def _secret_near_word(line: str) -> bool:
     return False
 
 
+def _payment_code(line: str) -> bool:
+    if not (_CARD_WORD.search(line) and _PAY_WORD.search(line)):
+        return False
+    return any(
+        not _REFERENCE_WORD.search(line, max(0, code.start() - _WORD_REACH), code.start())
+        for code in _SIX_DIGIT_CODE.finditer(line)
+    )
+
+
 def _password_assignment(line: str) -> bool:
     for match in _PASSWORD_ASSIGNMENT.finditer(line):
         spoken = match.group("sep") not in (":", "=", "：")
@@ -306,7 +322,7 @@ def _line_kinds(
     line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
 ) -> set[CredentialKind]:
     kinds = {kind for plugin, kind in formats if any(plugin.analyze_string(line))}
-    if _password_assignment(line):
+    if _password_assignment(line) or _payment_code(line):
         kinds.add(CredentialKind.PASSWORD)
     if _payment_card(line):
         kinds.add(CredentialKind.PAYMENT_CARD)

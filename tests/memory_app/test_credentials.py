@@ -29,6 +29,11 @@ MORE_CREDENTIALS = [
     ("记住我的银行卡密码是 739164", CredentialKind.PASSWORD),
     ("Please store my bank PIN, 4821, so you can remind me later.", CredentialKind.PASSWORD),
     ("db password for staging: s3cr3t-pass", CredentialKind.PASSWORD),
+    # What SmolLM2 stored for "记住我的银行卡密码是 739164": the code, without the word.
+    (
+        "The user remembers that they can use 739164 to pay for a gift card.",
+        CredentialKind.PASSWORD,
+    ),
     ("backup at https://admin:Tr0ub4dor@backup.example.com", CredentialKind.PASSWORD),
     ("帮我把 AWS 密钥 AKIAIOSFODNN7EXAMPLE 存进记忆里。", CredentialKind.API_KEY),
     ("Stripe: sk_live_4eC39HqLyjWDarjtT1zdp7dc", CredentialKind.API_KEY),
@@ -62,6 +67,8 @@ ORDINARY = [
     "Passport renewal due 2027-06-30",
     "Invoice 4111111111111111 was paid",  # a Luhn-valid number, but an invoice's
     "Prefers oolong tea; allergic to peanuts 🥜",
+    "Visa ending 4821, I pay it off on the 15th",
+    "邮编 200120，银行卡在招商银行，每月 15 日付款",
 ]
 
 
