@@ -33,6 +33,7 @@ from memory_app import selectors, services
 from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.runtime import (
+    ChatDecisionRefused,
     ChatEvent,
     ChatInputError,
     ChatModelUnavailable,
@@ -47,9 +48,17 @@ from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
 from yuxi_site.utils.connections import release_connection
 
-__all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
+__all__ = ["API_UNAVAILABLE_MESSAGE", "CSRF_FAILED_MESSAGE", "api", "api_urls"]
 
 logger = logging.getLogger(__name__)
+
+
+# The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.
+CSRF_FAILED_MESSAGE = (
+    "CSRF check failed: send the csrftoken cookie's value as the X-CSRFToken header on every "
+    "POST, PUT, PATCH and DELETE (the cookie is set when you log in at /accounts/login/ and "
+    "changes at each login)"
+)
 
 
 class SessionCsrfAuth(SessionAuth):
@@ -60,7 +69,7 @@ class SessionCsrfAuth(SessionAuth):
         if not user.is_authenticated:
             return None
         if self.csrf and check_csrf(request) is not None:
-            raise HttpError(403, "CSRF check failed")
+            raise HttpError(403, CSRF_FAILED_MESSAGE)
         return user
 
 
@@ -155,7 +164,15 @@ class MemoryVersionOut(Schema):
     sha256: str = Field(description="the hex SHA-256 of that earlier MEMORY.md's bytes")
     size_bytes: int | None = Field(description="its size; null only if neither kept nor recorded")
     replaced_at: datetime = Field(description="when a change last replaced it")
-    kind: str = Field(description="the ledger kind of that change (agent_added, user_cleared, ...)")
+    kind: str = Field(
+        description="the change that produced these bytes: a ledger kind (agent_added, "
+        "user_edited, ...), or initial when no recorded change did (the seed, a file older "
+        "than the ledger)"
+    )
+    replaced_by: str = Field(
+        description="the ledger kind of the change that last replaced it (agent_replaced, "
+        "user_cleared, ...)"
+    )
     available: bool = Field(description="whether its bytes are still kept (read, restore)")
 
 
@@ -334,7 +351,8 @@ NOTHING_TO_RESUME_MESSAGE = "no memory write is waiting for a decision in this t
 def post_chat(request: HttpRequest, body: ChatIn) -> Any:
     """One turn as the session's user; a new thread unless `thread_id` names one of theirs.
     With `resume` instead of `message`: your decision about the memory write pending in
-    `thread_id` (409 when none is)."""
+    `thread_id` (409 when none is, or when an `approve`/`edit` cannot be carried out now: it
+    stays pending; 400 for an `edit` without `content`)."""
     resume = body.resume.model_dump(exclude_unset=True) if body.resume is not None else None
     try:
         return chat(
@@ -346,6 +364,8 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
         return Status(404, {"error": "no such thread"})
     except ChatNothingToResume:
         return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatDecisionRefused as exc:
+        return Status(409, {"error": str(exc)})
     except ChatModelUnavailable:
         return Status(502, {"error": "the model is unavailable, try again"})
     except ChatRunLost:
@@ -392,6 +412,8 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
         return Status(404, {"error": "no such thread"})
     except ChatNothingToResume:
         return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatDecisionRefused as exc:
+        return Status(409, {"error": str(exc)})
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
@@ -514,7 +536,8 @@ def delete_memory(request: HttpRequest) -> Any:
 
 @api.get("/memory/versions/", response={200: MemoryVersionsOut, **_COMMON}, tags=["memory"])
 def get_memory_versions(request: HttpRequest) -> Any:
-    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file)."""
+    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file);
+    empty again after you forget them."""
     return {"versions": selectors.list_memory_versions(user=request.auth)}
 
 
@@ -531,7 +554,9 @@ def delete_memory_versions(request: HttpRequest) -> Any:
     tags=["memory"],
 )
 def get_memory_version(request: HttpRequest, sha256: str) -> Any:
-    """One kept version's text, checked against its hash."""
+    """One kept version's text, checked against its hash; `sha256` is the bare hex or the
+    ETag form `sha256:<hex>`."""
+    sha256 = selectors.version_sha256(sha256)
     data = selectors.read_memory_version(user=request.auth, sha256=sha256)
     return {"sha256": sha256, "text": data.decode("utf-8"), "size_bytes": len(data)}
 
@@ -548,8 +573,8 @@ def post_memory_version_restore(
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
     """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
-    names; the file it replaces is kept in turn. No body. Credentials in the restored text
-    are listed in `warnings`."""
+    names; the file it replaces is kept in turn. No body. `sha256` as for reading one.
+    Credentials in the restored text are listed in `warnings`."""
     memory = services.restore_memory_version(
         user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
     )

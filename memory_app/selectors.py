@@ -25,7 +25,12 @@ from memory_app.memory_file import (
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
-from memory_app.versions import MemoryVersion, list_memory_versions, read_memory_version
+from memory_app.versions import (
+    MemoryVersion,
+    list_memory_versions,
+    read_memory_version,
+    version_sha256,
+)
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
 
@@ -52,6 +57,7 @@ __all__ = [
     "read_memory_version",
     "remember_calls_for",
     "user_ledger",
+    "version_sha256",
 ]
 
 # How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).

@@ -67,6 +67,7 @@ __all__ = [
     "MEMORY_ARG_MAX_BYTES",
     "MEMORY_FILE_MAX_BYTES",
     "MEMORY_LOCK_PREFIX",
+    "MEMORY_OFF",
     "REPLACED",
     "UNCHANGED",
     "ErasureReport",
@@ -81,6 +82,7 @@ __all__ = [
     "MemoryWriteError",
     "MemoryWriteResult",
     "MemoryWriteStatus",
+    "check_memory_write",
     "clear_memory",
     "current_tool_call_id",
     "erase_user",
@@ -245,6 +247,30 @@ def _replaced(current: str, old: str, new: str) -> str:
     return current[:start] + new + current[start + len(old) :]
 
 
+def _planned_write(
+    data: bytes, too_large: bool, content: str, replaces: str | None
+) -> tuple[MemoryWriteStatus, bytes]:
+    """What a write of `content` (replacing `replaces`) makes of MEMORY.md's bytes `data` (a
+    bounded read; `too_large` when it was cut): the status and the new bytes (`data` itself
+    when nothing changes). Raises the write's refusals: the file or the result too large,
+    `replaces` not exactly once, a file that is not UTF-8."""
+    if too_large:
+        raise MemoryFileTooLarge(f"MEMORY.md is over {MEMORY_FILE_MAX_BYTES} bytes")
+    current = _decode_memory(data)
+    if replaces is None:
+        result = _appended(current, content)
+        if result is None:
+            return UNCHANGED, data
+        status = ADDED
+    else:
+        result = _replaced(current, replaces, content)
+        status = REPLACED
+    encoded = result.encode("utf-8")
+    if len(encoded) > MEMORY_FILE_MAX_BYTES:
+        raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+    return status, encoded
+
+
 def _remember_fenced(
     workspace: Workspace,
     held: CallerSettings,
@@ -256,20 +282,8 @@ def _remember_fenced(
 ) -> MemoryWriteResult:
     """Bounded read, dedupe or replace, publish: under the advisory lock and the flock."""
     data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
-    if too_large:
-        raise MemoryFileTooLarge(f"MEMORY.md is over {MEMORY_FILE_MAX_BYTES} bytes")
-    current = _decode_memory(data)
-    if replaces is None:
-        result = _appended(current, content)
-        if result is None:
-            return MemoryWriteResult(status=UNCHANGED, size_bytes=len(data))
-        status, kind = ADDED, MemoryEventKind.AGENT_ADDED
-    else:
-        result = _replaced(current, replaces, content)
-        status, kind = REPLACED, MemoryEventKind.AGENT_REPLACED
-    encoded = result.encode("utf-8")
-    if len(encoded) > MEMORY_FILE_MAX_BYTES:
-        raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+    status, encoded = _planned_write(data, too_large, content, replaces)
+    kind = MemoryEventKind.AGENT_REPLACED if status == REPLACED else MemoryEventKind.AGENT_ADDED
     if encoded != data:
         before = hashlib.sha256(data).hexdigest()
         _publish_recorded(
@@ -320,6 +334,48 @@ def _remember_locked(
     return result
 
 
+def _checked_write_arguments(content: object, replaces: object) -> tuple[str, str | None]:
+    """`remember_memory`'s arguments as it writes them (`content` normalized), or
+    `MemoryInputError`."""
+    content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
+    # NFC can grow a text (some characters recompose into longer forms): cap what is written.
+    if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
+        raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
+    # Memory never keeps a credential: refused before any lock, so nothing is written, kept
+    # as a version or recorded (and a decision to write one is refused before it is spent).
+    kinds = credential_kinds(content)
+    if kinds:
+        raise MemorySensitiveContent(kinds[0])
+    if replaces is not None:
+        # Exact text, checked only for size and storable text: whether it occurs once is the
+        # file's say.
+        replaces = _checked_argument(replaces, "replaces", require_text=False)
+    return content, replaces
+
+
+# What a write refused because the user's memory is switched off says.
+MEMORY_OFF = "memory is off"
+
+
+def check_memory_write(*, user_id: int, content: object, replaces: object) -> MemoryWriteStatus:
+    """What `remember_memory(content, replaces)` would do for `user_id` now, without writing
+    or locking: its status, or the refusal the write would raise (`MemoryAccessDenied` with
+    `MEMORY_OFF` while memory is off, `MemoryConflict`, `MemoryInputError`,
+    `MemoryFileTooLarge`). A user's decision about a proposed write is checked with it before
+    the decision is spent; the write itself still re-checks everything under its locks."""
+    content, replaces = _checked_write_arguments(content, replaces)
+    workspace = Workspace.for_user(user_id)
+    with memory_errors():
+        state = read_memory_state(workspace.uid)
+        if not state.user_active:
+            raise MemoryAccessDenied("the user is missing or inactive")
+        if not state.enabled:
+            raise MemoryAccessDenied(MEMORY_OFF)
+        data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
+    status, _ = _planned_write(data, too_large, content, replaces)
+    return status
+
+
 # The id of the tool call being run, set by the memory tool around its call (LangGraph hands
 # the tool its call): with approval on, a write proves with it that it is the call a user's
 # decision released.
@@ -338,19 +394,7 @@ def remember_memory(
     writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
     Content holding a credential is `MemorySensitiveContent`, before any lock is taken.
     """
-    content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
-    # NFC can grow a text (some characters recompose into longer forms): cap what is written.
-    if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
-        raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
-    # Memory never keeps a credential: refused before any lock, so nothing is written, kept
-    # as a version or recorded.
-    kinds = credential_kinds(content)
-    if kinds:
-        raise MemorySensitiveContent(kinds[0])
-    if replaces is not None:
-        # Exact text, checked only for size and storable text: whether it occurs once is the
-        # file's say.
-        replaces = _checked_argument(replaces, "replaces", require_text=False)
+    content, replaces = _checked_write_arguments(content, replaces)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
         raise MemoryAccessDenied("the run context has no user")

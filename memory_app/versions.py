@@ -19,7 +19,8 @@ from functools import cache
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
 
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
@@ -29,6 +30,7 @@ from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspaceError
 __all__ = [
     "EMPTY_SHA256",
     "FILE_CHANGING_KINDS",
+    "INITIAL_VERSION_KIND",
     "MEMORY_VERSIONS_DIR",
     "KeptVersions",
     "MEMORY_VERSIONS_LISTED",
@@ -41,6 +43,7 @@ __all__ = [
     "prune",
     "read_memory_version",
     "version_relpath",
+    "version_sha256",
 ]
 
 logger = logging.getLogger("yuxi.memory")
@@ -60,13 +63,20 @@ FILE_CHANGING_KINDS = (
     MemoryEventKind.USER_CLEARED,
     MemoryEventKind.USER_RESTORED,
 )
+# The `kind` of a version no recorded change produced: the seed, or a file written before the
+# ledger's first row (or by hand in the workspace).
+INITIAL_VERSION_KIND = "initial"
+
 _SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+# A version's name in the etag form (`sha256:<hex>`), accepted wherever the bare hex is.
+_ETAG_PREFIX = "sha256:"
 
 
 @dataclass(frozen=True)
 class MemoryVersion:
-    """One earlier MEMORY.md: its hash, size, when and by what kind of change it was last
-    replaced, and whether its bytes are still kept.
+    """One earlier MEMORY.md: its hash, size, the change that made it (`kind`, a ledger kind,
+    or `INITIAL_VERSION_KIND` when no recorded change did), when and by what change it was
+    last replaced (`replaced_at`, `replaced_by`), and whether its bytes are still kept.
 
     `size_bytes` is None only for a version no longer kept that no recorded change produced
     (a file from before the ledger, or edited by hand in the workspace).
@@ -76,6 +86,7 @@ class MemoryVersion:
     size_bytes: int | None
     replaced_at: datetime
     kind: str
+    replaced_by: str
     available: bool
 
 
@@ -87,11 +98,33 @@ def versions_kept() -> int:
     return kept
 
 
+def version_sha256(name: str) -> str:
+    """The hex SHA-256 a version is named by, given bare (64 lowercase hex) or in the etag
+    form `sha256:<hex>` that the memory's ETag uses; anything else is `MemoryVersionNotFound`."""
+    if isinstance(name, str) and name.startswith(_ETAG_PREFIX):
+        name = name[len(_ETAG_PREFIX) :]
+    if not isinstance(name, str) or not _SHA256_HEX.fullmatch(name):
+        raise MemoryVersionNotFound(
+            "a version is named by the SHA-256 (hex) of its bytes, bare or as sha256:<hex>"
+        )
+    return name
+
+
 def version_relpath(sha256: str) -> str:
-    """The workspace path of the version whose bytes hash to `sha256` (64 lowercase hex)."""
-    if not isinstance(sha256, str) or not _SHA256_HEX.fullmatch(sha256):
-        raise MemoryVersionNotFound("a version is named by the SHA-256 (hex) of its bytes")
-    return f"{MEMORY_VERSIONS_DIR}/{sha256}"
+    """The workspace path of the version named `sha256` (see `version_sha256`)."""
+    return f"{MEMORY_VERSIONS_DIR}/{version_sha256(sha256)}"
+
+
+def _file_changes(user_id: int) -> QuerySet:
+    """The user's file-changing events since they last forgot their versions: what a version
+    list is made of (forgetting empties it; the ledger keeps its content-free rows)."""
+    events = MemoryEvent.objects.filter(user_id=user_id, kind__in=FILE_CHANGING_KINDS)
+    forgotten = (
+        MemoryEvent.objects.filter(user_id=user_id, kind=MemoryEventKind.VERSIONS_FORGOTTEN)
+        .order_by("-id")
+        .values("id")[:1]
+    )
+    return events.filter(id__gt=Coalesce(Subquery(forgotten), Value(0)))
 
 
 def _latest_replacements(user_id: int) -> QuerySet:
@@ -100,7 +133,7 @@ def _latest_replacements(user_id: int) -> QuerySet:
     One query: PostgreSQL's DISTINCT ON picks each hash's newest event in a subquery.
     """
     latest = (
-        MemoryEvent.objects.filter(user_id=user_id, kind__in=FILE_CHANGING_KINDS)
+        _file_changes(user_id)
         .exclude(before_sha256=EMPTY_SHA256)
         .order_by("before_sha256", "-id")
         .distinct("before_sha256")
@@ -111,13 +144,15 @@ def _latest_replacements(user_id: int) -> QuerySet:
 
 @cache
 def _window_sql() -> str:
-    """`_latest_replacements`' hashes as one static statement: the write path compiles no
-    query."""
+    """`_latest_replacements`' hashes (since the last forgetting, as `_file_changes`) as one
+    static statement: the write path compiles no query."""
+    table = MemoryEvent._meta.db_table
     return (
         "SELECT before_sha256 FROM (SELECT DISTINCT ON (before_sha256) before_sha256, id "
-        f'FROM "{MemoryEvent._meta.db_table}" WHERE user_id = %s AND kind = ANY(%s) '
-        "AND before_sha256 <> %s ORDER BY before_sha256, id DESC) latest "
-        "ORDER BY id DESC LIMIT %s"
+        f'FROM "{table}" WHERE user_id = %s AND kind = ANY(%s) AND before_sha256 <> %s '
+        f'AND id > COALESCE((SELECT id FROM "{table}" WHERE user_id = %s AND kind = %s '
+        "ORDER BY id DESC LIMIT 1), 0) "
+        "ORDER BY before_sha256, id DESC) latest ORDER BY id DESC LIMIT %s"
     )
 
 
@@ -132,7 +167,17 @@ def _window(user_id: int, kept: int, *, replacing: str) -> frozenset[str]:
     if kept == 0:
         return frozenset()
     with connection.cursor() as cursor:
-        cursor.execute(_window_sql(), [user_id, list(FILE_CHANGING_KINDS), EMPTY_SHA256, kept])
+        cursor.execute(
+            _window_sql(),
+            [
+                user_id,
+                list(FILE_CHANGING_KINDS),
+                EMPTY_SHA256,
+                user_id,
+                MemoryEventKind.VERSIONS_FORGOTTEN,
+                kept,
+            ],
+        )
         newest = [sha for (sha,) in cursor.fetchall()]
     ordered = [replacing, *(sha for sha in newest if sha != replacing)]
     return frozenset(ordered[:kept])
@@ -231,16 +276,31 @@ def kept_version_hashes(workspace: Workspace) -> dict[str, int]:
 def list_memory_versions(*, user) -> list[MemoryVersion]:
     """`user`'s earlier versions of MEMORY.md, newest replacement first, from the ledger.
 
-    One entry per distinct version (never the empty file), at its latest replacement; at
-    most `max(MEMORY_VERSIONS_KEPT, MEMORY_VERSIONS_LISTED)`. `available` is whether its bytes
+    One entry per distinct version (never the empty file) replaced since the user last forgot
+    their versions, at its latest replacement; at most `max(MEMORY_VERSIONS_KEPT,
+    MEMORY_VERSIONS_LISTED)`. `available` is whether its bytes
     are still kept (judged by name; `read_memory_version` checks the bytes).
     """
     limit = max(versions_kept(), MEMORY_VERSIONS_LISTED)
+    # The change that produced each version: the newest file change before its replacement
+    # whose result was those bytes.
+    produced_by = (
+        MemoryEvent.objects.filter(
+            user_id=user.pk,
+            kind__in=FILE_CHANGING_KINDS,
+            after_sha256=OuterRef("before_sha256"),
+            id__lt=OuterRef("id"),
+        )
+        .order_by("-id")
+        .values("kind")[:1]
+    )
     events = list(
-        _latest_replacements(user.pk).values_list("before_sha256", "created_at", "kind")[:limit]
+        _latest_replacements(user.pk)
+        .annotate(produced_by=Coalesce(Subquery(produced_by), Value(INITIAL_VERSION_KIND)))
+        .values_list("before_sha256", "created_at", "produced_by", "kind")[:limit]
     )
     kept = kept_version_hashes(Workspace.for_user(user.pk))
-    missing = [sha for sha, _, _ in events if sha not in kept]
+    missing = [sha for sha, *_ in events if sha not in kept]
     recorded = dict(
         MemoryEvent.objects.filter(user_id=user.pk, after_sha256__in=missing)
         .values_list("after_sha256", "size_bytes")
@@ -253,10 +313,11 @@ def list_memory_versions(*, user) -> list[MemoryVersion]:
             sha256=sha,
             size_bytes=kept[sha] if sha in kept else recorded.get(sha),
             replaced_at=replaced_at,
-            kind=kind,
+            kind=produced,
+            replaced_by=replaced_by,
             available=sha in kept,
         )
-        for sha, replaced_at, kind in events
+        for sha, replaced_at, produced, replaced_by in events
     ]
 
 
@@ -268,6 +329,7 @@ def read_memory_version(*, user, sha256: str) -> bytes:
     largest version kept. Only the user's own workspace is looked in, so another user's
     version is not found.
     """
+    sha256 = version_sha256(sha256)
     relpath = version_relpath(sha256)
     data, too_large = Workspace.for_user(user.pk).read_bounded(relpath, MEMORY_FILE_MAX_BYTES)
     if too_large or not _keepable(data) or hashlib.sha256(data).hexdigest() != sha256:

@@ -145,9 +145,15 @@ LAYERS = {
             "yuxi_site.utils.statements",
             "yuxi_site.utils.string_utils",
         },
-        # the /api/ edge middleware (whose prefix the error views share) and the log format
-        # (whose event logger the settings name)
-        {"yuxi_site.api_edge", "yuxi_site.log_format"},
+        # the /api/ edge middleware (whose prefix the error views share), the log format
+        # (whose event logger the settings name), the login throttle and the CSP middleware the
+        # settings name
+        {
+            "yuxi_site.api_edge",
+            "yuxi_site.content_security",
+            "yuxi_site.log_format",
+            "yuxi_site.login_throttle",
+        },
         {
             "yuxi_site.admin",
             "yuxi_site.errors",

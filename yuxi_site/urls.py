@@ -8,6 +8,11 @@ from django.views.generic import RedirectView
 from memory_app.api import api_urls
 from yuxi_site.health import healthz
 
+# The staff site's name, on every admin page (Django's default says "Django administration").
+admin.site.site_header = "Yuxi Memory"
+admin.site.site_title = "Yuxi Memory staff"
+admin.site.index_title = "Users, memory and conversations"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.models import AgentRun, Conversation, Message
 from conversations.services import add_message
+from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.runtime import agent_run
 from tests.database import unreachable_database
@@ -109,7 +110,7 @@ class TestRefusals:
         own = ConversationFactory(user=user)
         before = snapshot()
         response = send(api_client, method, path.replace(FOREIGN, own.thread_id), body)
-        assert (response.status_code, response.json()) == (403, {"error": "CSRF check failed"})
+        assert (response.status_code, response.json()) == (403, {"error": CSRF_FAILED_MESSAGE})
         assert snapshot() == before
 
     @pytest.mark.parametrize(
@@ -177,6 +178,13 @@ class TestRefusals:
 
 
 @pytest.mark.django_db
+def test_the_csrf_403_says_which_header_to_send_and_where_its_token_comes_from(api_client):
+    response = send(api_client, "post", "/api/chat/", {"message": "hi"})
+    error = response.json()["error"]
+    assert response.status_code == 403
+    assert "X-CSRFToken" in error and "csrftoken cookie" in error and "/accounts/login/" in error
+
+
 class TestThreads:
     def test_list_holds_own_visible_threads_newest_first_in_pages(self, api_client, user):
         threads = [ConversationFactory(user=user, title=f"t{i}") for i in range(5)]

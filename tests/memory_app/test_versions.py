@@ -133,8 +133,11 @@ def test_the_agents_append_and_replacement_keep_what_they_replaced(settings):
     second = _memory(settings, user.pk)
     remember_memory(ctx, "I drink green tea", replaces="I drink oolong tea")
     assert _kept(settings, user.pk) == {_sha(first): first, _sha(second): second}
-    kinds = [(v.sha256, v.kind) for v in list_memory_versions(user=user)]
-    assert kinds == [(_sha(second), "agent_replaced"), (_sha(first), "agent_added")]
+    kinds = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
+    assert kinds == [
+        (_sha(second), "agent_added", "agent_replaced"),
+        (_sha(first), "agent_added", "agent_added"),
+    ]
 
 
 def test_the_replaced_file_is_kept_by_a_hard_link_to_it_not_a_copy(settings):
@@ -406,7 +409,8 @@ def test_the_list_says_when_and_by_what_each_version_was_replaced():
             sha256=_sha(b"B\n"),
             size_bytes=2,
             replaced_at=events[0].created_at,
-            kind="user_cleared",
+            kind="user_edited",
+            replaced_by="user_cleared",
             available=True,
         ),
         MemoryVersion(
@@ -414,9 +418,34 @@ def test_the_list_says_when_and_by_what_each_version_was_replaced():
             size_bytes=2,
             replaced_at=events[1].created_at,
             kind="user_edited",
+            replaced_by="user_edited",
             available=True,
         ),
     ]
+
+
+def test_a_file_no_recorded_change_produced_is_initial(settings):
+    user = memory_user()
+    seed = b"# Memory\n- seeded\n"
+    Workspace.for_user(user.pk).replace_authorized_file(MEMORY_RELPATH, seed)
+    _write(user, b"- edited\n")
+    remember_memory(context_for(_agent_run(user)), "I drink oolong tea")
+    listed = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
+    assert listed == [
+        (_sha(b"- edited\n"), "user_edited", "agent_added"),
+        (_sha(seed), "initial", "user_edited"),
+    ]
+
+
+@pytest.mark.parametrize("form", ["{hex}", "sha256:{hex}"])
+def test_a_version_is_read_and_restored_by_its_bare_hex_or_its_etag_form(settings, form):
+    user = memory_user()
+    _write(user, b"A\n")
+    _write(user, b"B\n")
+    name = form.format(hex=_sha(b"A\n"))
+    assert read_memory_version(user=user, sha256=name) == b"A\n"
+    restore_memory_version(user=user, sha256=name, if_match=_etag(b"B\n"), actor=user)
+    assert _memory(settings, user.pk) == b"A\n"
 
 
 def test_switch_and_forget_events_are_not_versions():
@@ -492,7 +521,11 @@ def test_a_restore_keeps_the_file_it_replaces_so_it_can_be_undone(settings):
     restore_memory_version(user=user, sha256=_sha(b"A\n"), if_match=_etag(b"B\n"), actor=user)
     restore_memory_version(user=user, sha256=_sha(b"B\n"), if_match=_etag(b"A\n"), actor=user)
     assert _memory(settings, user.pk) == b"B\n"
-    assert [v.kind for v in list_memory_versions(user=user)] == ["user_restored", "user_restored"]
+    listed = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
+    assert listed == [
+        (_sha(b"A\n"), "user_restored", "user_restored"),
+        (_sha(b"B\n"), "user_edited", "user_restored"),
+    ]
 
 
 def test_a_restore_with_a_stale_etag_is_a_conflict_and_changes_nothing(settings):
@@ -555,9 +588,14 @@ def test_forgetting_removes_every_kept_file_and_keeps_memory(settings):
         _sha(b"D\n"),
         2,
     )
-    assert [v.available for v in list_memory_versions(user=user)] == [False] * 3
+    assert list_memory_versions(user=user) == []
     with pytest.raises(MemoryVersionNotFound):
         read_memory_version(user=user, sha256=_sha(b"A\n"))
+    # What is replaced after the forgetting is listed again, and only that.
+    _write(user, b"E\n")
+    assert [(v.sha256, v.kind) for v in list_memory_versions(user=user)] == [
+        (_sha(b"D\n"), "user_edited")
+    ]
 
 
 def test_forgetting_is_durable_the_versions_directory_is_fsynced(settings, monkeypatch):
