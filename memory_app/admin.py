@@ -28,6 +28,7 @@ from conversations.admin import (
 )
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.selectors import first_related, pending_approvals
+from memory_app.credentials import find_credentials
 from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
 from memory_app.selectors import (
     EARLIER,
@@ -237,7 +238,11 @@ class UserConfigAdmin(ReadOnlyAdmin):
         except WorkspaceError:
             context["refused"] = "Unavailable: the workspace could not be read."
         else:
-            context.update(snapshot=snapshot, text=render_text(snapshot.text))
+            warnings = [
+                f"line {finding.line}: looks like {finding.kind.label}"
+                for finding in find_credentials(snapshot.text)
+            ]
+            context.update(snapshot=snapshot, text=render_text(snapshot.text), warnings=warnings)
         return render_to_string("admin/memory_app/userconfig/memory_preview.html", context)
 
     @admin.display(description="memory ledger")

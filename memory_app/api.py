@@ -31,6 +31,7 @@ from pydantic import ConfigDict, StrictBool, StrictStr
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
 from memory_app import selectors, services
+from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
 from memory_app.runtime import (
     ChatDecisionRefused,
@@ -136,6 +137,18 @@ class MemoryOut(Schema):
     text: str
     size_bytes: int
     etag: str = Field(description="`sha256:` + the hex digest of MEMORY.md (sent as `If-Match`)")
+
+
+class MemoryWarning(Schema):
+    line: int = Field(description="1-based line of the text")
+    kind: str = Field(description="what it looks like: " + ", ".join(CredentialKind))
+
+
+class MemoryWrittenOut(MemoryOut):
+    warnings: list[MemoryWarning] = Field(
+        description="credentials the text holds: kept as written (your own write is never "
+        "refused for one), but memory is read into every prompt the agent gets"
+    )
 
 
 class MemoryProblem(Schema):
@@ -500,6 +513,7 @@ def _memory_state(request: HttpRequest, response: HttpResponse, memory: Any) -> 
             "text": memory.text,
             "size_bytes": memory.size_bytes,
             "etag": memory.etag,
+            "warnings": [{"line": w.line, "kind": w.kind} for w in memory.warnings],
         },
     )
 
@@ -529,7 +543,7 @@ def _expected_etag(if_match: str | None) -> str:
 
 @api.put(
     "/memory/",
-    response={200: MemoryOut, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def put_memory(
@@ -538,7 +552,8 @@ def put_memory(
     body: MemoryIn,
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
-    """Replace the whole file, only if it is still the version `If-Match` names."""
+    """Replace the whole file, only if it is still the version `If-Match` names. A credential
+    in the text is kept as written, and listed in `warnings`."""
     memory = services.write_memory_file(
         user=request.auth, text=body.text, if_match=_expected_etag(if_match), actor=request.auth
     )
@@ -581,7 +596,7 @@ def get_memory_version(request: HttpRequest, sha256: str) -> Any:
 
 @api.post(
     "/memory/versions/{sha256}/restore/",
-    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def post_memory_version_restore(
@@ -591,7 +606,8 @@ def post_memory_version_restore(
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
     """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
-    names; the file it replaces is kept in turn. No body. `sha256` as for reading one."""
+    names; the file it replaces is kept in turn. No body. `sha256` as for reading one.
+    Credentials in the restored text are listed in `warnings`."""
     memory = services.restore_memory_version(
         user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
     )

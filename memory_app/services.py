@@ -33,6 +33,7 @@ from memory_app.authorization import (
     grant_memory_run,
     read_memory_state,
 )
+from memory_app.credentials import CredentialFinding, credential_kinds, find_credentials
 from memory_app.errors import (
     MemoryAccessDenied,
     MemoryApprovalRequired,
@@ -40,6 +41,7 @@ from memory_app.errors import (
     MemoryFileTooLarge,
     MemoryInputError,
     MemoryLineNotFound,
+    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryVersionNotFound,
     MemoryWriteError,
@@ -83,6 +85,7 @@ __all__ = [
     "MemoryFileTooLarge",
     "MemoryInputError",
     "MemoryLineNotFound",
+    "MemorySensitiveContent",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
@@ -194,7 +197,11 @@ def _publish_recorded(
     }
     run_pk = None if run is None else run.pk
     record = partial(record_event, held, size_bytes=len(data), run_id=run_pk, **fields)
-    workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    try:
+        workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    except BaseException:
+        versions.discard_new(workspace, keep)
+        raise
     versions.prune(workspace, keep)
     _log_change(run=None if run is None else run.run_id, **fields)
     return after
@@ -334,6 +341,11 @@ def _checked_write_arguments(content: object, replaces: object) -> tuple[str, st
     # NFC can grow a text (some characters recompose into longer forms): cap what is written.
     if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
+    # Memory never keeps a credential: refused before any lock, so nothing is written, kept
+    # as a version or recorded (and a decision to write one is refused before it is spent).
+    kinds = credential_kinds(content)
+    if kinds:
+        raise MemorySensitiveContent(kinds[0])
     if replaces is not None:
         # Exact text, checked only for size and storable text: whether it occurs once is the
         # file's say.
@@ -380,6 +392,7 @@ def remember_memory(
     other's facts. When the user approves each write (`memory_write_approval`), only the tool
     call (`current_tool_call_id`) that a decision released, in the `resume` run carrying it,
     writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
+    Content holding a credential is `MemorySensitiveContent`, before any lock is taken.
     """
     content, replaces = _checked_write_arguments(content, replaces)
     uid = getattr(ctx, "uid", None)
@@ -503,19 +516,31 @@ def _checked_user_text(text: object) -> bytes:
 
 
 def _replace_whole_file(
-    user_id: int, data: bytes, *, kind: str, actor, accept: Callable[[str], None]
+    user_id: int,
+    data: bytes,
+    *,
+    kind: str,
+    actor,
+    accept: Callable[[str], None],
+    warnings: tuple[CredentialFinding, ...] = (),
 ) -> MemoryFile:
-    """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees."""
+    """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees; the
+    result carries `warnings` (found before the locks: the text is the caller's)."""
 
     def rewrite(current: DigestedRead) -> bytes:
         accept(memory_etag(current.sha256))
         return data
 
-    return _rewrite_file(user_id, rewrite, kind=kind, actor=actor)
+    return _rewrite_file(user_id, rewrite, kind=kind, actor=actor, warnings=warnings)
 
 
 def _rewrite_file(
-    user_id: int, rewrite: Callable[[DigestedRead], bytes], *, kind: str, actor
+    user_id: int,
+    rewrite: Callable[[DigestedRead], bytes],
+    *,
+    kind: str,
+    actor,
+    warnings: tuple[CredentialFinding, ...] = (),
 ) -> MemoryFile:
     """Publish `rewrite(current)` as MEMORY.md, `current` being the file as read under the
     locks (`rewrite` raises to refuse); a result equal to the file changes and records
@@ -536,7 +561,11 @@ def _rewrite_file(
             )
     digest = current.sha256 if unchanged else hashlib.sha256(data).hexdigest()
     return MemoryFile(
-        text=data.decode("utf-8"), etag=memory_etag(digest), size_bytes=len(data), problem=None
+        text=data.decode("utf-8"),
+        etag=memory_etag(digest),
+        size_bytes=len(data),
+        problem=None,
+        warnings=warnings,
     )
 
 
@@ -545,11 +574,17 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
 
     The etag is compared under the locks, so an agent write that landed after the user read
     makes the edit `MemoryConflict("stale")` instead of silently undoing it. Works whether the
-    switch is on or off; `text` is stored as given.
+    switch is on or off; `text` is stored as given, a credential in it included (the user's
+    own write is never refused for one: the result's `warnings` name its lines and kinds).
     """
     data = _checked_user_text(text)
     return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_EDITED, actor=actor, accept=_if_current(if_match)
+        user.pk,
+        data,
+        kind=MemoryEventKind.USER_EDITED,
+        actor=actor,
+        accept=_if_current(if_match),
+        warnings=tuple(find_credentials(text)),
     )
 
 
@@ -606,12 +641,18 @@ def restore_memory_version(*, user, sha256: str, if_match: str, actor) -> Memory
 
     The rule of `write_memory_file`: the etag is compared under the locks (stale:
     `MemoryConflict("stale")`, nothing changed). The file it replaces is kept in turn, so a
-    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`.
+    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`. Like
+    the user's edit, never refused for a credential: the result's `warnings` name them.
     """
     accept = _if_current(if_match)
     data = versions.read_memory_version(user=user, sha256=sha256)
     return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_RESTORED, actor=actor, accept=accept
+        user.pk,
+        data,
+        kind=MemoryEventKind.USER_RESTORED,
+        actor=actor,
+        accept=accept,
+        warnings=tuple(find_credentials(data.decode("utf-8"))),
     )
 
 

@@ -489,3 +489,17 @@ def test_an_approved_runs_page_shows_what_was_written(staff_client):
     ).content.decode()
     assert "approved: written (added)" in html
     assert "text written: <q>my PIN is in the drawer</q>" in html
+
+
+def test_preview_lists_the_credentials_of_the_file_by_line_and_kind_not_their_text(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- tea\n- my PIN: 4821\n")
+    html = _page(staff_client, config)
+    assert "line 2: looks like a password or PIN" in html
+    assert html.count("4821") == 1  # in the file's text only, not in the warning
+
+
+def test_preview_of_a_file_without_credentials_has_no_warning(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- order 2024112588231\n")
+    assert "yuxi-memory-credentials" not in _page(staff_client, config)
