@@ -31,6 +31,7 @@ from memory_app.services import (
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryWriteStatus,
     current_tool_call_id,
@@ -323,6 +324,9 @@ class RememberMemoryTool(RunBoundTool):
     def _call(self, arguments: RememberMemoryArguments) -> ToolResult:
         try:
             result = remember_memory(self.ctx, arguments.content, arguments.replaces)
+        except MemorySensitiveContent as exc:
+            # Its message names the kind only, never the matched text.
+            return ToolResult(ToolStatus.REJECTED, str(exc))
         except MemoryInputError:
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_input"])
         except MemoryFileTooLarge:

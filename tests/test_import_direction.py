@@ -75,7 +75,7 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
 LAYERS = {
     "memory_app": [
         # leaves: the models, the file system, the names and limits everything shares
-        {"memory_app", "memory_app.models", "memory_app.workspace"},
+        {"memory_app", "memory_app.models", "memory_app.workspace", "memory_app.credentials"},
         {"memory_app.tool_names", "memory_app.memory_file", "memory_app.errors"},
         {
             "memory_app.context",
@@ -83,7 +83,7 @@ LAYERS = {
             "memory_app.locks",
             "memory_app.versions",
         },
-        {"memory_app.login_sessions"},
+        {"memory_app.login_sessions", "memory_app.line_origins"},
         # export and erasure: leaves and the conversations app only
         {"memory_app.user_data"},
         # the memory write and the reads

@@ -40,6 +40,8 @@ OPERATIONS = [
     ("delete", "/api/memory/versions/", None),
     ("get", f"/api/memory/versions/{VERSION}/", None),
     ("post", f"/api/memory/versions/{VERSION}/restore/", None),
+    ("get", "/api/memory/lines/", None),
+    ("delete", "/api/memory/lines/1/", None),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
@@ -185,6 +187,7 @@ def test_the_csrf_403_says_which_header_to_send_and_where_its_token_comes_from(a
     assert "X-CSRFToken" in error and "csrftoken cookie" in error and "/accounts/login/" in error
 
 
+@pytest.mark.django_db
 class TestThreads:
     def test_list_holds_own_visible_threads_newest_first_in_pages(self, api_client, user):
         threads = [ConversationFactory(user=user, title=f"t{i}") for i in range(5)]
@@ -367,7 +370,12 @@ class TestDocuments:
             if method != "parameters"
         }
         assert operations == {
-            (method.upper(), path.replace(FOREIGN, "{thread_id}").replace(VERSION, "{sha256}"))
+            (
+                method.upper(),
+                path.replace(FOREIGN, "{thread_id}")
+                .replace(VERSION, "{sha256}")
+                .replace("/lines/1/", "/lines/{number}/"),
+            )
             for method, path, _ in OPERATIONS
         }
 

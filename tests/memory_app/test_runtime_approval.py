@@ -620,3 +620,49 @@ def test_a_streamed_turn_ends_interrupted_and_a_streamed_reject_writes_nothing(a
 def interrupted_run_turn(run_id: str):
     """What `pending_row` needs of a turn: its run id."""
     return type("Turn", (), {"run_id": run_id})()
+
+
+# --- credentials --------------------------------------------------------------------------------
+
+SECRET_CALL = ("call_s", "remember_memory", {"content": "My bank PIN is 4821"})
+
+
+@pytest.mark.parametrize("approval", [False, True])
+def test_a_credential_is_rejected_through_a_chat_turn_and_never_put_to_the_user(
+    agents_file, approval
+):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    model = RecordingModel(replies=[tool_reply(SECRET_CALL)])
+    turn = chat(user_id=user.pk, message="remember my PIN 4821", model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    row = ToolCall.objects.get(tool_call_id="call_s")
+    result = json.loads(row.output)
+    assert result == {
+        "status": "rejected",
+        "message": "memory never stores credentials: this looks like a password or PIN",
+    }
+    assert "4821" not in row.output
+    assert memory_bytes(agents_file, user) is None
+    assert not MemoryEvent.objects.exists()
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+    # The model was told, and replied.
+    assert len(model.calls) == 2
+
+
+def test_an_edit_that_holds_a_credential_is_refused_before_it_is_spent_and_stays_pending(
+    agents_file,
+):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionRefused) as refused:
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={"decision": "edit", "content": "my PIN is 4821", "replaces": None},
+        )
+    assert (
+        str(refused.value) == "memory never stores credentials: this looks like a password or PIN"
+    )
+    assert memory_bytes(agents_file, user) is None
+    assert_still_pending(interrupted)
