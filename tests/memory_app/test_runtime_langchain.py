@@ -28,7 +28,7 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
 from yuxi_site.utils.statements import count_statements
 
@@ -326,11 +326,11 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
 
 # --- query budget ---------------------------------------------------------------------------
 
-PLAIN_TURN_MAX_STATEMENTS = 12
+PLAIN_TURN_MAX_STATEMENTS = 9
 REMEMBER_TURN_MAX_STATEMENTS = 20
 
 
-def test_a_plain_turn_in_an_existing_thread_sends_at_most_12_statements_on_all_connections():
+def test_a_plain_turn_in_an_existing_thread_sends_at_most_9_statements_on_all_connections():
     user = memory_user()
     first = chat(user_id=user.pk, message="hello")
     with count_statements() as counted:
