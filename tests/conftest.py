@@ -1,8 +1,11 @@
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection, connections
 
 from conversations import checkpoints
 from tests.factories import StaffUserFactory
+from tests.wire_model import WireModel
 
 
 @pytest.fixture(autouse=True)
@@ -11,6 +14,19 @@ def _fast_and_isolated(settings, tmp_path):
     settings.LLM_BASE_URL = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
+
+
+@pytest.fixture
+def wire_model(settings, _fast_and_isolated) -> Iterator[WireModel]:
+    """A local OpenAI-compatible server the app's model talks to (`LLM_BASE_URL` points at it),
+    answering like the scripted model unless the test queues or scripts its replies."""
+    with WireModel() as model:
+        settings.LLM_BASE_URL = model.url
+        settings.LLM_API_KEY = "wire-key"
+        settings.LLM_MODEL = "wire-model"
+        settings.LLM_TIMEOUT_SECONDS = 10.0
+        settings.LLM_MAX_RETRIES = 1
+        yield model
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 import asyncio
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -11,6 +12,7 @@ from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.selectors import MemorySnapshot
 from tests.factories import RunningAgentRunFactory, context_for
 from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
+from tests.wire_model import SHAPES, Call, Reply
 
 
 @tool
@@ -165,3 +167,64 @@ def test_scripted_model_streams_the_same_chunks_asynchronously():
         return [chunk.text async for chunk in scripted().astream([HumanMessage("hi you")])]
 
     assert [text for text in asyncio.run(collect()) if text] == ["You ", "said: ", "hi ", "you"]
+
+
+# --- streamed tool calls as OpenAI-compatible servers send them -----------------------------
+
+TEA = Call("remember_memory", '{"content": "I drink oolong tea, 乌龙茶"}', id="call_tea")
+RAIN = Call("search_thread_messages", '{"query": "rain"}', id="call_rain")
+
+
+def _streamed(model, messages) -> AIMessage:
+    chunks = list(model.stream(messages))
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole += chunk
+    return whole
+
+
+async def _astreamed(model, messages) -> AIMessage:
+    whole = None
+    async for chunk in model.astream(messages):
+        whole = chunk if whole is None else whole + chunk
+    return whole
+
+
+def _calls(message: AIMessage) -> tuple:
+    return (message.text, message.tool_calls, message.invalid_tool_calls)
+
+
+REPLIES = {
+    "one call": Reply(calls=(TEA,)),
+    "text and a call": Reply(text="Saving that. ", calls=(TEA,)),
+    "two calls": Reply(calls=(TEA, RAIN)),
+    "no role chunk, two usage chunks": Reply(calls=(TEA,), role_chunk=False, usage_chunks=2),
+}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(replace(reply, shape=shape), id=f"{shape}: {label}")
+        for shape in SHAPES
+        for label, reply in REPLIES.items()
+        # A server sends calls without an index only one at a time.
+        if not (shape == "no_index" and len(reply.calls) > 1)
+    ],
+)
+def test_a_streamed_reply_gives_exactly_the_calls_of_the_same_reply_unstreamed(wire_model, reply):
+    wire_model.answer(reply, reply, reply)
+    model = llm.chat_model_from_settings().bind_tools([remember_memory, search_thread_messages])
+    question = [HumanMessage("remember that I drink oolong tea")]
+    unstreamed = model.invoke(question)
+    assert [call["name"] for call in unstreamed.tool_calls] == [c.name for c in reply.calls]
+    assert _calls(_streamed(model, question)) == _calls(unstreamed)
+    assert _calls(asyncio.run(_astreamed(model, question))) == _calls(unstreamed)
+    assert [r.stream for r in wire_model.requests] == [False, True, True]
+
+
+def test_the_streamed_text_comes_in_several_chunks_and_adds_up_to_the_reply(wire_model):
+    wire_model.answer(Reply(text="Tea is a fine drink."))
+    chunks = list(llm.chat_model_from_settings().stream([HumanMessage("hi")]))
+    texts = [chunk.text for chunk in chunks if chunk.text]
+    assert texts == ["Tea ", "is ", "a ", "fine ", "drink."]
