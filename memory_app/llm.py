@@ -3,8 +3,10 @@
 Everything else (messages, tool binding, the wire format, retries) is LangChain's.
 """
 
+import asyncio
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -24,6 +26,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
+from openai import DefaultAsyncHttpxClient
+from pydantic import Field
 
 from memory_app.middleware import injected_memory
 from memory_app.tool_names import (
@@ -32,7 +36,12 @@ from memory_app.tool_names import (
     SUBAGENT_TOOL_NAME,
 )
 
-__all__ = ["CompatibleChatOpenAI", "ScriptedChatModel", "chat_model_from_settings"]
+__all__ = [
+    "CompatibleChatOpenAI",
+    "PerLoopAsyncHttpClient",
+    "ScriptedChatModel",
+    "chat_model_from_settings",
+]
 
 
 def chat_model_from_settings() -> BaseChatModel:
@@ -53,6 +62,47 @@ def chat_model_from_settings() -> BaseChatModel:
     return ScriptedChatModel()
 
 
+class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
+    """The async HTTP client of `CompatibleChatOpenAI`: one real client (and so one connection
+    pool) per event loop, so a connection opened on one loop is never used from another.
+
+    langchain-openai otherwise shares one cached async client per endpoint in the process,
+    whose pooled connections belong to the loop that opened them: the next `asyncio.run(...)`
+    calling the same endpoint fails with "Event loop is closed". The clients of closed loops
+    are dropped at the next request.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._options = options
+        self._by_loop: dict[asyncio.AbstractEventLoop, DefaultAsyncHttpxClient] = {}
+        self._by_loop_lock = threading.Lock()
+
+    def _for_this_loop(self) -> DefaultAsyncHttpxClient:
+        loop = asyncio.get_running_loop()
+        with self._by_loop_lock:
+            for closed in [other for other in self._by_loop if other.is_closed()]:
+                del self._by_loop[closed]
+            if loop not in self._by_loop:
+                self._by_loop[loop] = DefaultAsyncHttpxClient(**self._options)
+            return self._by_loop[loop]
+
+    async def send(self, request: Any, **kwargs: Any) -> Any:
+        return await self._for_this_loop().send(request, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close this loop's client (the others belong to their own loops)."""
+        loop = asyncio.get_running_loop()
+        with self._by_loop_lock:
+            client = self._by_loop.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+
+# One for the process: each loop's connections are kept alive across the turns on that loop.
+_ASYNC_HTTP_CLIENT = PerLoopAsyncHttpClient()
+
+
 class CompatibleChatOpenAI(ChatOpenAI):
     """`ChatOpenAI` that takes a streamed reply's tool calls as OpenAI-compatible servers send
     them, so a streamed reply gives exactly the calls the same reply unstreamed gives.
@@ -64,7 +114,11 @@ class CompatibleChatOpenAI(ChatOpenAI):
     each chunk is cleaned before it merges: a missing index is the call's position in its
     chunk, and a call's id and name are kept from its first chunk only. A call without a
     usable id (none, or empty) gets a unique one from the run (`RunGuard`).
+
+    Its async requests go through `PerLoopAsyncHttpClient`, so it serves any event loop.
     """
+
+    http_async_client: Any | None = Field(default=_ASYNC_HTTP_CLIENT, exclude=True)
 
     def _convert_chunk_to_generation_chunk(
         self,

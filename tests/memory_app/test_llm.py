@@ -228,3 +228,20 @@ def test_the_streamed_text_comes_in_several_chunks_and_adds_up_to_the_reply(wire
     chunks = list(llm.chat_model_from_settings().stream([HumanMessage("hi")]))
     texts = [chunk.text for chunk in chunks if chunk.text]
     assert texts == ["Tea ", "is ", "a ", "fine ", "drink."]
+
+
+def test_the_model_serves_a_new_event_loop_each_time_and_keeps_a_loops_connection(wire_model):
+    # langchain-openai's own async client is shared by the process, its pooled connections bound
+    # to the loop that opened them: the second asyncio.run failed with "Event loop is closed".
+    model = llm.chat_model_from_settings()
+    for _ in range(3):
+        assert asyncio.run(model.ainvoke([HumanMessage("hi")])).text == "You said: hi"
+
+    async def twice() -> None:
+        for _ in range(2):
+            await model.ainvoke([HumanMessage("hi")])
+
+    asyncio.run(twice())
+    ports = [request.client_port for request in wire_model.requests]
+    assert len(set(ports[:3])) == 3  # a loop's connection is never used from another loop
+    assert ports[3] == ports[4]  # HTTP/1.1 keep-alive within a loop
