@@ -6,6 +6,7 @@ from django.db import connection, connections
 from conversations import checkpoints
 from tests.factories import StaffUserFactory
 from tests.wire_model import WireModel
+from yuxi_site import warmup
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +50,14 @@ def _fresh_pool_after_a_leak():
     stats = pool.get_stats()
     if stats["pool_size"] - stats["pool_available"] > 1:
         connections["default"].close_pool()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _a_warm_process(django_db_setup, django_db_blocker):
+    """The test process answers requests as a server's warm worker does (`/healthz` answers
+    only once the process has warmed up, as `yuxi_site.asgi` and `yuxi_site.wsgi` do on load)."""
+    with django_db_blocker.unblock():
+        warmup.warm_up()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -148,6 +148,8 @@ LAYERS = {
         # the /api/ edge middleware (whose prefix the error views share) and the log format
         # (whose event logger the settings name)
         {"yuxi_site.api_edge", "yuxi_site.log_format"},
+        # warming a server process before it serves (health reports it, the entry points run it)
+        {"yuxi_site.warmup"},
         {
             "yuxi_site.admin",
             "yuxi_site.errors",
