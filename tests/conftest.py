@@ -4,6 +4,7 @@ import pytest
 from django.db import connection, connections
 
 from conversations import checkpoints
+from memory_app.runtime.loop import run_sync
 from tests.factories import StaffUserFactory
 from tests.wire_model import WireModel
 from yuxi_site import warmup
@@ -62,7 +63,8 @@ def _a_warm_process(django_db_setup, django_db_blocker):
 
 @pytest.fixture(autouse=True, scope="session")
 def _checkpoint_pool_closed_at_the_end(django_db_setup):
-    """The checkpointer's own pool holds connections to the test database: close it before
+    """The checkpointers' own pools hold connections to the test database: close them before
     pytest-django drops that database."""
     yield
     checkpoints.close_checkpointer()
+    run_sync(checkpoints.close_async_checkpointer())  # the process loop's saver

@@ -68,9 +68,16 @@ from memory_app.runtime.errors import (
 )
 from memory_app.runtime.graphs import AgentGraph
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
+from memory_app.runtime.loop import (
+    CANCELLED_BY_INTERRUPT,
+    cancel_reason,
+    on_database,
+    on_process_loop,
+    run_sync,
+)
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult
-from yuxi_site.utils.connections import in_worker_thread, release_connection
+from yuxi_site.utils.connections import release_connection
 from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 logger = logging.getLogger("yuxi.runs")
@@ -491,25 +498,10 @@ def _failed(
 
 
 def run_agent(turn: Turn, *, prepare: Callable[[Turn], AgentInput]) -> TurnOutcome:
-    """Build the turn's agent with `prepare`, run it to its answer (or to its stop before a
-    memory write) and return the outcome; any error (in `prepare` or the agent) is returned in
-    the outcome, never raised."""
-    agent_input: AgentInput | None = None
-    progress: _Progress | None = None
-    try:
-        agent_input = prepare(turn)
-        agent = agent_input.graph.agent
-        checkpointed = (
-            agent.get_state(agent_config(turn, agent_input))
-            if agent_input.resume is not None
-            else None
-        )
-        progress = _Progress(turn, agent_input, checkpointed)
-        for mode, chunk in agent.stream(**progress.stream_arguments(["values"])):
-            progress.feed(mode, chunk)
-    except BaseException as exc:  # close_turn finishes the run, then re-raises it
-        return _failed(turn, agent_input, progress, exc)
-    return progress.outcome()
+    """`arun_agent` for sync callers, on the process's event loop (`prepare`'s database work
+    on the caller's thread): build the turn's agent, run it to its answer (or to its stop
+    before a memory write) and return the outcome; errors travel in the outcome."""
+    return run_sync(arun_agent(turn, prepare=prepare))
 
 
 async def astream_agent(
@@ -522,7 +514,7 @@ async def astream_agent(
     agent_input: AgentInput | None = None
     progress: _Progress | None = None
     try:
-        agent_input = await in_worker_thread(prepare)(turn)
+        agent_input = await on_database(prepare)(turn)
         agent = agent_input.graph.agent
         checkpointed = (
             await agent.aget_state(agent_config(turn, agent_input))
@@ -563,8 +555,24 @@ async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) 
         except Exception:  # the open failed: there is no run to close
             turn = None
         if turn is not None:
-            await in_worker_thread(cancel_turn)(turn, reason=reason)
+            await on_database(cancel_turn)(turn, reason=cancel_reason(reason))
         raise
+
+
+def cancellation(exc: BaseException, *, default: str) -> str | None:
+    """The cancellation policy, for every entry point: whether `exc`, stopping a turn or a
+    run, cancels it, and the run's `error` if so (None: `exc` fails the run instead).
+
+    A consumer that stops reading (`GeneratorExit`), a caller's task cancelled
+    (`CancelledError`) and a sync caller interrupted (`KeyboardInterrupt`, `SystemExit`)
+    each cancel: the run ends `cancelled` with the reason (`default` unless whoever cancelled
+    gave one), and nothing the agent produced is stored. Every other exception fails it.
+    """
+    if isinstance(exc, KeyboardInterrupt | SystemExit):
+        return CANCELLED_BY_INTERRUPT.format(kind=type(exc).__name__)
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return cancel_reason(default)
+    return None
 
 
 # --- close --------------------------------------------------------------------------------
@@ -811,19 +819,31 @@ def _open_agent_run(
 
 
 def _close_agent_run(handle: AgentRunHandle, exc: BaseException | None) -> None:
-    """The close of `agent_run` and `aagent_run`: `succeeded` after a normal exit, `failed`
-    with `exc` as its error after an exception (which the caller re-raises)."""
+    """The close of `agent_run` and `aagent_run`: `succeeded` after a normal exit; after an
+    exception (which the caller re-raises) `cancelled` or `failed` as `cancellation` says."""
     if exc is not None:
+        reason = cancellation(exc, default=CANCELLED_BY_CALLER)
+        status = AgentRun.Status.FAILED if reason is None else AgentRun.Status.CANCELLED
+        error = error_text(exc) if reason is None else reason
         try:
-            _finish(handle, status=AgentRun.Status.FAILED, error=error_text(exc))
+            _finish(handle, status=status, error=error)
         except RunError:
-            logger.warning("run %s failed after losing its lease", handle.run_id)
-        logger.warning("run %s failed: %s", handle.run_id, error_text(exc))
+            logger.warning("run %s ended after losing its lease", handle.run_id)
+        logger.warning("run %s %s: %s", handle.run_id, status, error)
         return
     try:
         _finish(handle, status=AgentRun.Status.SUCCEEDED)
     except RunError as lost:
         raise ChatRunLost("the run's lease was lost") from lost
+
+
+async def _aopen_agent_run(
+    *, user_id: int, thread_id: str | None, request_id: str | None, run_type: str
+) -> AgentRunHandle:
+    opening = on_database(_open_agent_run)(
+        user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
+    )
+    return (await aopen(opening)).handle
 
 
 @contextmanager
@@ -838,21 +858,25 @@ def agent_run(
 
     Creates and claims the run, keeps its lease alive from the process's lease keeper and
     yields a handle (`ctx`, `run_id`, `lease_lost`). A normal exit finishes the run as
-    `succeeded`; an exception finishes it as `failed` with `error` set, and is re-raised.
+    `succeeded`; an exception is re-raised after finishing the run as the cancellation
+    policy says (`KeyboardInterrupt`/`SystemExit`: `cancelled`; any other: `failed` with
+    `error` set). (`aagent_run` on the process's loop, its database work on this thread.)
 
     Raises `ChatError` inside a transaction or for an inactive user, `ChatThreadNotFound`,
     `ValueError` for a run type other than chat/resume, `ChatRunLost` when the lease was
     lost by the time of a normal exit, `django.db.DatabaseError` when the database fails.
     """
-    handle = _open_agent_run(
-        user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
-    ).handle
+    handle = run_sync(
+        _aopen_agent_run(
+            user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
+        )
+    )
     try:
         yield handle
     except BaseException as exc:
-        _close_agent_run(handle, exc)
+        run_sync(on_database(_close_agent_run)(handle, exc))
         raise
-    _close_agent_run(handle, None)
+    run_sync(on_database(_close_agent_run)(handle, None))
 
 
 @asynccontextmanager
@@ -864,18 +888,20 @@ async def aagent_run(
     run_type: str = AgentRun.RunType.CHAT,
 ) -> AsyncIterator[AgentRunHandle]:
     """`agent_run` for async code (`async with aagent_run(...) as run:`): the same run, opened
-    and finished on worker threads, never on the event loop. A cancellation of the caller
-    fails the run like any exception (`internal error (CancelledError)`) and propagates.
+    and finished on the process's loop, its database work on worker threads (never on an
+    event loop). A cancellation of the caller cancels the run (`cancelled`) and propagates.
 
     Raises what `agent_run` raises.
     """
-    opening = in_worker_thread(_open_agent_run)(
-        user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
+    handle = await on_process_loop(
+        _aopen_agent_run(
+            user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
+        ),
+        reason=CANCELLED_BY_CALLER,
     )
-    handle = (await aopen(opening)).handle
     try:
         yield handle
     except BaseException as exc:
-        await in_worker_thread(_close_agent_run)(handle, exc)
+        await on_process_loop(on_database(_close_agent_run)(handle, exc))
         raise
-    await in_worker_thread(_close_agent_run)(handle, None)
+    await on_process_loop(on_database(_close_agent_run)(handle, None))

@@ -34,7 +34,7 @@ from memory_app.services import (
     set_memory_write_approval,
 )
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 from yuxi_site.utils.db_functions import ClockTimestamp
 
 # Tools run on LangGraph's pool threads and the checkpointer on its own connections: both must

@@ -27,7 +27,7 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
 from yuxi_site.utils.statements import count_statements
 
