@@ -68,13 +68,13 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
 
     langchain-openai otherwise shares one cached async client per endpoint in the process,
     whose pooled connections belong to the loop that opened them: the next `asyncio.run(...)`
-    calling the same endpoint fails with "Event loop is closed". The clients of closed loops
-    are dropped at the next request.
+    calling the same endpoint fails with "Event loop is closed". The Chat service runs every
+    turn on the process's one loop; a team's own agent may run on any loop (`aagent_run` in a
+    fresh `asyncio.run`). The clients of closed loops are dropped at the next request.
     """
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
-        self._options = options
+    def __init__(self) -> None:
+        super().__init__()
         self._by_loop: dict[asyncio.AbstractEventLoop, DefaultAsyncHttpxClient] = {}
         self._by_loop_lock = threading.Lock()
 
@@ -84,7 +84,7 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
             for closed in [other for other in self._by_loop if other.is_closed()]:
                 del self._by_loop[closed]
             if loop not in self._by_loop:
-                self._by_loop[loop] = DefaultAsyncHttpxClient(**self._options)
+                self._by_loop[loop] = DefaultAsyncHttpxClient()
             return self._by_loop[loop]
 
     async def send(self, request: Any, **kwargs: Any) -> Any:
@@ -158,7 +158,8 @@ def _indexed_tool_calls(chunk: dict) -> dict:
 
 
 class _StreamedCalls:
-    """The tool calls of one streamed reply so far, by index: the id and name each has."""
+    """The tool calls of one streamed reply so far: the name each has, by index (a call's id
+    counts from its first chunk only)."""
 
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
