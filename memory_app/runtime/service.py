@@ -21,10 +21,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Message
 from memory_app.llm import chat_model_from_settings
+from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
+from memory_app.runtime.closing import aopen, cancel_turn, close_turn, settle_late_calls
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import build_chatbot_graph, build_resume_graph
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
+from memory_app.runtime.opening import open_resume_turn, open_turn
 from memory_app.runtime.subagent import DelegateToSubagentTool
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
@@ -32,13 +35,7 @@ from memory_app.runtime.turns import (
     ChatEvent,
     Turn,
     TurnOutcome,
-    aopen,
-    astream_agent,
-    cancel_turn,
     cancellation,
-    close_turn,
-    open_resume_turn,
-    open_turn,
 )
 
 # Ends an earlier message of the thread that was cut for the prompt.
@@ -110,6 +107,7 @@ async def aturn(request: ChatRequest, *, events: bool, reason: str) -> AsyncIter
                     yield step
     except (asyncio.CancelledError, GeneratorExit) as exc:
         await on_database(cancel_turn)(turn, reason=cancellation(exc, default=reason))
+        await settle_late_calls(turn)
         raise
     tool_calls = await on_database(close_turn)(turn, outcome)
     yield chat_turn(turn, outcome, tool_calls)

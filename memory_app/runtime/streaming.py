@@ -20,28 +20,19 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from typing import Any
 
-from django.db import DatabaseError
 from langchain_core.language_models import BaseChatModel
 
-from memory_app.runtime.errors import ChatModelUnavailable, ChatRunLost
+from memory_app.runtime.errors import http_error
 from memory_app.runtime.loop import iterate_sync, relay
 from memory_app.runtime.service import ChatRequest, ChatTurn, aturn
 from memory_app.runtime.turns import CANCELLED_BY_READER, ChatEvent
 
-# A failure after the run opened → (HTTP status, message): what `/api/chat/` answers for it.
-_FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
-    (ChatModelUnavailable, 502, "the model is unavailable, try again"),
-    (ChatRunLost, 503, "the run was interrupted, try again"),
-    (DatabaseError, 503, "the service is unavailable, try again"),
-)
-
 
 def error_event(exc: BaseException) -> ChatEvent:
-    """The `error` event that ends a stream whose turn failed with `exc`."""
-    for kind, status_code, message in _FAILURES:
-        if isinstance(exc, kind):
-            return {"event": "error", "error": message, "status_code": status_code}
-    return {"event": "error", "error": "internal error", "status_code": 500}
+    """The `error` event that ends a stream whose turn failed with `exc`: what `/api/chat/`
+    would answer (`CHAT_HTTP_ERRORS`)."""
+    status_code, message = http_error(exc)
+    return {"event": "error", "error": message, "status_code": status_code}
 
 
 def done_event(turn: ChatTurn) -> ChatEvent:
