@@ -11,7 +11,6 @@ from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.selectors import MemorySnapshot
 from tests.factories import RunningAgentRunFactory, context_for
-from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
 from tests.wire_model import SHAPES, Call, Reply
 
 
@@ -46,34 +45,32 @@ def test_settings_choose_chat_openai_only_when_a_base_url_is_set(settings):
     assert model.stream_chunk_timeout == 7.5
 
 
-def test_chat_openai_posts_messages_and_function_tools_in_the_wire_format(settings):
+def test_chat_openai_posts_messages_and_function_tools_in_the_wire_format(settings, wire_model):
     settings.LLM_API_KEY = "sk-test"
-    with WireServer([completion({"role": "assistant", "content": "hello"})]) as server:
-        settings.LLM_BASE_URL = server.url
-        settings.LLM_MODEL = "m-1"
-        model = llm.chat_model_from_settings().bind_tools([remember_memory])
-        reply = model.invoke([SystemMessage("rules"), HumanMessage("hi")])
-    sent = server.requests[0]
-    assert sent["path"] == "/v1/chat/completions"
-    assert sent["authorization"] == "Bearer sk-test"
-    assert sent["body"]["model"] == "m-1"
-    assert sent["body"]["messages"] == [
+    settings.LLM_MODEL = "m-1"
+    wire_model.answer(Reply(text="hello"))
+    model = llm.chat_model_from_settings().bind_tools([remember_memory])
+    reply = model.invoke([SystemMessage("rules"), HumanMessage("hi")])
+    sent = wire_model.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.authorization == "Bearer sk-test"
+    assert sent.body["model"] == "m-1"
+    assert sent.body["messages"] == [
         {"role": "system", "content": "rules"},
         {"role": "user", "content": "hi"},
     ]
-    [spec] = sent["body"]["tools"]
+    [spec] = sent.body["tools"]
     assert (spec["type"], spec["function"]["name"]) == ("function", "remember_memory")
     assert reply.text == "hello"
 
 
-def test_chat_openai_parses_tool_calls_and_keeps_unparsable_arguments_apart(settings):
-    message = tool_calls_message(
-        ("call_1", "remember_memory", '{"content": "茶"}'),
-        ("call_2", "search_thread_messages", "[1, 2"),
+def test_chat_openai_parses_tool_calls_and_keeps_unparsable_arguments_apart(wire_model):
+    calls = (
+        Call("remember_memory", '{"content": "茶"}', id="call_1"),
+        Call("search_thread_messages", "[1, 2", id="call_2"),
     )
-    with WireServer([completion(message)]) as server:
-        settings.LLM_BASE_URL = server.url
-        reply = llm.chat_model_from_settings().invoke([HumanMessage("x")])
+    wire_model.answer(Reply(calls=calls))
+    reply = llm.chat_model_from_settings().invoke([HumanMessage("x")])
     assert [(c["id"], c["name"], c["args"]) for c in reply.tool_calls] == [
         ("call_1", "remember_memory", {"content": "茶"})
     ]
