@@ -248,13 +248,28 @@ _FINISH_SQL = f"""
 """
 
 
+# `_FINISH_SQL` that also marks the run's thread updated, in the same statement (a turn's
+# close; inside its transaction, so a refused finish rolls the mark back too).
+_FINISH_AND_TOUCH_SQL = (
+    f"WITH touched AS (UPDATE {Conversation._meta.db_table} SET updated_at = clock_timestamp() "
+    f"WHERE id = %s) {_FINISH_SQL}"
+)
+
+
 def finish_run(
-    *, run_id: uuid.UUID | str, worker_id: str, status: str, error: str = ""
+    *,
+    run_id: uuid.UUID | str,
+    worker_id: str,
+    status: str,
+    error: str = "",
+    touch_conversation_id: int | None = None,
 ) -> AgentRun:
     """Move an owned, unexpired run to a terminal status and clear its lease.
 
     One conditional UPDATE: the lease check and the change cannot be separated by a renewal or
-    a reaper. `error` says why a run failed (for staff; never a secret).
+    a reaper. `error` says why a run failed (for staff; never a secret). With
+    `touch_conversation_id` (inside a transaction), the same statement marks that thread
+    updated now.
     """
     if status not in AgentRun.TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
@@ -263,7 +278,11 @@ def finish_run(
     except ValueError as exc:
         raise RunNotFound("no such run") from exc
     params = [status, error, run_uuid, worker_id or ""]
-    finished = list(AgentRun.objects.raw(_FINISH_SQL, params))
+    if touch_conversation_id is None:
+        finished = list(AgentRun.objects.raw(_FINISH_SQL, params))
+    else:
+        params = [touch_conversation_id, *params]
+        finished = list(AgentRun.objects.raw(_FINISH_AND_TOUCH_SQL, params))
     if finished:
         return finished[0]
     # Not finished: say why (one more read, only on this refusal path).

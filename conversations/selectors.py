@@ -10,7 +10,7 @@ import psycopg
 from django.conf import settings
 from django.core import signing
 from django.db import connection
-from django.db.models import F, Q, QuerySet, TextField
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -68,6 +68,21 @@ def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | Non
     if not is_storable_text(thread_id):
         return None  # no thread can have this id
     return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
+
+
+def chat_thread_entry(*, user_id: int | str, thread_id: str) -> tuple[Conversation | None, bool]:
+    """A turn's entry check in one query: `user_id`'s own visible thread with that id, if the
+    user is active (None otherwise, as `get_chat_thread`), and whether an approval in it waits
+    undecided (a new message declines it first)."""
+    if not is_storable_text(thread_id):
+        return None, False
+    conversation = (
+        Conversation.objects.visible_to(user_id)
+        .filter(thread_id=thread_id, user__is_active=True)
+        .annotate(undecided=Exists(undecided_interrupts(conversation_id=OuterRef("pk"))))
+        .first()
+    )
+    return conversation, bool(conversation is not None and conversation.undecided)
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,11 @@ def _finish(
     try:
         with transaction.atomic():
             runs.finish_run(
-                run_id=handle.run_id, worker_id=handle.ctx.worker_id, status=status, error=error
+                run_id=handle.run_id,
+                worker_id=handle.ctx.worker_id,
+                status=status,
+                error=error,
+                touch_conversation_id=handle.conversation.pk,
             )
             messages = run_messages(produced)
             services.record_run_messages(
@@ -180,7 +184,6 @@ def _finish(
             key = _turn_key(turn, outcome)
             if key and status != AgentRun.Status.INTERRUPTED:
                 checkpoints.delete_checkpoints([key])
-            services.touch_thread(conversation=handle.conversation)
         return log
     finally:
         _release(handle)

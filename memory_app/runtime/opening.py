@@ -82,13 +82,18 @@ def _refuse_inactive_user(user_id: int) -> None:
 
 
 def _entry_thread(*, user_id: int, thread_id: str | None, first_message: str) -> Conversation:
-    """The entry checks every top-level run passes, then its thread (a new one if None)."""
+    """The entry checks every top-level run passes, then its thread (a new one if None). In an
+    existing thread one query checks the user, finds the thread and says whether an approval
+    waits undecided in it (`conversation.undecided`)."""
     _refuse_inside_transaction()
-    _refuse_inactive_user(user_id)
     if thread_id is None:
-        return services.start_thread(user_id=user_id, first_message=first_message)
-    conversation = selectors.get_chat_thread(user_id=user_id, thread_id=thread_id)
+        _refuse_inactive_user(user_id)
+        conversation = services.start_thread(user_id=user_id, first_message=first_message)
+        conversation.undecided = False
+        return conversation
+    conversation, undecided = selectors.chat_thread_entry(user_id=user_id, thread_id=thread_id)
     if conversation is None:
+        _refuse_inactive_user(user_id)  # an inactive user is refused as such, not as not found
         raise ChatThreadNotFound("no such thread")
     return conversation
 
@@ -165,7 +170,7 @@ def open_turn(*, user_id: int, thread_id: str | None, message: str) -> Turn:
     """
     check_message(message)
     conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message=message)
-    if thread_id is not None:
+    if conversation.undecided:
         _decline_undecided(conversation)
     handle, user_message = _claim(
         user_id=user_id,
