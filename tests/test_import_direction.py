@@ -156,6 +156,8 @@ LAYERS = {
             "yuxi_site.log_format",
             "yuxi_site.login_throttle",
         },
+        # warming a server process before it serves (health reports it, the entry points run it)
+        {"yuxi_site.warmup"},
         {
             "yuxi_site.admin",
             "yuxi_site.errors",
