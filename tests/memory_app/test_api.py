@@ -34,6 +34,8 @@ OPERATIONS = [
     ("patch", "/api/settings/", {"enable_memory": True}),
     ("get", "/api/threads/", None),
     ("patch", f"/api/threads/{FOREIGN}/", {"status": "archived"}),
+    ("get", f"/api/threads/{FOREIGN}/messages/", None),
+    ("get", "/api/approvals/", None),
     ("get", "/api/export/", None),
     ("get", "/api/memory/versions/", None),
     ("delete", "/api/memory/versions/", None),
