@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 import pytest
 from axe_selenium_python import Axe
-from django.conf import settings
 from django.db import connection
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
@@ -182,8 +181,10 @@ def test_remember_edit_approve_then_restore_under_the_development_server(
 
 
 @pytest.fixture
-def asgi_server(transactional_db, tmp_path):
+def asgi_server(transactional_db, settings):
     """uvicorn serving yuxi_site.asgi on the test database and workspace root."""
+    # The server checks passwords with the site's own hasher, not the tests' cheap one.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     db = connection.settings_dict
     env = {
         **os.environ,
@@ -192,7 +193,8 @@ def asgi_server(transactional_db, tmp_path):
         "DEBUG": "1",  # static files from the apps (no collectstatic in a test)
         "LLM_BASE_URL": "",
     }
-    log = (tmp_path / "uvicorn.log").open("wb")
+    ARTIFACTS.mkdir(exist_ok=True)
+    log = (ARTIFACTS / "uvicorn.log").open("wb")  # kept for a person to read
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "yuxi_site.asgi:application", "--port", str(ASGI_PORT)],
         cwd=settings.BASE_DIR,
