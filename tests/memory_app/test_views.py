@@ -3,6 +3,7 @@ fragment, no inline script or style and nothing from another origin, the languag
 browser or of the switch, another user's thread out of reach, the memory cut where the agent
 stops reading."""
 
+import gettext
 import re
 from pathlib import Path
 
@@ -197,3 +198,29 @@ def test_the_page_ships_its_own_scripts_and_htmx_with_its_licence():
     assert re.findall(r'^import .* from "(.*)";$', script, re.M) == ["./vendor/htmx/htmx.esm.js"]
     # Text it shows goes in as text (fragments come from the server's escaping templates).
     assert not re.search(r"https?://|eval\(|new Function|\.innerHTML|insertAdjacentHTML", script)
+
+
+def _po_entries(path: Path) -> dict[str, str]:
+    """msgid -> msgstr of a .po file (the header aside), continuation lines joined."""
+    entries = {}
+    for block in path.read_text(encoding="utf-8").split("\n\n"):
+        assert "#, fuzzy" not in block, block
+        found = re.search(r'^msgid ((?:".*"\n)+)msgstr ((?:".*"\n?)+)', block + "\n", re.M)
+        if found:
+            msgid, msgstr = (
+                "".join(re.findall(r'"(.*)"', part)).replace('\\"', '"').replace("\\n", "\n")
+                for part in found.groups()
+            )
+            if msgid:
+                entries[msgid] = msgstr
+    return entries
+
+
+def test_every_text_of_the_page_is_translated_and_the_compiled_catalogue_is_current():
+    messages = Path(__file__).resolve().parents[2] / "memory_app/locale/zh_Hans/LC_MESSAGES"
+    entries = _po_entries(messages / "django.po")
+    assert len(entries) > 90
+    assert [msgid for msgid, msgstr in entries.items() if not msgstr] == []
+    with (messages / "django.mo").open("rb") as compiled:
+        catalogue = gettext.GNUTranslations(compiled)
+    assert {msgid: catalogue.gettext(msgid) for msgid in entries} == entries

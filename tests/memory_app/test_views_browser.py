@@ -26,6 +26,7 @@ from memory_app.selectors import read_memory_file
 from memory_app.services import write_memory_file
 from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, chromium, log_in
 from tests.factories import UserConfigFactory
+from tests.memory_app.wire_server import WireServer
 
 pytestmark = BROWSER_TESTS
 
@@ -222,3 +223,59 @@ def asgi_server(transactional_db, settings):
 
 def test_the_same_flow_under_the_asgi_server(browser, asgi_server):
     remember_edit_approve_restore(browser, asgi_server, "1280x800")
+
+
+def test_an_edit_over_a_changed_file_explains_the_412_and_saving_again_replaces_it(
+    browser, live_server
+):
+    user = user_with_memory()
+    browser.set_window_size(1280, 800)
+    log_in(
+        browser,
+        live_server.url + "/",
+        user.username,
+        submit='button[type="submit"]',
+        landed="#memory-panel .memory-body",
+    )
+    click(browser, '[data-memory="edit"]')
+    box = browser.find_element(By.ID, "memory-text")
+    assert browser.switch_to.active_element == box
+    box.send_keys("I prefer window seats\n")
+    # Meanwhile the file changes (the assistant, another window).
+    current = read_memory_file(user=user)
+    write_memory_file(user=user, text="I drink black tea\n", if_match=current.etag, actor=user)
+    click(browser, ".memory-edit button[type=submit]")
+    wait(browser, shows(".memory-edit .conflict", "Not saved: your memory changed"))
+    assert text_of(browser, ".memory-edit .current") == "I drink black tea"
+    assert read_memory_file(user=user).text == "I drink black tea\n"
+    check_axe(browser, "412 explained")
+    shot(browser, "1280x800-conflict")
+    click(browser, ".memory-edit button[type=submit]")
+    wait(browser, shows("#memory-panel .file", "I prefer window seats"))
+    assert read_memory_file(user=user).text == "I prefer window seats\nI drink green tea\n"
+    assert browser.switch_to.active_element.get_attribute("id") == "memory-title"
+
+
+def test_stop_aborts_the_streamed_reply_and_keeps_the_message(browser, live_server, settings):
+    user = user_with_memory()
+    with WireServer([(200, b"", "hang")]) as model:  # a model that has not answered yet
+        settings.LLM_BASE_URL = model.url
+        browser.set_window_size(390, 844)
+        log_in(
+            browser,
+            live_server.url + "/",
+            user.username,
+            submit='button[type="submit"]',
+            landed="#memory-panel .memory-body",
+        )
+        browser.find_element(By.ID, "composer-text").send_keys("tell me a long story", Keys.ENTER)
+        wait(browser, lambda d: d.find_element(By.ID, "stop").is_displayed())
+        assert browser.find_element(By.ID, "send").get_attribute("disabled") == "true"
+        wait(browser, lambda d: d.find_elements(By.ID, "live-reply"))
+        assert browser.find_element(By.ID, "live-reply").get_attribute("aria-live") == "polite"
+        click(browser, "#stop")
+        wait(browser, shows("#chat-status", "Stopped"))
+        assert not browser.find_element(By.ID, "stop").is_displayed()
+        assert browser.find_element(By.ID, "send").is_enabled()
+        assert text_of(browser, ".message.user .text") == "tell me a long story"
+        shot(browser, "390x844-stopped")
