@@ -224,3 +224,10 @@ def test_every_text_of_the_page_is_translated_and_the_compiled_catalogue_is_curr
     with (messages / "django.mo").open("rb") as compiled:
         catalogue = gettext.GNUTranslations(compiled)
     assert {msgid: catalogue.gettext(msgid) for msgid in entries} == entries
+
+
+def test_an_empty_reply_is_said_to_be_empty(user, logged_in):
+    thread = user.conversations.get()
+    MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="")
+    html = logged_in.get(f"/page/threads/{thread.thread_id}/messages/").content.decode()
+    assert "(an empty reply)" in html
