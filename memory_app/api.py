@@ -1,5 +1,5 @@
-"""The JSON API under /api/ (django-ninja): chat, the user's own memory and its kept versions,
-settings, threads, export.
+"""The JSON API under /api/ (django-ninja): chat, the user's own memory, its kept versions and
+where each of its lines came from, settings, threads, export.
 
 Thin adapters over the services and selectors. The user always comes from the Django session
 (CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
@@ -18,6 +18,7 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import URLPattern, URLResolver
@@ -30,7 +31,7 @@ from pydantic import ConfigDict, StrictBool, StrictStr
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
 from memory_app import selectors, services
-from memory_app.errors import MemoryVersionNotFound
+from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
 from memory_app.runtime import (
     ChatEvent,
     ChatInputError,
@@ -154,6 +155,38 @@ class MemoryVersionTextOut(Schema):
     sha256: str
     text: str
     size_bytes: int
+
+
+class LineChangeOut(Schema):
+    kind: str = Field(
+        description="the ledger kind of the change that brought the line (agent_added, "
+        "agent_replaced, user_edited, user_restored)"
+    )
+    at: datetime = Field(description="when that change was made")
+    by: Literal["agent", "you", "staff"] = Field(
+        description="`agent` for the agent's write (decided by you or not), `you` for your own "
+        "edit or restore, `staff` for another person's"
+    )
+    run_id: str | None = Field(description="the agent run that wrote it (null: not the agent's)")
+    thread_id: str | None = Field(description="the thread of that run (null: not the agent's)")
+
+
+class EarlierOut(Schema):
+    kind: Literal["earlier"] = Field(
+        description="no recorded change can be shown to have brought the line: it is older "
+        "than the versions kept, the history was forgotten, or the file changed outside the app"
+    )
+
+
+class MemoryLineOut(Schema):
+    number: int = Field(description="1-based, as in the file")
+    text: str = Field(description="the line without its line ending")
+    origin: LineChangeOut | EarlierOut
+
+
+class MemoryLinesOut(Schema):
+    etag: str = Field(description="the etag of the file these lines are from (send as `If-Match`)")
+    lines: list[MemoryLineOut]
 
 
 class SettingsOut(Schema):
@@ -561,6 +594,57 @@ def post_memory_version_restore(
     return _memory_state(request, response, memory)
 
 
+@api.get(
+    "/memory/lines/", response={200: MemoryLinesOut, 409: MemoryProblem, **_COMMON}, tags=["memory"]
+)
+def get_memory_lines(request: HttpRequest, response: HttpResponse) -> Any:
+    """Each line of your MEMORY.md and where it came from: the change that brought it (who, when,
+    and for the agent's writes the run and thread), or `earlier`. A file the agent cannot use
+    (too large, not UTF-8) is a 409, as for GET /api/memory/."""
+    found = selectors.memory_lines(user=request.auth)
+    if found.memory.problem is not None:
+        return _memory_state(request, response, found.memory)
+    # Written as JSON directly: a 128 KiB file has thousands of lines, and validating each
+    # against the schema would cost more than finding their origins. The lines share a few
+    # origins, each serialized once by the same encoder the API uses.
+    origins: dict[int, dict[str, Any]] = {}
+    lines = []
+    for line in found.lines:
+        origin = origins.get(id(line.origin))
+        if origin is None:
+            origin = origins[id(line.origin)] = _origin_json(line.origin)
+        lines.append({"number": line.number, "text": line.text, "origin": origin})
+    shaped = JsonResponse({"etag": found.memory.etag, "lines": lines})
+    shaped["ETag"] = _quoted(found.memory.etag)
+    return shaped
+
+
+def _origin_json(origin: selectors.Origin) -> dict[str, Any]:
+    """An origin as `LineChangeOut` or `EarlierOut` shows it (`at` as the API writes times)."""
+    if "at" not in origin:
+        return {"kind": origin["kind"]}
+    return {**origin, "at": DjangoJSONEncoder().default(origin["at"])}
+
+
+@api.delete(
+    "/memory/lines/{number}/",
+    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    tags=["memory"],
+)
+def delete_memory_line(
+    request: HttpRequest,
+    response: HttpResponse,
+    number: int,
+    if_match: str | None = Header(None, alias="If-Match"),
+) -> Any:
+    """Forget one line: remove line `number` of the file `If-Match` names (the etag the lines
+    came with), as your own edit; the file it replaces is kept as a version. No body."""
+    memory = services.delete_memory_line(
+        user=request.auth, number=number, if_match=_expected_etag(if_match), actor=request.auth
+    )
+    return _memory_state(request, response, memory)
+
+
 @api.get("/settings/", response={200: SettingsOut, **_COMMON}, tags=["settings"])
 def get_settings(request: HttpRequest) -> Any:
     """The memory switch, and whether each memory write waits for your approval."""
@@ -720,6 +804,10 @@ def _on_version_not_found(request: HttpRequest, exc: MemoryVersionNotFound) -> H
     return _error(404, "no such version is kept")
 
 
+def _on_line_not_found(request: HttpRequest, exc: MemoryLineNotFound) -> HttpResponse:
+    return _error(404, "the memory has no such line: GET /api/memory/lines/ again")
+
+
 def _on_workspace_error(request: HttpRequest, exc: WorkspaceError) -> HttpResponse:
     if isinstance(exc, WorkspacePathRefused):
         return _error(403, "your memory file is not a regular file: ask staff to repair it")
@@ -736,6 +824,7 @@ for _exception, _handler in (
     (DatabaseError, _on_database_error),
     (services.MemoryWriteError, _on_memory_error),
     (MemoryVersionNotFound, _on_version_not_found),
+    (MemoryLineNotFound, _on_line_not_found),
     (WorkspaceError, _on_workspace_error),
 ):
     api.add_exception_handler(_exception, _handler)

@@ -18,6 +18,7 @@ __all__ = [
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
+    "MemoryLineNotFound",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
@@ -66,6 +67,10 @@ class MemoryUnavailable(MemoryWriteError):
 class MemoryVersionNotFound(LookupError):
     """No kept version of MEMORY.md has that hash: never kept, removed (pruned or forgotten),
     not the user's, or its bytes no longer match it. A lookup that failed, not a write error."""
+
+
+class MemoryLineNotFound(LookupError):
+    """MEMORY.md has no line of that number (or is not text, so it has no lines at all)."""
 
 
 @contextmanager

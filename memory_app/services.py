@@ -39,6 +39,7 @@ from memory_app.errors import (
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemoryLineNotFound,
     MemoryUnavailable,
     MemoryVersionNotFound,
     MemoryWriteError,
@@ -54,10 +55,17 @@ from memory_app.locks import (
     restore_lock_timeout,
     take_memory_lock,
 )
-from memory_app.memory_file import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_etag
+from memory_app.memory_file import (
+    MEMORY_BULLET_MARKERS,
+    MEMORY_FILE_MAX_BYTES,
+    MemoryFile,
+    memory_etag,
+    split_lines,
+    unbulleted,
+)
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
@@ -73,6 +81,7 @@ __all__ = [
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
+    "MemoryLineNotFound",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
@@ -80,6 +89,7 @@ __all__ = [
     "MemoryWriteStatus",
     "clear_memory",
     "current_tool_call_id",
+    "delete_memory_line",
     "erase_user",
     "forget_memory_versions",
     "hold_memory_locks",
@@ -195,16 +205,6 @@ def _decode_memory(data: bytes) -> str:
         raise MemoryConflict(MemoryConflict.INVALID_ENCODING) from exc
 
 
-# The Markdown bullet markers `remember_memory` follows: a one-line fact appended to a file
-# whose last non-empty line is such a bullet becomes a bullet with the same marker.
-MEMORY_BULLET_MARKERS = ("- ", "* ", "+ ")
-
-
-def _unbulleted(line: str) -> str:
-    """`line` without its leading list marker (and the spaces after it), if it has one."""
-    return line[2:].lstrip(" ") if line.startswith(MEMORY_BULLET_MARKERS) else line
-
-
 def _appended(current: str, content: str) -> str | None:
     """`current` with `content` appended as whole lines, or None if they already stand there.
 
@@ -218,8 +218,8 @@ def _appended(current: str, content: str) -> str | None:
     if f"\n{content}\n" in "\n" + "\n".join(lines) + "\n":
         return None
     if "\n" not in content:
-        fact = _unbulleted(content)
-        if any(_unbulleted(line) == fact for line in lines):
+        fact = unbulleted(content)
+        if any(unbulleted(line) == fact for line in lines):
             return None
         last = next((line for line in reversed(lines) if line), "")
         if content == fact and last.startswith(MEMORY_BULLET_MARKERS):
@@ -462,9 +462,23 @@ def _replace_whole_file(
     user_id: int, data: bytes, *, kind: str, actor, accept: Callable[[str], None]
 ) -> MemoryFile:
     """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees."""
+
+    def rewrite(current: DigestedRead) -> bytes:
+        accept(memory_etag(current.sha256))
+        return data
+
+    return _rewrite_file(user_id, rewrite, kind=kind, actor=actor)
+
+
+def _rewrite_file(
+    user_id: int, rewrite: Callable[[DigestedRead], bytes], *, kind: str, actor
+) -> MemoryFile:
+    """Publish `rewrite(current)` as MEMORY.md, `current` being the file as read under the
+    locks (`rewrite` raises to refuse); a result equal to the file changes and records
+    nothing."""
     with _user_write(user_id) as (workspace, held, _):
         current = workspace.read_digested(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
-        accept(memory_etag(current.sha256))
+        data = rewrite(current)
         unchanged = not current.truncated and current.data == data
         if not unchanged:
             _publish_recorded(
@@ -505,6 +519,34 @@ def _if_current(if_match: object) -> Callable[[str], None]:
             raise MemoryConflict(MemoryConflict.STALE)
 
     return accept
+
+
+def delete_memory_line(*, user, number: int, if_match: str, actor) -> MemoryFile:
+    """Remove line `number` (1-based, with its line ending) from `user`'s MEMORY.md, only if
+    `if_match` is current: a user edit like `write_memory_file` (ledger `user_edited`, the
+    replaced file kept as a version), so "forget this" can be undone by a restore.
+
+    The etag is compared under the locks first (stale: `MemoryConflict("stale")`), since a
+    line's number means something only in the file it was read from; then a number the file
+    has no line for, or a file that is not text, is `MemoryLineNotFound`.
+    """
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise MemoryInputError("number must be a line number")
+    accept = _if_current(if_match)
+
+    def without_line(current: DigestedRead) -> bytes:
+        accept(memory_etag(current.sha256))
+        try:
+            text = None if current.truncated else current.data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        lines = [] if text is None else split_lines(text)
+        if not 1 <= number <= len(lines):
+            raise MemoryLineNotFound(f"MEMORY.md has no line {number}")
+        del lines[number - 1]
+        return "".join(lines).encode("utf-8")
+
+    return _rewrite_file(user.pk, without_line, kind=MemoryEventKind.USER_EDITED, actor=actor)
 
 
 def clear_memory(*, user, actor) -> None:

@@ -83,7 +83,7 @@ LAYERS = {
             "memory_app.locks",
             "memory_app.versions",
         },
-        {"memory_app.login_sessions"},
+        {"memory_app.login_sessions", "memory_app.line_origins"},
         # export and erasure: leaves and the conversations app only
         {"memory_app.user_data"},
         # the memory write and the reads

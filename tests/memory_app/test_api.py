@@ -41,6 +41,8 @@ OPERATIONS = [
     ("delete", "/api/memory/versions/", None),
     ("get", f"/api/memory/versions/{VERSION}/", None),
     ("post", f"/api/memory/versions/{VERSION}/restore/", None),
+    ("get", "/api/memory/lines/", None),
+    ("delete", "/api/memory/lines/1/", None),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
@@ -361,7 +363,12 @@ class TestDocuments:
             if method != "parameters"
         }
         assert operations == {
-            (method.upper(), path.replace(FOREIGN, "{thread_id}").replace(VERSION, "{sha256}"))
+            (
+                method.upper(),
+                path.replace(FOREIGN, "{thread_id}")
+                .replace(VERSION, "{sha256}")
+                .replace("/lines/1/", "/lines/{number}/"),
+            )
             for method, path, _ in OPERATIONS
         }
 
