@@ -24,11 +24,12 @@ from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 
 __all__ = [
     "THREADS_SHOWN",
+    "MESSAGES_SHOWN",
     "MessagesView",
     "memory_fragment",
     "messages_fragment",
     "page",
-    "split_at_prompt_limit",
+    "lines_read_in_full",
     "threads_fragment",
     "version_diff_fragment",
 ]
@@ -39,11 +40,15 @@ THREADS_SHOWN = 30
 MESSAGES_SHOWN = 30
 
 
-def split_at_prompt_limit(text: str) -> tuple[str, str]:
-    """`text` cut where the agent stops reading it (`MEMORY_PROMPT_MAX_BYTES`, a code point
-    split by the cut dropped as the agent's read drops it): what it reads, and the rest."""
-    read = text.encode("utf-8")[: selectors.MEMORY_PROMPT_MAX_BYTES].decode("utf-8", "ignore")
-    return read, text[len(read) :]
+def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
+    """How many of the file's first lines (each with its line ending) lie wholly within the
+    `MEMORY_PROMPT_MAX_BYTES` the agent reads; the panel marks the cut after them."""
+    end = 0
+    for index, line in enumerate(lines):
+        end += len(line.text.encode("utf-8")) + 1
+        if end > selectors.MEMORY_PROMPT_MAX_BYTES:
+            return index
+    return len(lines)
 
 
 @require_GET
@@ -124,14 +129,14 @@ def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
 @require_GET
 @login_required
 def memory_fragment(request: HttpRequest) -> HttpResponse:
-    """The memory panel: MEMORY.md split where the agent stops reading, its size against the
-    cap, and the kept versions."""
-    memory = selectors.read_memory_file(user=request.user)
-    read, unread = split_at_prompt_limit(memory.text or "")
+    """The memory panel: MEMORY.md line by line with where each line came from, marked where
+    the agent stops reading; its size against the cap; the kept versions."""
+    found = selectors.memory_lines(user=request.user)
+    read = lines_read_in_full(found.lines)
     context: dict[str, Any] = {
-        "memory": memory,
-        "read": read,
-        "unread": unread,
+        "memory": found.memory,
+        "read": found.lines[:read],
+        "unread": found.lines[read:],
         "max_bytes": MEMORY_FILE_MAX_BYTES,
         "prompt_bytes": selectors.MEMORY_PROMPT_MAX_BYTES,
         "versions": selectors.list_memory_versions(user=request.user),

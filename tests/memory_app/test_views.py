@@ -19,7 +19,6 @@ from memory_app.selectors import (
     read_memory_file,
 )
 from memory_app.services import write_memory_file
-from memory_app.views import split_at_prompt_limit
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -181,14 +180,25 @@ def test_older_messages_load_through_the_cursor_the_page_holds(user, logged_in):
 
 
 def test_the_panel_marks_where_the_agent_stops_reading(user, logged_in):
-    text = "x" * (MEMORY_PROMPT_MAX_BYTES - 1) + "é" + "hidden from the agent\n"
+    first = "x" * (MEMORY_PROMPT_MAX_BYTES - 1)  # with its "\n": exactly what the agent reads
+    text = f"{first}\nhidden from the agent\n"
     write_memory_file(user=user, text=text, if_match=read_memory_file(user=user).etag, actor=user)
-    read, unread = split_at_prompt_limit(text)
-    assert read == "x" * (MEMORY_PROMPT_MAX_BYTES - 1)  # the split "é" is not read
-    assert unread == "éhidden from the agent\n"
     html = logged_in.get("/page/memory/").content.decode()
-    assert html.index('class="cut"') < html.index("hidden from the agent")
-    assert '<pre class="unread">éhidden from the agent' in html
+    assert html.index(first) < html.index('class="cut"') < html.index("hidden from the agent")
+    assert html.index('class="lines unread"') < html.index("hidden from the agent")
+    shorter = f"{first}\n"  # the whole file is read: nothing to mark
+    write_memory_file(
+        user=user, text=shorter, if_match=read_memory_file(user=user).etag, actor=user
+    )
+    assert 'class="cut"' not in logged_in.get("/page/memory/").content.decode()
+
+
+def test_each_line_says_where_it_came_from_and_can_be_forgotten(user, logged_in):
+    html = logged_in.get("/page/memory/").content.decode()
+    [line] = re.findall(r'<li class="line">.*?</li>', html, re.S)
+    assert '<span class="line-text">I drink tea</span>' in line
+    assert "your edit" in line
+    assert 'data-memory="forget-line" data-number="1"' in line
 
 
 def test_the_page_ships_its_own_scripts_and_htmx_with_its_licence():

@@ -58,6 +58,14 @@ def text_of(driver, selector: str) -> str:
         return ""
 
 
+def line_texts(driver) -> list[str]:
+    """The lines of MEMORY.md as the memory panel lists them."""
+    try:
+        return [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#memory-panel .line-text")]
+    except StaleElementReferenceException:
+        return []
+
+
 def shows(selector: str, text: str):
     """A wait condition: the first element `selector` matches holds `text`."""
     return lambda driver: text in text_of(driver, selector)
@@ -140,6 +148,9 @@ def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
     wait(driver, shows("#memory-panel .file", "I live in Lisbon"))
     assert not driver.find_elements(By.CSS_SELECTOR, ".approval")
     assert "remember_memory: done" in text_of(driver, ".message.assistant .tools")
+    assert line_texts(driver) == ["I drink green tea", "I live in Lisbon"]
+    origin = driver.find_elements(By.CSS_SELECTOR, "#memory-panel .line .origin")[1].text
+    assert origin.startswith("the assistant") and "in this conversation" in origin
     assert "I live in Lisbon" in read_memory_file(user=user).text
     check_axe(driver, "approved")
     shot(driver, f"{size}-approved")
@@ -150,8 +161,7 @@ def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
     check_axe(driver, "compared")
     shot(driver, f"{size}-compared")
     click(driver, '.version:first-child [data-memory="restore"]')
-    wait(driver, lambda d: "Lisbon" not in text_of(d, "#memory-panel .file"))
-    assert text_of(driver, "#memory-panel .file") == "I drink green tea"
+    wait(driver, lambda d: line_texts(d) == ["I drink green tea"])
     assert read_memory_file(user=user).text == "I drink green tea\n"
     check_axe(driver, "restored")
 
@@ -254,6 +264,9 @@ def test_an_edit_over_a_changed_file_explains_the_412_and_saving_again_replaces_
     wait(browser, shows("#memory-panel .file", "I prefer window seats"))
     assert read_memory_file(user=user).text == "I prefer window seats\nI drink green tea\n"
     assert browser.switch_to.active_element.get_attribute("id") == "memory-title"
+    click(browser, '#memory-panel [data-memory="forget-line"][data-number="1"]')
+    wait(browser, lambda d: line_texts(d) == ["I drink green tea"])
+    assert read_memory_file(user=user).text == "I drink green tea\n"
 
 
 def test_stop_aborts_the_streamed_reply_and_keeps_the_message(browser, live_server, settings):

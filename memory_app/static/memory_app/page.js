@@ -349,6 +349,12 @@ memoryPanel.addEventListener("submit", (event) => {
 });
 
 memoryPanel.addEventListener("click", async (event) => {
+  const link = event.target.closest("button[data-open-thread]");
+  if (link) {
+    await openThread(link.dataset.openThread);
+    conversation.focus();
+    return;
+  }
   const button = event.target.closest("button[data-memory]");
   if (!button) return;
   const form = memoryPanel.querySelector(".memory-edit");
@@ -362,6 +368,12 @@ memoryPanel.addEventListener("click", async (event) => {
     await refreshMemory();
   } else if (action === "clear" || action === "forget") {
     const response = await send("DELETE", action === "clear" ? "memory/" : "memory/versions/");
+    await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
+  } else if (action === "forget-line") {
+    const etag = panelBody().dataset.etag;
+    const response = await send("DELETE", `memory/lines/${button.dataset.number}/`, undefined, {
+      "If-Match": `"${etag}"`,
+    });
     await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
   } else if (action === "restore") {
     const etag = panelBody().dataset.etag;
