@@ -1,22 +1,46 @@
 """Shared start of the bench scripts: Django on a database of their own, never the site's.
 
-The benches truncate and seed tables, so they run against `BENCH_DATABASE_URL` (default
-`postgres://postgres@127.0.0.1:5432/yuxi_bench`), created and migrated here when missing.
+The benches truncate and seed tables, so they run against `BENCH_DATABASE_URL` when it is set,
+else a database named after the site's: `DATABASE_URL` (from the environment or `.env`) with
+`_bench` appended to its database name (`.../yuxi_memory` → `.../yuxi_memory_bench`), on the
+same server; created and migrated here when missing. So benches on a shared PostgreSQL (CI,
+several checkouts) follow each one's own database and never collide.
 """
 
 import os
 import secrets
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import environ
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BENCH_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/yuxi_bench"
+# The site's own default database (yuxi_site.settings), when DATABASE_URL is not set either.
+SITE_DATABASE_URL = "postgres://postgres@127.0.0.1:5432/yuxi_memory"
+# What a bench database's name adds to the site's.
+BENCH_SUFFIX = "_bench"
+
+
+def bench_database_url(env: Mapping[str, str]) -> str:
+    """The benches' database: `BENCH_DATABASE_URL` if set, else `DATABASE_URL` (or the site's
+    default) with `BENCH_SUFFIX` appended to its database name."""
+    if env.get("BENCH_DATABASE_URL"):
+        return env["BENCH_DATABASE_URL"]
+    parts = urlsplit(env.get("DATABASE_URL") or SITE_DATABASE_URL)
+    name = parts.path.lstrip("/")
+    if not name:
+        raise SystemExit("DATABASE_URL names no database: set BENCH_DATABASE_URL")
+    return urlunsplit(parts._replace(path=f"/{name}{BENCH_SUFFIX}"))
 
 
 def setup_django() -> None:
     """Point Django at the bench database, make sure it exists and is migrated, set it up."""
-    os.environ["DATABASE_URL"] = os.environ.get("BENCH_DATABASE_URL", BENCH_DATABASE_URL)
+    # `.env` as the settings read it: the environment wins.
+    environ.Env.read_env(PROJECT_ROOT / ".env")
+    os.environ["DATABASE_URL"] = bench_database_url(os.environ)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
     # The settings refuse to start without a strong key; a bench signs nothing that outlives it.
     os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(50))

@@ -8,15 +8,19 @@ Chinese text, hidden threads, tool messages and tool calls. Then prints, per sce
 and p95 latency of the repository call, of the very SQL it sent run bare through psycopg
 (ratio; the two are timed alternately, so both see the same load on a shared machine; each
 statement is checked to be one of the repository's statement constants), and of a naive
-unindexed ILIKE (ILIKE ALL of the terms), followed by the EXPLAIN (ANALYZE, BUFFERS) plans.
-Searches of one term, and of two and three terms in any order (frequent and rare words, Chinese
-pairs and longer runs, a quoted phrase, a short term, no match).
+unindexed ILIKE (ILIKE ANY of the terms, unranked), followed by the EXPLAIN (ANALYZE, BUFFERS)
+plans. Searches of one term, and of two and three terms in any order (frequent and rare words,
+Chinese pairs and longer runs, a quoted phrase, a short term, no match), and a hostile set a
+careless or hostile model could send (terms no index can narrow, 256-character terms, eight
+frequent words, eight one-letter terms, CJK pairs and single CJK characters), for which the
+slowest run is printed too.
 
     .venv/bin/python bench/history.py --before REV
 
 also times each search as the repository of git revision REV made it (its call and its bare
 statements, in the same alternation), so a change of the search statement is measured side by
-side with what it replaces, under the same load.
+side with what it replaces, under the same load (with its own hit count: a change of the
+contract may change the answer).
 """
 
 import argparse
@@ -254,19 +258,33 @@ def _time_alternately(fns: list[Callable[[], object]], runs: int) -> list[list[f
     return samples
 
 
-STATEMENTS = {
-    name: re.compile(
-        "(?:.+?)".join(re.escape(part.replace("%%", "%")) for part in re.split(r"%\(\w+\)s", sql)),
-        re.DOTALL,
+def _statement_pattern(sql: str) -> re.Pattern:
+    """`sql` as sent, its parameters bound: a regex."""
+    parts = re.split(r"%\(\w+\)s", sql)
+    return re.compile(
+        "(?:.+?)".join(re.escape(part.replace("%%", "%")) for part in parts), re.DOTALL
     )
-    for name, sql in vars(repository).items()
-    if name.endswith("_SQL")
+
+
+# The search statements by their number of terms (SEARCH_SQL is the last of them).
+STATEMENTS = {
+    **{
+        name: _statement_pattern(sql)
+        for name, sql in vars(repository).items()
+        if name.endswith("_SQL") and name != "SEARCH_SQL"
+    },
+    **{
+        f"SEARCH_{n}_SQL": _statement_pattern(sql)
+        for n, sql in enumerate(repository.SEARCH_SQLS, 1)
+    },
 }
 
 
 def _statement_name(sql: str) -> str:
     """Which of the repository's statement constants `sql` (as sent, parameters bound) is."""
     names = [name for name, pattern in STATEMENTS.items() if pattern.fullmatch(sql)]
+    if len(names) > 1:  # the search statements differ in their number of term slots
+        names = [name for name in names if name == f"SEARCH_{sql.count('LIKE CASE WHEN')}_SQL"]
     if len(names) != 1:
         raise SystemExit(f"not one repository statement: {names}\n{sql}")
     return names[0].removesuffix("_SQL")
@@ -313,7 +331,7 @@ def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[]
                 "WHERE c.user_id = %s AND c.status = 'active' AND c.parent_id IS NULL "
                 "AND c.source NOT IN ('agent_call', 'agent_evaluation') "
                 "AND m.role IN ('user', 'assistant') AND m.message_type = 'text' "
-                "AND m.content ILIKE ALL (%s) ORDER BY m.created_at DESC, m.id DESC LIMIT 10",
+                "AND m.content ILIKE ANY (%s) ORDER BY m.created_at DESC, m.id DESC LIMIT 10",
                 [uid, patterns],
             )
             cur.fetchall()
@@ -341,6 +359,8 @@ def _old_message(uid: int, pattern: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", metavar="REV", help="also time the searches of revision REV")
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"calls per scenario ({RUNS})")
+    parser.add_argument("--only", metavar="REGEX", help="only the scenarios whose name matches")
     args = parser.parse_args()
     before = _repository_at(args.before) if args.before else None
     with psycopg.connect(_dsn()) as conn:
@@ -407,6 +427,19 @@ def main() -> None:
         ("2 terms Chinese + 1 char", f"{old_chinese[1:3]} {old_chinese[5]}"),
         ("3 terms no match", f"{WORDS[3]} qxzvjw {HANZI[0]}{HANZI[1]}"),
     ]
+    hostile = [
+        ("hostile C++", "C++"),
+        ("hostile ...", "..."),
+        ("hostile %%%", "%%%"),
+        ("hostile 256 %", "%" * 256),
+        ("hostile 256 letters", (WORDS[3] * 64)[:256]),
+        ("hostile 100 dashes", "\u2014" * 100),
+        ("hostile 8 frequent words", " ".join(WORDS[:8])),
+        ("hostile 8 one-letter", "a e i o u k r t"),
+        ("hostile 4 CJK pairs", " ".join(HANZI[i] + HANZI[i + 1] for i in range(0, 8, 2))),
+        ("hostile 4 CJK chars", " ".join(HANZI[:4])),
+    ]
+    searches += hostile
     scenarios: list[tuple[str, Callable[[], dict], str | None]] = [
         (name, functools.partial(search_thread_messages, uid, query, limit=10), query)
         for name, query in searches
@@ -429,13 +462,16 @@ def main() -> None:
             None,
         ),
     ]
+    if args.only:
+        scenarios = [s for s in scenarios if re.search(args.only, s[0])]
     plans: list[tuple[str, str]] = []
     header = (
         f"{'scenario':<26}{'statements':<28}{'hits':>5}{'repo med':>10}{'repo p95':>10}"
-        f"{'bare med':>10}{'bare p95':>10}{'ratio':>7}{'naive med':>11}{'naive/repo':>11}"
+        f"{'repo max':>10}{'bare med':>10}{'bare p95':>10}{'ratio':>7}{'naive med':>11}"
+        f"{'naive/repo':>11}"
     )
     if before is not None:
-        header += f"{'before med':>12}{'before p95':>12}{'ratio':>7}"
+        header += f"{'hits':>5}{'before med':>12}{'before p95':>12}{'before max':>12}{'ratio':>7}"
     print(header)
     print("-" * len(header))
     with psycopg.connect(_dsn(), autocommit=True) as bare_conn:
@@ -450,13 +486,13 @@ def main() -> None:
             hits = len(result.get("results", result.get("messages", [])))
             timed = [call, _bare(bare_conn, statements)]
             before_call = before_calls.get(name)
+            before_hits = ""
             if before_call is not None:
                 with CaptureQueriesContext(connection) as captured:
-                    if before_call() != result:
-                        raise SystemExit(f"{name}: the two revisions answer differently")
+                    before_hits = f"{len(before_call()['results']):>5}"
                 before_statements = [q["sql"] for q in captured.captured_queries]
                 timed += [before_call, _bare(bare_conn, before_statements)]
-            repo, bare, *before_times = _time_alternately(timed, RUNS)
+            repo, bare, *before_times = _time_alternately(timed, args.runs)
             repo_med, repo_p95 = _percentiles(repo)
             bare_med, bare_p95 = _percentiles(bare)
             naive = ""
@@ -466,10 +502,14 @@ def main() -> None:
             if before_times:
                 old_med, old_p95 = _percentiles(before_times[0])
                 old_bare_med, _ = _percentiles(before_times[1])
-                naive += f"{old_med:>10.2f}ms{old_p95:>10.2f}ms{old_med / old_bare_med:>6.2f}x"
+                naive += (
+                    f"{before_hits}{old_med:>10.2f}ms{old_p95:>10.2f}ms"
+                    f"{max(before_times[0]):>10.2f}ms{old_med / old_bare_med:>6.2f}x"
+                )
             print(
-                f"{name:<26}{names:<28}{hits:>5}{repo_med:>8.2f}ms{repo_p95:>8.2f}ms{bare_med:>8.2f}ms"
-                f"{bare_p95:>8.2f}ms{repo_med / bare_med:>6.2f}x{naive}",
+                f"{name:<26}{names:<28}{hits:>5}{repo_med:>8.2f}ms{repo_p95:>8.2f}ms"
+                f"{max(repo):>8.2f}ms{bare_med:>8.2f}ms{bare_p95:>8.2f}ms"
+                f"{repo_med / bare_med:>6.2f}x{naive}",
                 flush=True,
             )
             for sql in statements:

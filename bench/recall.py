@@ -2,21 +2,22 @@
 
     .venv/bin/python bench/recall.py   (BENCH_DATABASE_URL picks the database; see benchenv)
 
-Loads the labelled set `bench/recall_set/lookback.json` (written by `make_recall_set.py`) as
-one user's history into the bench database, next to whatever else it holds (the 1M-message
-seed of `history.py`, so the indexes are as large as there), then asks every question with
+Loads each labelled set, `bench/recall_set/lookback.json` (written by `make_recall_set.py`) and
+`bench/recall_set/second.json` (written apart by `make_second_recall_set.py`), as one user's
+history each into the bench database, next to whatever else it holds (the 1M-message seed of
+`history.py`, so the indexes are as large as there), then asks every question of a set with
 each search, side by side, the three timed in turn on each question:
 
 - literal: the search before terms, its statements copied here as they were (the query one
   case-insensitive substring, served by the same indexes);
-- terms: `search_thread_messages` as it is (the whole call, its Python included);
+- ranked: `search_thread_messages` as it is (the whole call, its Python included);
 - full text: PostgreSQL's own ranking, `to_tsvector('simple', content)` matched with
   `websearch_to_tsquery('simple', query)` and ordered by `ts_rank`, then newest first, over the
   same visibility, with a GIN index of its own on this user's messages (made here, bench only).
 
-Prints recall@1, @5 and @10 (the share of questions whose fact is among the first k hits),
-p50 and p95 latency, recall@10 per language and kind of question, and how many hits came from
-the hidden threads that repeat facts (always 0, or a visibility bug).
+Prints, per set, recall@1, @5 and @10 (the share of questions whose fact is among the first k
+hits), p50 and p95 latency, recall@1 and @5 per language and kind of question, and how many
+hits came from the hidden threads that repeat facts (always 0, or a visibility bug).
 """
 
 import json
@@ -43,12 +44,15 @@ from conversations.repository import (  # noqa: E402
     search_thread_messages,
 )
 
-SET_PATH = Path(__file__).resolve().parent / "recall_set" / "lookback.json"
-USERNAME = "bench-recall"
+SETS_DIR = Path(__file__).resolve().parent / "recall_set"
+# (name, file, the user that holds it)
+SETS = [
+    ("first set", "lookback.json", "bench-recall"),
+    ("second set", "second.json", "bench-recall-2"),
+]
 LIMIT = 10
 ROUNDS = 5
 KS = (1, 5, 10)
-FTS_INDEX = "bench_recall_fts_idx"
 T0 = datetime(2025, 6, 1, tzinfo=UTC)
 
 # The search before terms, as `conversations/repository.py` sent it: the whole query one
@@ -93,15 +97,16 @@ LIMIT %(limit)s
 """
 
 
-def _load(data: dict) -> tuple[int, list[int]]:
-    """The set as the bench user's history (replacing an earlier load); its message ids."""
-    user, _ = get_user_model().objects.get_or_create(username=USERNAME)
+def _load(data: dict, username: str) -> tuple[int, list[int]]:
+    """The set as the history of the bench user `username` (replacing an earlier load); its
+    message ids."""
+    user, _ = get_user_model().objects.get_or_create(username=username)
     with transaction.atomic():
         Message.objects.filter(conversation__user=user).delete()
         Conversation.objects.filter(user=user).delete()
         threads = Conversation.objects.bulk_create(
             Conversation(
-                thread_id=f"recall-{n}",
+                thread_id=f"{username}-{n}",
                 user=user,
                 title=thread["title"],
                 status=thread["status"],
@@ -121,9 +126,10 @@ def _load(data: dict) -> tuple[int, list[int]]:
     with connection.cursor() as cursor:
         for index in ("message_owner_trgm_idx", "message_owner_bigram_idx"):
             cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
-        cursor.execute(f"DROP INDEX IF EXISTS {FTS_INDEX}")
+        fts_index = f"bench_recall_fts_{int(user.pk)}_idx"
+        cursor.execute(f"DROP INDEX IF EXISTS {fts_index}")
         cursor.execute(
-            f"CREATE INDEX {FTS_INDEX} ON conversations_message "
+            f"CREATE INDEX {fts_index} ON conversations_message "
             f"USING gin (to_tsvector('simple', content)) WHERE owner_id = {int(user.pk)}"
         )
         cursor.execute("ANALYZE conversations_conversation")
@@ -160,7 +166,7 @@ def _full_text(uid: int, query: str) -> list[int]:
 
 METHODS: dict[str, Callable[[int, str], list[int]]] = {
     "literal (before)": _literal,
-    "terms (now)": _terms,
+    "ranked (now)": _terms,
     "full text (simple)": _full_text,
 }
 
@@ -170,12 +176,15 @@ def _percentile(samples: list[float], share: float) -> float:
     return ordered[max(0, round(share * len(ordered)) - 1)]
 
 
-def main() -> None:
-    data = json.loads(SET_PATH.read_text(encoding="utf-8"))
+def _measure(path: Path, username: str) -> tuple[dict, dict, dict, dict]:
+    """Ask every question of the set at `path`, loaded as `username`'s history: per search,
+    the rank of the fact in each question's hits (None when missing), the timings, and the
+    hits from hidden threads; and the set itself."""
+    data = json.loads(path.read_text(encoding="utf-8"))
     started = time.perf_counter()
-    uid, ids = _load(data)
+    uid, ids = _load(data, username)
     print(
-        f"loaded {len(ids):,} messages, {len(data['questions'])} questions "
+        f"{path.name}: loaded {len(ids):,} messages, {len(data['questions'])} questions "
         f"in {time.perf_counter() - started:.0f} s",
         flush=True,
     )
@@ -199,31 +208,51 @@ def main() -> None:
                     hidden_hits[name] += len(hidden.intersection(found))
                 else:
                     times[name].append(taken)
+    return data, ranks, times, hidden_hits
 
+
+def _recall(ranks: list[int | None], k: int) -> float:
+    return sum(1 for r in ranks if r and r <= k) / len(ranks)
+
+
+def main() -> None:
+    measured = {
+        name: _measure(SETS_DIR / file_name, username) for name, file_name, username in SETS
+    }
     header = (
-        f"{'search':<20}{'recall@1':>9}{'recall@5':>9}{'recall@10':>10}"
+        f"{'set':<12}{'search':<20}{'recall@1':>9}{'recall@5':>9}{'recall@10':>10}"
         f"{'p50 ms':>9}{'p95 ms':>9}{'hidden hits':>13}"
     )
     print(f"\n{header}\n{'-' * len(header)}")
-    for name in METHODS:
-        recalls = [sum(1 for r in ranks[name] if r and r <= k) / len(ranks[name]) for k in KS]
-        cells = "".join(f"{r:>9.2f}" for r in recalls[:2]) + f"{recalls[2]:>10.2f}"
-        print(
-            f"{name:<20}{cells}{statistics.median(times[name]):>9.2f}"
-            f"{_percentile(times[name], 0.95):>9.2f}{hidden_hits[name]:>13}"
-        )
+    for set_name, (_, ranks, times, hidden_hits) in measured.items():
+        for name in METHODS:
+            recalls = [_recall(ranks[name], k) for k in KS]
+            cells = "".join(f"{r:>9.2f}" for r in recalls[:2]) + f"{recalls[2]:>10.2f}"
+            print(
+                f"{set_name:<12}{name:<20}{cells}{statistics.median(times[name]):>9.2f}"
+                f"{_percentile(times[name], 0.95):>9.2f}{hidden_hits[name]:>13}"
+            )
 
-    groups = sorted({(q["lang"], q["kind"]) for q in data["questions"]})
-    print(f"\nrecall@10 by language and kind of question\n{'group':<20}{'questions':>10}", end="")
-    print("".join(f"{name:>20}" for name in METHODS))
-    for lang, kind in groups:
-        members = [
-            i for i, q in enumerate(data["questions"]) if (q["lang"], q["kind"]) == (lang, kind)
+    for set_name, (data, ranks, _, _) in measured.items():
+        groups = sorted({(q["lang"], q["kind"]) for q in data["questions"]})
+        print(f"\n{set_name}: recall@1 / recall@5 by language and kind of question")
+        print(f"{'group':<22}{'questions':>10}" + "".join(f"{name:>20}" for name in METHODS))
+        for lang, kind in groups:
+            members = [
+                i for i, q in enumerate(data["questions"]) if (q["lang"], q["kind"]) == (lang, kind)
+            ]
+            cells = "".join(
+                f"{_recall([ranks[name][i] for i in members], 1):>15.2f} / "
+                f"{_recall([ranks[name][i] for i in members], 5):.2f}"
+                for name in METHODS
+            )
+            print(f"{lang + ' ' + kind:<22}{len(members):>10}{cells}")
+        misses = [
+            (q["query"], ranks["ranked (now)"][i])
+            for i, q in enumerate(data["questions"])
+            if not ranks["ranked (now)"][i] or ranks["ranked (now)"][i] > 1
         ]
-        cells = "".join(
-            f"{sum(1 for i in members if ranks[name][i]) / len(members):>20.2f}" for name in METHODS
-        )
-        print(f"{lang + ' ' + kind:<20}{len(members):>10}{cells}")
+        print(f"{set_name}: ranked, the fact not first: {misses}")
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ mid-load, then a check of every promise the app makes.
 
     .venv/bin/python bench/soak.py            (full: 200 users, 1,000 requests)
     .venv/bin/python bench/soak.py --small    (CI: 8 users, 60 requests, well under a minute)
+    [--postgres-port 8398] [--site-port 8399]  (fixed ports, never random: give each run its own)
 
-On its own it: starts a PostgreSQL cluster in a temporary directory (its own port, loopback
-only; run as the `postgres` OS user when started as root), migrates it, creates users with
+On its own it: starts a PostgreSQL cluster in a temporary directory (on --postgres-port,
+loopback only; run as the `postgres` OS user when started as root), migrates it, creates users with
 memory on and logged-in sessions directly in the database, starts gunicorn as
 scripts/serve-production does (several uvicorn worker processes, the scripted model), sends a
 bounded number of concurrent `POST /api/chat/ {"message": "remember that <unique fact>"}`
@@ -127,10 +128,24 @@ class Report:
         self.violations.append(message)
 
 
-def _free_port() -> int:
+# The ports the harness listens on unless told others (--postgres-port, --site-port): fixed,
+# never random, so a shared machine or CI can give each run its own.
+POSTGRES_PORT = 8398
+SITE_PORT = 8399
+
+
+def _require_free(port: int) -> int:
+    """`port` if nothing listens on it on the loopback address; else exit saying which option
+    chooses another."""
     with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError as exc:
+            sys.exit(
+                f"soak: port {port} is taken ({exc.strerror}): choose free ones with "
+                "--postgres-port and --site-port"
+            )
+    return port
 
 
 def _postgres_bin() -> Path:
@@ -148,11 +163,11 @@ class Cluster:
     """A throw-away PostgreSQL cluster on a loopback port, owned by the `postgres` OS user
     when the harness runs as root (initdb refuses root)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, port: int) -> None:
         self.bin = _postgres_bin()
         self.dir = root / "pg"
         self.data = self.dir / "data"
-        self.port = _free_port()
+        self.port = port
         self.dir.mkdir()
         self.as_postgres = os.geteuid() == 0
         if self.as_postgres:
@@ -211,8 +226,8 @@ class Cluster:
 class Site:
     """gunicorn serving the ASGI app with uvicorn workers (gunicorn.conf.py) on a loopback port."""
 
-    def __init__(self, root: Path, env: dict[str, str], config: Config) -> None:
-        self.port = _free_port()
+    def __init__(self, root: Path, env: dict[str, str], config: Config, port: int) -> None:
+        self.port = port
         self.log = root / "gunicorn.log"
         self.env = {
             **env,
@@ -529,13 +544,13 @@ def verify(report: Report, jobs: list[Job], answers: dict[int, Answer], users: l
     report.figures["facts found, not confirmed"] = len(set(found) - confirmed)
 
 
-def soak(config: Config, seed: int) -> Report:
+def soak(config: Config, seed: int, *, postgres_port: int, site_port: int) -> Report:
     report = Report()
     started = time.monotonic()
     deadline = started + config.deadline_seconds
     root = Path(tempfile.mkdtemp(prefix="yuxi-soak-"))
     root.chmod(0o755)  # the postgres user must reach its directory inside
-    cluster = Cluster(root)
+    cluster = Cluster(root, postgres_port)
     site = None
     try:
         cluster.init()
@@ -576,7 +591,7 @@ def soak(config: Config, seed: int) -> Report:
         users = create_users(config.users)
         connection.close()
 
-        site = Site(root, env, config)
+        site = Site(root, env, config, site_port)
         site.start()
         site.wait_ready(config.workers, min(deadline, time.monotonic() + 60))
 
@@ -616,18 +631,39 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="the CI configuration")
     parser.add_argument("--seed", type=int, default=10)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--postgres-port",
+        type=int,
+        default=POSTGRES_PORT,
+        help=f"the private PostgreSQL cluster's loopback port (default {POSTGRES_PORT})",
+    )
+    parser.add_argument(
+        "--site-port",
+        type=int,
+        default=SITE_PORT,
+        help=f"gunicorn's loopback port (default {SITE_PORT})",
+    )
+    return parser.parse_args(argv)
+
+
+def main() -> None:
+    args = parse_args()
     config = SMALL if args.small else FULL
     signal.signal(signal.SIGTERM, _interrupt)
     print(
         f"soak: {config.users} users, {config.requests} requests, {config.concurrency} clients, "
         f"gunicorn {config.workers} uvicorn workers, seed {args.seed}"
     )
-    report = soak(config, args.seed)
+    report = soak(
+        config,
+        args.seed,
+        postgres_port=_require_free(args.postgres_port),
+        site_port=_require_free(args.site_port),
+    )
 
     def by_status(counter: Counter) -> str:
         return ", ".join(f"{status}: {n}" for status, n in sorted(counter.items(), key=str))

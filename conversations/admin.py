@@ -15,7 +15,7 @@ from django.db.models import F, Model, Q, QuerySet
 from django.db.models.fields.json import KeyTextTransform
 from django.http import HttpRequest
 from django.template.loader import render_to_string
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
@@ -30,13 +30,16 @@ from conversations.repository import READ_RESPONSE_MAX_BYTES, HistoryNotFound, r
 from conversations.repository import to_json as history_json
 from conversations.runs import db_clock
 from conversations.selectors import (
+    RELATED_ROWS_SHOWN,
     RelatedRows,
     child_runs,
+    decided_calls,
     message_tool_calls,
     raw_messages_excerpt,
     thread_child_threads,
     thread_runs,
 )
+from conversations.services import DECLINED
 from yuxi_site.admin import (
     LIST_EXCERPT_BYTES,
     ChosenRowFilter,
@@ -585,6 +588,43 @@ class ToolCallAdmin(ReadOnlyAdmin):
         return self.field_excerpt(obj, "metadata")
 
 
+def _decision_outcome(*, interrupted: AgentRun, deciding: AgentRun) -> SafeString:
+    """What the user's decision did, in words, with the text the write proposed (or wrote)."""
+    parts = []
+    for call in decided_calls(interrupted=interrupted, deciding=deciding)[:RELATED_ROWS_SHOWN]:
+        text = call.input.get("content") if isinstance(call.input, dict) else None
+        replaces = call.input.get("replaces") if isinstance(call.input, dict) else None
+        written = call.status == ToolCall.Status.SUCCESS
+        if written:
+            outcome = f"approved: written ({_result_status(call.output) or 'done'})"
+        elif call.error == DECLINED:
+            outcome = "declined: nothing written"
+        elif call.status == ToolCall.Status.PENDING:
+            outcome = "decided, but the write never finished"
+        else:
+            refusal = _result_status(call.output) or "error"
+            outcome = f"approved, but refused when it ran ({refusal})"
+        label = "text written" if written else "proposed text"
+        parts.append(
+            format_html(
+                '<div class="yuxi-decision"><strong>{}</strong>{}{}</div>',
+                outcome,
+                format_html(" · {}: <q>{}</q>", label, text) if isinstance(text, str) else "",
+                format_html(" · replacing: <q>{}</q>", replaces)
+                if isinstance(replaces, str)
+                else "",
+            )
+        )
+    return format_html_join("", "{}", ((part,) for part in parts))
+
+
+def _result_status(output: str) -> str | None:
+    """The `status` of a tool's JSON result, if it has one."""
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        return str(json.loads(output)["status"])
+    return None
+
+
 @admin.register(AgentRun)
 class AgentRunAdmin(ReadOnlyAdmin):
     list_display = (
@@ -719,12 +759,22 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="decision")
     def resumes_link(self, obj: AgentRun) -> SafeString | str:
         if obj.resumes_id is not None:
+            interrupted = AgentRun(pk=obj.resumes_id, run_id=obj.resumes_uuid)
             return format_html(
-                "resumes {}", change_link(AgentRun, obj.resumes_id, obj.resumes_uuid)
+                "resumes {}{}",
+                change_link(AgentRun, obj.resumes_id, obj.resumes_uuid),
+                _decision_outcome(interrupted=interrupted, deciding=obj),
             )
         if obj.resumed_by_id is not None:
+            deciding = AgentRun(
+                pk=obj.resumed_by_id,
+                run_id=obj.resumed_by_uuid,
+                conversation_id=obj.conversation_id,
+            )
             return format_html(
-                "decided by {}", change_link(AgentRun, obj.resumed_by_id, obj.resumed_by_uuid)
+                "decided by {}{}",
+                change_link(AgentRun, obj.resumed_by_id, obj.resumed_by_uuid),
+                _decision_outcome(interrupted=obj, deciding=deciding),
             )
         if obj.status == AgentRun.Status.INTERRUPTED:
             return "— (waiting for the user's decision)"

@@ -11,7 +11,7 @@ comment above them). Every budget is counted on UTF-8 bytes; response caps on
 import json
 import math
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, date, datetime
 from typing import Any, NamedTuple
 
 from django.db import connection
@@ -37,6 +37,7 @@ __all__ = [
     "SEARCH_LIMIT_MAX",
     "SEARCH_RESPONSE_MAX_BYTES",
     "SNIPPET_MAX_BYTES",
+    "TIME_BOUND_FORMAT",
     "TITLE_MAX_BYTES",
     "TOOL_CALLS_MAX",
     "TOOL_CALLS_MAX_BYTES",
@@ -50,14 +51,39 @@ __all__ = [
 
 QUERY_MAX_CHARS = 256
 QUERY_TERMS_MAX = 8
-# Newest visible messages a search scans for a full page of hits before it uses the indexes.
+# The newest visible messages a search walks: every term is checked on each, and a term no
+# index can narrow (no run of three letters or digits, not a CJK pair) is only ever checked
+# on these, so no query walks more. They also give each term's frequency, hence its weight.
 SEARCH_WINDOW = 1_000
 # A term found in this many of those newest messages is frequent: while another term is found
-# in fewer, the frequent one is checked on what the index found rather than looked up in it.
+# in fewer, the frequent one is checked on what the index found rather than looked up in it;
+# a term found in fewer is rare, and its own newest messages are candidates (TERM_CANDIDATES).
 FREQUENT_TERM_HITS = 10
-# A term this long or longer is served by the trigram index; a shorter one (but a CJK pair)
-# only narrows.
+# Candidates with every term: at most this many, the newest.
+SEARCH_CANDIDATES = 50
+# Candidates with one rare term (or a form of it): at most this many per term, the newest.
+TERM_CANDIDATES = 50
+# A run of this many letters or digits has a trigram, so the trigram index serves its term.
 TRIGRAM_TERM_MIN_CHARS = 3
+# What a term found only in another form (`_form`) weighs, beside 1 as written.
+FORM_WEIGHT = 0.5
+# Terms whose first positions lie closer than this many characters count double (relevance
+# times 2); each doubling of the distance beyond halves the bonus (1.5 up to 3 times this,
+# 1.25 up to 7 times...), so two wordings of the same fact rank alike, newest first.
+NEAR_CHARS = 16
+# Word endings a term of letters is cut at to find its other forms (longest first), leaving
+# at least STEM_MIN_CHARS: "allergy" and "allergic" both find "allerg".
+STEM_SUFFIXES = (
+    "ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ies", "ied", "ers", "er",
+    "ed", "es", "ic", "ly", "s", "y", "e",
+)  # fmt: skip
+STEM_MIN_CHARS = 4
+# A run of this many CJK characters or more is also found by half its two-character pieces
+# ("妹妹婚礼" in "妹妹的婚礼": 妹妹 and 婚礼 of 妹妹, 妹婚, 婚礼).
+CJK_RUN_MIN_CHARS = 4
+TIME_BOUND_FORMAT = (
+    "an ISO 8601 date or datetime in UTC, such as 2026-06-14 or 2026-06-14T09:30:00Z"
+)
 SEARCH_LIMIT_MAX = 10
 SNIPPET_MAX_BYTES = 512
 # Context kept before the match in a snippet; the rest of the snippet follows the match.
@@ -105,104 +131,250 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # function from migration 0008, equal to Python's `isoformat()` of the UTC value): no Python
 # per message for them.
 
-# Every term, in any order, in two steps, the second run only when the first falls short
-# (`newest`, the user's SEARCH_WINDOW newest visible messages, is inlined where it is used):
-#   recent  the user's SEARCH_WINDOW newest visible messages, every term a LIKE pattern
-#           (`every`: `%`, `_` and `\` escaped). When they hold a full page of hits, those are
-#           the newest hits of all: frequent terms cost a short walk, whatever the planner
-#           would have estimated for several of them together (it multiplies their
-#           frequencies, and counts the user once for the message and once for the thread).
-#   indexed all the user's visible messages, each term in the condition that serves it; a
-#           condition whose parameter is NULL folds away while planning (`NULL IS NULL OR
-#           ...` is true), so each query is planned with only the conditions it has:
-#             pattern_1..8  a term of 3+ characters as a LIKE pattern: the trigram index;
-#             pairs         the terms of two caseless CJK characters: containing such a pair
-#                           is having it among the content's bigrams, the bigram index;
-#             checked       the short terms' patterns, or every term's when one may be
-#                           left to it (below): LIKE ALL is never an index condition, so a
-#                           short term only narrows what the others found, and a query of
-#                           short terms only walks the user's newest messages.
-#   Frequent beside rare: a GIN scan walks the posting lists of every trigram of every term
-#   it is given, also when a rare term alone yields a few hundred candidates (a frequent word
-#   beside a rare one cost 2-3 times the rare one alone at 1M messages). So, only when the
-#   indexed step runs, `probed` counts each index-served term (`served`: the trigram terms in
-#   slot order, then the pairs; NULL when no trigram term has another term beside it) in the
-#   user's SEARCH_WINDOW newest visible messages, stopping at FREQUENT_TERM_HITS. When some
-#   term is found fewer times, each trigram term found that often is `filtered`: its slot's
-#   pattern becomes '%', which the trigram index leaves out of the scan (no trigram; the
-#   other conditions drive it), and the term is still required by `checked`. So the terms
-#   found fewer times, at least one, always drive the index; a pair is never filtered (the
-#   numbers of the pairs name slots left NULL). Which terms are filtered changes the cost,
-#   never the result.
+# A search ranks (any term matches), in one statement of these steps (each `... AS
+# MATERIALIZED` runs once, and only if a step that runs reads it):
+#   visible the ids of the user's visible threads: every scan of messages keeps those in them.
+#   newest  the user's SEARCH_WINDOW newest messages of the visible kinds within the time
+#           bounds, of visible threads; inlined, so a step that stops early (a page of
+#           messages with every term, a probe) walks only its part. Its size bounds every
+#           walk: a term the indexes cannot narrow is only ever checked here. `cased` is the
+#           whole of it, each message cased once, for the steps that read all of it.
+#   terms   each distinct term: as written (`bare`, cased in SQL, for STRPOS), its `form` (a
+#           LIKE pattern of its stem, or itself), a CJK run's `grams` (half of which are
+#           another form of it) and `chars`, the `anchor` a form match is placed by, its
+#           trigram slot, and whether an index serves it.
+#   probed  how many of the newest messages hold each term, counted up to FREQUENT_TERM_HITS.
+#   window_every / every  the candidates with every term: the newest window's when it holds
+#           a page of them, else the newest SEARCH_CANDIDATES of all the user's messages with
+#           every term, each term in the condition its index serves (below). Not run when no
+#           term is index-served (`indexed` false): such a query only walks the window.
+#   weights each term's BM25 idf among the newest messages (the rarer, the heavier), counted
+#           only when partial matches are ranked (else all alike).
+#   partial only when `every` holds less than a page and there are several terms: the
+#           window's messages with any term (or a form of it), and for each term found in
+#           fewer than FREQUENT_TERM_HITS of them (a rare one) and served by an index, the
+#           newest TERM_CANDIDATES of all the user's messages with it (`_LOOKUP_TEMPLATE`).
+#   scored  each candidate's terms found (as written or in another form), their weights (a
+#           form match weighs FORM_WEIGHT, a CJK run's times the share of its characters
+#           found), and how close together they are (the span of their first positions);
+#           ranked: terms found, then relevance, then newest.
+# The indexed step of `every`, per term: the conditions whose parameter is NULL fold away while
+# planning (`NULL IS NULL OR ...`), so each query is planned with only the conditions it has:
+#   pattern_1..8  a term with a trigram (a run of 3+ letters or digits) as a LIKE pattern: the
+#                 trigram index;
+#   pairs         the terms of two caseless CJK characters: containing such a pair is having it
+#                 among the content's bigrams, the bigram index;
+#   checked       the other terms' patterns, or every term's when one may be left to it
+#                 (below): LIKE ALL is never an index condition, so such a term only narrows
+#                 what the others found.
+#   Frequent beside rare: a GIN scan walks the posting lists of every trigram of every term it
+#   is given, also when a rare term alone yields a few hundred candidates. So when some
+#   index-served term is found in fewer of the newest messages than FREQUENT_TERM_HITS, each
+#   trigram term found at least that often is `filtered`: its slot's pattern becomes '%',
+#   which the trigram index leaves out of the scan (no trigram; the other conditions drive
+#   it), and the term is still required by `checked`. Which terms are filtered changes the
+#   cost, never the result.
 # Pattern arrays arrive in array text form and are cased by UPPER as a whole (Python's case
 # mapping is not PostgreSQL's). The outer query cuts snippets for the kept hits only, around
-# the first occurrence of the first term (`first`).
-SEARCH_SQL = """
-WITH newest AS NOT MATERIALIZED (
-    SELECT m.id, m.conversation_id, m.role, m.created_at, m.content
-    FROM conversations_message m
-    WHERE m.owner_id = %(owner)s
-      AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-    ORDER BY m.created_at DESC, m.id DESC
-    LIMIT %(window)s
-),
-recent AS MATERIALIZED (
-    SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
-    FROM newest m
-    INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+# the first position of the first term found, in query order.
+
+
+# One rare term's own candidates (see the comment above), for term number `n`.
+_LOOKUP_TEMPLATE = """    UNION
+    (SELECT m.id
+     FROM conversations_message m
+     WHERE %(several)s
+       AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
+       AND (SELECT count(*) FROM every) < %(limit)s
+       AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
+       AND m.id NOT IN (SELECT id FROM every)
+       AND m.owner_id = %(owner)s
+       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+       AND (%(like_{n})s::text IS NULL
+            OR UPPER(m.content) LIKE (SELECT UPPER(%(like_{n})s::text)))
+       AND (%(pairs_{n})s::text IS NULL
+            OR yuxi_cjk_bigrams(UPPER(m.content)) && %(pairs_{n})s::text[])
+     ORDER BY m.created_at DESC, m.id DESC
+     LIMIT %(term_candidates)s)"""
+
+
+def _found_sql(text: str) -> str:
+    """SQL: whether the cased text `text` holds the term `t` (a row of `terms`) in some form:
+    its form's pattern, or, for a CJK run, at least half its bigrams."""
+    return (
+        f"({text} LIKE t.form OR (t.grams IS NOT NULL AND (SELECT count(*) FROM unnest(t.grams)"
+        f" g WHERE STRPOS({text}, g) > 0) * 2 >= cardinality(t.grams)))"
+    )
+
+
+_SEARCH_TEMPLATE = """
+WITH visible AS MATERIALIZED (
+    SELECT array_agg(c.id) AS ids
+    FROM conversations_conversation c
     WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
-      AND UPPER(m.content) LIKE ALL (UPPER(%(every)s::text)::text[])
-    ORDER BY m.created_at DESC, m.id DESC
-    LIMIT %(limit)s
+),
+newest AS NOT MATERIALIZED (
+    SELECT m.id, m.created_at, m.content
+    FROM (
+        SELECT m.id, m.conversation_id, m.created_at, m.content
+        FROM conversations_message m
+        WHERE m.owner_id = %(owner)s
+          AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+          AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+          AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+        ORDER BY m.created_at DESC, m.id DESC
+        LIMIT %(window)s
+    ) m
+    WHERE m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+),
+cased AS MATERIALIZED (
+    SELECT s.id, UPPER(s.content) AS u FROM newest s
+),
+terms AS MATERIALIZED (
+    SELECT t.n::int AS n, t.bare, t.form, t.anchor, string_to_array(t.grams, ' ') AS grams,
+           string_to_array(t.bare, NULL) AS chars, t.slot, t.served
+    FROM unnest(UPPER(%(bares)s::text)::text[], UPPER(%(forms)s::text)::text[],
+                UPPER(%(anchors)s::text)::text[], %(grams)s::text[], %(slots)s::int[],
+                %(served)s::boolean[])
+         WITH ORDINALITY AS t (bare, form, anchor, grams, slot, served, n)
 ),
 probed AS MATERIALIZED (
     SELECT t.n, (
         SELECT count(*) FROM (
-            SELECT 1 FROM newest s WHERE UPPER(s.content) LIKE t.pattern
+            SELECT 1 FROM newest s CROSS JOIN LATERAL (SELECT UPPER(s.content) AS u OFFSET 0) x
+            WHERE {found_x}
             LIMIT %(frequent_hits)s
         ) found
     ) AS hits
-    FROM unnest(UPPER(%(served)s::text)::text[]) WITH ORDINALITY t (pattern, n)
+    FROM terms t
 ),
 filtered AS MATERIALIZED (
-    SELECT array_agg(n::int) FILTER (WHERE hits = %(frequent_hits)s) AS slots
-    FROM probed
-    HAVING min(hits) < %(frequent_hits)s
-)
-SELECT hit.thread_id, LEFT(hit.title, %(title_chars)s), hit.id, hit.role,
-       yuxi_utc_iso(hit.created_at),
-       SUBSTRING(hit.content, GREATEST(found.at - %(lead_chars)s, 1), %(window_chars)s),
-       found.at, LENGTH(hit.content)
-FROM (
-    SELECT * FROM recent WHERE (SELECT count(*) FROM recent) = %(limit)s
+    SELECT array_agg(t.slot) FILTER (WHERE p.hits >= %(frequent_hits)s AND t.slot IS NOT NULL)
+           AS slots
+    FROM terms t INNER JOIN probed p ON p.n = t.n
+    WHERE t.served
+    HAVING min(p.hits) < %(frequent_hits)s
+),
+window_every AS MATERIALIZED (
+    SELECT s.id FROM newest s CROSS JOIN LATERAL (SELECT UPPER(s.content) AS u OFFSET 0) x
+    WHERE NOT EXISTS (SELECT 1 FROM terms t WHERE NOT {found_x})
+    ORDER BY s.created_at DESC, s.id DESC
+    LIMIT %(candidates)s
+),
+every AS MATERIALIZED (
+    SELECT id FROM window_every
+    WHERE NOT %(indexed)s OR (SELECT count(*) FROM window_every) >= %(limit)s
     UNION ALL
-    (SELECT c.thread_id, c.title, m.id, m.role, m.created_at, m.content
+    (SELECT m.id
      FROM conversations_message m
-     INNER JOIN conversations_conversation c ON c.id = m.conversation_id
-     WHERE (SELECT count(*) FROM recent) < %(limit)s
+     WHERE %(indexed)s AND (SELECT count(*) FROM window_every) < %(limit)s
        AND m.owner_id = %(owner)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
-       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
 {patterns}
        AND (%(pairs)s::text IS NULL
             OR yuxi_cjk_bigrams(UPPER(m.content)) @> %(pairs)s::text[])
+{grams}
        AND (%(checked)s::text IS NULL
             OR UPPER(m.content) LIKE ALL (UPPER(%(checked)s::text)::text[]))
+       AND (NOT %(overlap)s OR NOT EXISTS (
+            SELECT 1 FROM terms t WHERE t.grams IS NOT NULL AND NOT {found_m}))
      ORDER BY m.created_at DESC, m.id DESC
-     LIMIT %(limit)s)
-) hit
-CROSS JOIN LATERAL (SELECT STRPOS(UPPER(hit.content), UPPER(%(first)s)) AS at) found
-ORDER BY hit.created_at DESC, hit.id DESC
-""".format(
-    patterns="\n".join(
-        f"       AND (%(pattern_{n})s::text IS NULL OR UPPER(m.content) LIKE CASE"
-        f" WHEN (SELECT {n} = ANY (slots) FROM filtered) THEN '%%'"
-        f" ELSE UPPER(%(pattern_{n})s) END)"
-        for n in range(1, QUERY_TERMS_MAX + 1)
-    )
+     LIMIT %(candidates)s)
+),
+weights AS MATERIALIZED (
+    SELECT t.n, ln(1 + (f.total - f.df + 0.5) / (f.df + 0.5)) AS weight
+    FROM terms t
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE {found_w})::float8 AS df, count(*)::float8 AS total
+        FROM cased w
+        WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
+    ) f
+),
+partial AS MATERIALIZED (
+    SELECT w.id FROM cased w
+    WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
+      AND EXISTS (SELECT 1 FROM terms t WHERE {found_w})
+{lookups}
+),
+scored AS MATERIALIZED (
+    SELECT m.id, m.created_at, f.found, f.relevance, f.terms, f.at
+    FROM (SELECT id FROM every UNION SELECT id FROM partial) k
+    INNER JOIN conversations_message m ON m.id = k.id
+    CROSS JOIN LATERAL (SELECT UPPER(m.content) AS u OFFSET 0) up
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS found, array_agg(t.n ORDER BY t.n) AS terms,
+               (array_agg(p.at ORDER BY t.n))[1] AS at,
+               sum(wt.weight * CASE WHEN p.bare_at > 0 THEN 1
+                                   WHEN t.grams IS NULL THEN %(form_weight)s::float8
+                                   ELSE %(form_weight)s::float8 * (
+                                       SELECT count(*) FILTER (WHERE STRPOS(up.u, c) > 0)
+                                       FROM unnest(t.chars) c)::float8 / cardinality(t.chars)
+                              END)
+                 * (1 + 2 ^ -floor(ln(1 + (max(p.at) - min(p.at)) / %(near_chars)s::float8)
+                                   / ln(2))) AS relevance
+        FROM terms t
+        INNER JOIN weights wt ON wt.n = t.n
+        CROSS JOIN LATERAL (SELECT STRPOS(up.u, t.bare) AS bare_at) b
+        CROSS JOIN LATERAL (
+            SELECT b.bare_at,
+                   CASE WHEN b.bare_at > 0 THEN b.bare_at
+                        ELSE GREATEST(STRPOS(up.u, t.anchor), 1) END AS at
+        ) p
+        WHERE p.bare_at > 0 OR {found_up}
+    ) f
+    WHERE f.found > 0
 )
+SELECT c.thread_id, LEFT(c.title, %(title_chars)s), m.id, m.role, yuxi_utc_iso(m.created_at),
+       SUBSTRING(m.content, GREATEST(hit.at - %(lead_chars)s, 1), %(window_chars)s),
+       hit.at, LENGTH(m.content), hit.terms
+FROM (
+    SELECT * FROM scored
+    ORDER BY found DESC, relevance DESC, created_at DESC, id DESC
+    LIMIT %(limit)s
+) hit
+INNER JOIN conversations_message m ON m.id = hit.id
+INNER JOIN conversations_conversation c ON c.id = m.conversation_id
+WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
+  AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
+  AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+ORDER BY hit.found DESC, hit.relevance DESC, hit.created_at DESC, hit.id DESC
+"""
+
+
+def _search_sql(terms: int) -> str:
+    """The search statement for queries of `terms` distinct terms: a slot and a lookup for each
+    of them, no more (every slot costs planning time whether its parameter is NULL or not)."""
+    return _SEARCH_TEMPLATE.format(
+        found_x=_found_sql("x.u"),
+        found_w=_found_sql("w.u"),
+        found_m=_found_sql("UPPER(m.content)"),
+        found_up=_found_sql("up.u"),
+        grams="\n".join(
+            f"       AND (%(grams_{n})s::text IS NULL"
+            f" OR yuxi_cjk_bigrams(UPPER(m.content)) && %(grams_{n})s::text[])"
+            for n in range(1, terms + 1)
+        ),
+        patterns="\n".join(
+            f"       AND (%(pattern_{n})s::text IS NULL OR UPPER(m.content) LIKE CASE"
+            f" WHEN (SELECT {n} = ANY (slots) FROM filtered) THEN '%%'"
+            f" ELSE UPPER(%(pattern_{n})s) END)"
+            for n in range(1, terms + 1)
+        ),
+        lookups="\n".join(_LOOKUP_TEMPLATE.format(n=n) for n in range(1, terms + 1) if terms > 1),
+    )
+
+
+# The search statement of a query of n distinct terms is SEARCH_SQLS[n - 1]; SEARCH_SQL is
+# the largest, of QUERY_TERMS_MAX.
+SEARCH_SQLS = tuple(_search_sql(terms) for terms in range(1, QUERY_TERMS_MAX + 1))
+SEARCH_SQL = SEARCH_SQLS[-1]
 
 # The thread, and the anchor's timestamp when it is a visible message of that thread (NULL
 # when there is no anchor or it is not), in one round trip. The timestamp is plain UTC: the
@@ -363,11 +535,7 @@ def _text(value: object, name: str) -> str:
 
 def _is_cjk_pair(text: str) -> bool:
     """Whether `text` is two caseless CJK-range characters, one element of `CjkBigrams`."""
-    return (
-        len(text) == 2
-        and all(ord(char) >= 0x2E80 for char in text)
-        and text.upper() == text == text.lower()
-    )
+    return len(text) == 2 and _is_cjk(text)
 
 
 def _like_pattern(text: str) -> str:
@@ -404,32 +572,129 @@ def _terms(query: str) -> list[str]:
     return terms
 
 
-def _term_params(terms: list[str]) -> dict[str, str | None]:
-    """The search statement's term parameters (see the comment above SEARCH_SQL): every
-    distinct term's pattern for the newest-first step, each term of 3+ characters or CJK pair
-    again in the condition that serves it and, when a trigram term could be left to the
-    filter, in slot order to probe; the indexed step's filter checks every term then, else
-    the short ones. The unused conditions NULL."""
-    distinct = list(dict.fromkeys(terms))
-    trigram = [_like_pattern(t) for t in distinct if len(t) >= TRIGRAM_TERM_MIN_CHARS]
-    pairs = [t for t in distinct if _is_cjk_pair(t)]
-    short = [t for t in distinct if len(t) < TRIGRAM_TERM_MIN_CHARS and not _is_cjk_pair(t)]
-    served = trigram + [_like_pattern(pair) for pair in pairs]
+def _has_trigram(text: str) -> bool:
+    """Whether `text` holds a run of TRIGRAM_TERM_MIN_CHARS letters or digits: pg_trgm takes
+    trigrams of a LIKE pattern only from such runs, so only then can its index narrow it."""
+    run = 0
+    for char in text:
+        run = run + 1 if char.isalnum() else 0
+        if run >= TRIGRAM_TERM_MIN_CHARS:
+            return True
+    return False
+
+
+def _is_cjk(text: str) -> bool:
+    """Whether every character of `text` is a caseless CJK-range one."""
+    return all(ord(char) >= 0x2E80 for char in text) and text.upper() == text == text.lower()
+
+
+def _stem(term: str) -> str | None:
+    """A term of ASCII letters cut at its first STEM_SUFFIXES ending that leaves at least
+    STEM_MIN_CHARS, so that other forms of the word are found; None when none applies."""
+    if not (term.isascii() and term.isalpha()) or len(term) <= STEM_MIN_CHARS:
+        return None
+    word = term.lower()
+    for suffix in STEM_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= STEM_MIN_CHARS:
+            return term[: len(word) - len(suffix)]
+    return None
+
+
+def _cjk_bigrams(term: str) -> list[str] | None:
+    """The distinct two-character pieces of a run of CJK_RUN_MIN_CHARS or more CJK characters,
+    overlapping (`妹妹婚礼`: 妹妹, 妹婚, 婚礼); None for any other term."""
+    if len(term) < CJK_RUN_MIN_CHARS or not _is_cjk(term):
+        return None
+    return list(dict.fromkeys(term[i : i + 2] for i in range(len(term) - 1)))
+
+
+class _Term(NamedTuple):
+    """A distinct term of a query and how the search statement finds it."""
+
+    bare: str  # as written
+    form: str  # LIKE pattern of its other forms (and itself)
+    anchor: str  # what a match of another form is placed by
+    grams: list[str] | None  # a CJK run's bigrams, half of which are another form of it
+    lookup: str | None  # LIKE pattern the trigram index serves for its candidates
+    lookup_pairs: list[str]  # CJK pairs the bigram index serves (any of them) for them
+
+
+def _term(text: str) -> _Term:
+    """How a term is found: as written; also by its `_stem` (a word of letters) or by half of
+    its `_cjk_bigrams` (a CJK run), its other forms; through which index, if any."""
+    stem, grams = _stem(text), _cjk_bigrams(text)
+    if stem is not None:  # a stem has a trigram whenever its word has one
+        return _Term(text, _like_pattern(stem), stem, None, _like_pattern(stem), [])
+    if grams is not None:
+        return _Term(text, _like_pattern(text), grams[0], grams, None, grams)
+    if _is_cjk_pair(text):
+        return _Term(text, _like_pattern(text), text, None, None, [text])
+    lookup = _like_pattern(text) if _has_trigram(text) else None
+    return _Term(text, _like_pattern(text), text, None, lookup, [])
+
+
+def _term_params(terms: list[str]) -> dict[str, Any]:
+    """The search statement's term parameters (see the comment above the template): each distinct
+    term as written, its form, anchor and bigrams, its trigram slot and whether an index serves
+    it; for the step with every term, the forms the trigram index serves in their slots, the
+    CJK pairs and each CJK run's bigrams the bigram index serves, and the forms only checked
+    (every pattern's when one may be left to the filter, else those no index serves); for the
+    rare terms' candidates, each term's own lookup. The unused conditions NULL."""
+    found = [_term(text) for text in dict.fromkeys(terms)]
+    trigram = [t for t in found if t.lookup is not None]
+    pairs = [t.bare for t in found if t.grams is None and t.lookup_pairs]
+    unserved = [t for t in found if t.lookup is None and not t.lookup_pairs]
     # Only a trigram term with another index-served term beside it can be left to the filter.
-    probed = bool(trigram) and len(served) > 1
-    params = {
-        f"pattern_{n}": trigram[n - 1] if n <= len(trigram) else None
-        for n in range(1, QUERY_TERMS_MAX + 1)
-    }
+    probed = bool(trigram) and len(found) - len(unserved) > 1
+    params: dict[str, Any] = {}
+    for n in range(1, QUERY_TERMS_MAX + 1):
+        params[f"pattern_{n}"] = trigram[n - 1].lookup if n <= len(trigram) else None
+        term = found[n - 1] if n <= len(found) else None
+        params[f"like_{n}"] = term.lookup if term else None
+        params[f"pairs_{n}"] = _quoted_array_text(term.lookup_pairs) if term else None
+        params[f"grams_{n}"] = _quoted_array_text(term.grams or []) if term else None
+    slots = [str(trigram.index(t) + 1) if t in trigram else "NULL" for t in found]
+    grams = ['"' + " ".join(t.grams) + '"' if t.grams else "NULL" for t in found]
+    checked = [t.form for t in (found if probed else unserved) if t.grams is None]
     return {
         **params,
-        "every": _quoted_array_text([_like_pattern(term) for term in distinct]),
+        "bares": _quoted_array_text([t.bare for t in found]),
+        "forms": _quoted_array_text([t.form for t in found]),
+        "anchors": _quoted_array_text([t.anchor for t in found]),
+        "grams": "{" + ",".join(grams) + "}",
+        "slots": "{" + ",".join(slots) + "}",
+        "served": "{" + ",".join("f" if t in unserved else "t" for t in found) + "}",
         "pairs": _quoted_array_text(pairs),
-        "served": _quoted_array_text(served) if probed else None,
-        "checked": _quoted_array_text(
-            [_like_pattern(term) for term in (distinct if probed else short)]
-        ),
+        "checked": _quoted_array_text(checked),
+        "overlap": any(t.grams for t in found),
+        "indexed": len(unserved) < len(found),
+        "several": len(found) > 1,
     }
+
+
+def _time_bound(value: object, name: str) -> str | None:
+    """`since`/`until` as UTC ISO text: an ISO 8601 date (midnight UTC) or datetime (UTC when
+    it names no offset, converted when it does), or a date or datetime object."""
+    if value is None:
+        return None
+    bad = HistoryQueryError(f"{name} must be {TIME_BOUND_FORMAT}")
+    if isinstance(value, str):
+        if not value.isascii() or len(value) > 64:
+            raise bad
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            raise bad from None
+    if not isinstance(value, date):
+        raise bad
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC).isoformat()
+    except OverflowError:
+        raise bad from None
 
 
 def _title(head: str) -> tuple[str, bool]:
@@ -450,36 +715,54 @@ def _snippet(window: str, match_offset: int) -> tuple[str, int]:
 _EMPTY_SEARCH_BYTES = _json_bytes({"results": [], "truncated": False})
 
 
-def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dict[str, Any]:
-    """Newest visible messages of `uid` containing every term of `query` (case-insensitive,
-    literal, in any order; see `_terms`).
+def search_thread_messages(
+    uid: int | str,
+    query: str,
+    *,
+    limit: int = 5,
+    since: str | date | None = None,
+    until: str | date | None = None,
+) -> dict[str, Any]:
+    """The visible messages of `uid` that best match `query`, created from `since` (inclusive)
+    until `until` (exclusive): any term matches (case-insensitive, literal; see `_terms`);
+    more distinct terms first, then rarer terms and terms closer together, then newest.
 
-    One SQL query; it never touches ToolCall. Hits are cut to snippets around the first
-    term, and kept newest first while the serialized response stays within its cap.
+    One SQL query; it never touches ToolCall. Each hit names the terms it contains
+    (`matched_terms`, in query order) and is cut to a snippet around the first of them; hits
+    are kept in rank order while the serialized response stays within its cap.
     """
     owner = _uid(uid)
     query = _text(query, "query")
     if len(query) > QUERY_MAX_CHARS:
         raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
-    terms = _terms(query)
+    terms = list(dict.fromkeys(_terms(query)))
     limit = _limit(limit, SEARCH_LIMIT_MAX)
+    since_at, until_at = _time_bound(since, "since"), _time_bound(until, "until")
+    if since_at is not None and until_at is not None and since_at >= until_at:
+        raise HistoryQueryError("since must be earlier than until")
 
     params = {
         "owner": owner,
-        "first": terms[0],
         "limit": limit,
+        "since": since_at,
+        "until": until_at,
         "window": SEARCH_WINDOW,
         "frequent_hits": FREQUENT_TERM_HITS,
+        "candidates": SEARCH_CANDIDATES,
+        "term_candidates": TERM_CANDIDATES,
+        "form_weight": FORM_WEIGHT,
+        "near_chars": NEAR_CHARS,
         "title_chars": TITLE_MAX_BYTES + 1,
         "lead_chars": SNIPPET_LEAD_BYTES,
         "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
         **_term_params(terms),
     }
     with connection.cursor() as cursor:
-        rows = _fetch(cursor, SEARCH_SQL, params)
+        rows = _fetch(cursor, SEARCH_SQLS[len(terms) - 1], params)
 
     hits: list[dict[str, Any]] = []
-    for thread_id, title_head, message_id, role, created_at, window, match_at, chars in rows:
+    for row in rows:
+        thread_id, title_head, message_id, role, created_at, window, match_at, chars, found = row
         window_at = max(match_at - SNIPPET_LEAD_BYTES, 1)
         snippet, offset = _snippet(window, match_at - window_at)
         first = window_at + offset  # 1-based position of the snippet in the content
@@ -492,6 +775,7 @@ def search_thread_messages(uid: int | str, query: str, *, limit: int = 5) -> dic
                 "role": role,
                 "created_at": created_at,
                 "snippet": snippet,
+                "matched_terms": [terms[n - 1] for n in found],
                 "truncated": title_cut or first > 1 or first + len(snippet) - 1 < chars,
             }
         )

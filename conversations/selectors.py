@@ -42,6 +42,7 @@ __all__ = [
     "RelatedRows",
     "child_runs",
     "count_user_conversations",
+    "decided_calls",
     "expired_interrupts",
     "first_related",
     "get_chat_thread",
@@ -634,6 +635,22 @@ def run_pending_calls(runs: QuerySet) -> QuerySet:
         ToolCall.objects.filter(status=ToolCall.Status.PENDING)
         .annotate(issuing_run=KeyTextTransform("run_id", "message__metadata"))
         .filter(issuing_run__in=run_ids)
+    )
+
+
+def decided_calls(*, interrupted: AgentRun, deciding: AgentRun) -> QuerySet:
+    """The calls of the `interrupted` run that `deciding` (the run that resumes it) answered:
+    the write put to the user, whose row holds the decision's outcome (status, output) and
+    the text it would write. One query."""
+    answered = Message.objects.filter(
+        conversation_id=deciding.conversation_id,
+        message_type=Message.Type.TOOL_RESULT,
+        metadata__run_id=str(deciding.run_id),
+    ).values(key=KeyTextTransform("tool_call_id", "metadata"))
+    return (
+        ToolCall.objects.annotate(issuing_run=KeyTextTransform("run_id", "message__metadata"))
+        .filter(issuing_run=str(interrupted.run_id), tool_call_id__in=answered)
+        .order_by("id")
     )
 
 

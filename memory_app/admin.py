@@ -28,8 +28,10 @@ from conversations.admin import (
 )
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.selectors import first_related, pending_approvals
-from memory_app.models import MemoryEvent, UserConfig
+from memory_app.credentials import find_credentials
+from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
 from memory_app.selectors import (
+    EARLIER,
     MEMORY_PROMPT_MAX_BYTES,
     LineOrigin,
     MemoryVersion,
@@ -44,7 +46,7 @@ from memory_app.selectors import (
     user_ledger,
 )
 from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
-from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS
+from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, INITIAL_VERSION_KIND
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.admin import (
     FIELD_EXCERPT_BYTES,
@@ -116,9 +118,8 @@ class UserConfigAdmin(ReadOnlyAdmin):
             {
                 "fields": (
                     "user_link",
-                    "enable_memory",
                     "memory_switch",
-                    "memory_write_approval",
+                    "approval_switch",
                     "user_records",
                 )
             },
@@ -145,10 +146,10 @@ class UserConfigAdmin(ReadOnlyAdmin):
         ),
     )
     help_texts = {
-        "enable_memory": "The one switch: re-read at the start of every run and inside "
-        "every memory tool call. No config row means off.",
-        "memory_write_approval": "On: each memory write of the agent waits for the user's "
-        "decision (a resume run carries it). Off: the agent writes directly.",
+        "memory_switch": "The one switch (enable_memory): re-read at the start of every run "
+        "and inside every memory tool call. No config row means off.",
+        "approval_switch": "memory_write_approval: whether each memory write of the agent "
+        "waits for the user's decision (a resume run carries it).",
         "memory_preview": "The same bounded, no-follow read the agent makes: at most "
         f"{MEMORY_PROMPT_MAX_BYTES} bytes, never through a symlink.",
         "ledger": "MemoryEvent rows: who changed the memory, with which run, and the file's "
@@ -184,6 +185,12 @@ class UserConfigAdmin(ReadOnlyAdmin):
         if obj.enable_memory:
             return "on: the agent's next run reads the memory below and gets the memory tools"
         return "off: the agent reads no memory and gets no memory tool; below is what it would see"
+
+    @admin.display(description="approval of each write")
+    def approval_switch(self, obj: UserConfig) -> str:
+        if obj.memory_write_approval:
+            return "on: each memory write of the agent waits for the user's decision"
+        return "off: the agent writes memory directly when the user asks it to remember"
 
     @admin.display(description="history")
     def user_records(self, obj: UserConfig) -> SafeString:
@@ -231,7 +238,11 @@ class UserConfigAdmin(ReadOnlyAdmin):
         except WorkspaceError:
             context["refused"] = "Unavailable: the workspace could not be read."
         else:
-            context.update(snapshot=snapshot, text=render_text(snapshot.text))
+            warnings = [
+                f"line {finding.line}: looks like {finding.kind.label}"
+                for finding in find_credentials(snapshot.text)
+            ]
+            context.update(snapshot=snapshot, text=render_text(snapshot.text), warnings=warnings)
         return render_to_string("admin/memory_app/userconfig/memory_preview.html", context)
 
     @admin.display(description="memory ledger")
@@ -246,6 +257,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 "actor": _actor(entry.event),
                 "provenance": _provenance(entry.event, entry.tool_calls),
                 "version": _replaced_version(entry.event, kept),
+                "toggle": entry.event.kind in TOGGLE_KINDS,
             }
             for entry in page.entries
         ]
@@ -255,6 +267,10 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 "page": page,
                 "rows": rows,
                 "all_url": _changelist_url(MemoryEvent, f"user={obj.user_id}"),
+                "changes_url": _changelist_url(
+                    MemoryEvent, f"user={obj.user_id}&change={ChangeFilter.FILE}"
+                ),
+                "toggles": sum(row["toggle"] for row in rows),
             },
         )
 
@@ -278,7 +294,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 problem=found.memory.problem,
                 total=len(found.lines),
                 rows=_origin_rows(shown),
-                earlier=sum(line.origin["kind"] == "earlier" for line in found.lines),
+                earlier=sum(line.origin["kind"] == EARLIER for line in found.lines),
             )
         return render_to_string("admin/memory_app/userconfig/line_origins.html", context)
 
@@ -316,6 +332,8 @@ class UserConfigAdmin(ReadOnlyAdmin):
                     "version": version,
                     "anchor": _version_anchor(version.sha256),
                     "replaced": time_cell(version.replaced_at),
+                    "made_by": kind_label(version.kind),
+                    "replaced_by": kind_label(version.replaced_by),
                     "text": text,
                 }
             )
@@ -327,6 +345,47 @@ class UserConfigAdmin(ReadOnlyAdmin):
             "kept_max": settings.MEMORY_VERSIONS_KEPT,
         }
         return render_to_string("admin/memory_app/userconfig/versions.html", context)
+
+
+# The ledger kinds that only flip a setting (the memory switch, approval of each write).
+TOGGLE_KINDS = (
+    MemoryEventKind.SWITCH_ON,
+    MemoryEventKind.SWITCH_OFF,
+    MemoryEventKind.APPROVAL_ON,
+    MemoryEventKind.APPROVAL_OFF,
+)
+
+
+def kind_label(kind: str) -> str:
+    """A ledger kind (or a version's `initial`) in words, as staff read it."""
+    if kind == INITIAL_VERSION_KIND:
+        return "Initial (no recorded change wrote it)"
+    try:
+        return str(MemoryEventKind(kind).label)
+    except ValueError:
+        return kind
+
+
+class ChangeFilter(admin.SimpleListFilter):
+    """Memory events by what they changed: the file, or only a setting."""
+
+    title = "what changed"
+    parameter_name = "change"
+    FILE = "file"
+    SETTING = "setting"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
+        return [
+            (self.FILE, "the file (switch and approval toggles hidden)"),
+            (self.SETTING, "switch and approval toggles only"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == self.FILE:
+            return queryset.exclude(kind__in=TOGGLE_KINDS)
+        if self.value() == self.SETTING:
+            return queryset.filter(kind__in=TOGGLE_KINDS)
+        return queryset
 
 
 _VERSIONS_REFUSED = (
@@ -355,7 +414,7 @@ def _origin_rows(lines: list[LineOrigin]) -> list[dict[str, object]]:
         origin = line.origin
         text, cut = truncate_utf8(line.text, LINE_TEXT_SHOWN_BYTES)
         row: dict[str, object] = {"line": line, "text": text, "cut": cut}
-        if origin["kind"] != "earlier":
+        if origin["kind"] != EARLIER:
             run_id = origin["run_id"]
             row.update(
                 kind=MemoryEvent.Kind(origin["kind"]).label,
@@ -407,14 +466,14 @@ class MemoryEventAdmin(ReadOnlyAdmin):
         "event_column",
         "created",
         "user_column",
-        "kind",
+        "kind_column",
         "actor_column",
         "run_column",
         "thread_column",
         "size_bytes",
         "hashes",
     )
-    list_filter = (UserFilter, ThreadFilter, "kind")
+    list_filter = (UserFilter, ThreadFilter, ChangeFilter, "kind")
     user_lookup = "user_id"
     thread_lookup = "run__conversation_id"
     search_fields = ("user__username", "run__run_id")
@@ -455,6 +514,10 @@ class MemoryEventAdmin(ReadOnlyAdmin):
     @admin.display(description="event", ordering="id")
     def event_column(self, obj: MemoryEvent) -> str:
         return f"#{obj.pk}"
+
+    @admin.display(description="change", ordering="kind")
+    def kind_column(self, obj: MemoryEvent) -> str:
+        return kind_label(obj.kind)
 
     @admin.display(description="when", ordering="id")
     def created(self, obj: MemoryEvent) -> SafeString:
@@ -538,7 +601,7 @@ class AgentRunWithMemoryAdmin(AgentRunAdmin):
                 change_link(
                     MemoryEvent,
                     event.pk,
-                    f"#{event.pk} {event.kind} · {format_timestamp(event.created_at)}",
+                    f"#{event.pk} {kind_label(event.kind)} · {format_timestamp(event.created_at)}",
                 )
                 for event in related.rows
             ],

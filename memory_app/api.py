@@ -31,8 +31,10 @@ from pydantic import ConfigDict, StrictBool, StrictStr
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
 from memory_app import selectors, services
+from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
 from memory_app.runtime import (
+    ChatDecisionRefused,
     ChatEvent,
     ChatInputError,
     ChatModelUnavailable,
@@ -47,9 +49,17 @@ from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
 from yuxi_site.utils.connections import release_connection
 
-__all__ = ["API_UNAVAILABLE_MESSAGE", "api", "api_urls"]
+__all__ = ["API_UNAVAILABLE_MESSAGE", "CSRF_FAILED_MESSAGE", "api", "api_urls"]
 
 logger = logging.getLogger(__name__)
+
+
+# The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.
+CSRF_FAILED_MESSAGE = (
+    "CSRF check failed: send the csrftoken cookie's value as the X-CSRFToken header on every "
+    "POST, PUT, PATCH and DELETE (the cookie is set when you log in at /accounts/login/ and "
+    "changes at each login)"
+)
 
 
 class SessionCsrfAuth(SessionAuth):
@@ -60,7 +70,7 @@ class SessionCsrfAuth(SessionAuth):
         if not user.is_authenticated:
             return None
         if self.csrf and check_csrf(request) is not None:
-            raise HttpError(403, "CSRF check failed")
+            raise HttpError(403, CSRF_FAILED_MESSAGE)
         return user
 
 
@@ -129,6 +139,18 @@ class MemoryOut(Schema):
     etag: str = Field(description="`sha256:` + the hex digest of MEMORY.md (sent as `If-Match`)")
 
 
+class MemoryWarning(Schema):
+    line: int = Field(description="1-based line of the text")
+    kind: str = Field(description="what it looks like: " + ", ".join(CredentialKind))
+
+
+class MemoryWrittenOut(MemoryOut):
+    warnings: list[MemoryWarning] = Field(
+        description="credentials the text holds: kept as written (your own write is never "
+        "refused for one), but memory is read into every prompt the agent gets"
+    )
+
+
 class MemoryProblem(Schema):
     error: str
     etag: str
@@ -143,7 +165,15 @@ class MemoryVersionOut(Schema):
     sha256: str = Field(description="the hex SHA-256 of that earlier MEMORY.md's bytes")
     size_bytes: int | None = Field(description="its size; null only if neither kept nor recorded")
     replaced_at: datetime = Field(description="when a change last replaced it")
-    kind: str = Field(description="the ledger kind of that change (agent_added, user_cleared, ...)")
+    kind: str = Field(
+        description="the change that produced these bytes: a ledger kind (agent_added, "
+        "user_edited, ...), or initial when no recorded change did (the seed, a file older "
+        "than the ledger)"
+    )
+    replaced_by: str = Field(
+        description="the ledger kind of the change that last replaced it (agent_replaced, "
+        "user_cleared, ...)"
+    )
     available: bool = Field(description="whether its bytes are still kept (read, restore)")
 
 
@@ -375,7 +405,8 @@ NOTHING_TO_RESUME_MESSAGE = "no memory write is waiting for a decision in this t
 def post_chat(request: HttpRequest, body: ChatIn) -> Any:
     """One turn as the session's user; a new thread unless `thread_id` names one of theirs.
     With `resume` instead of `message`: your decision about the memory write pending in
-    `thread_id` (409 when none is)."""
+    `thread_id` (409 when none is, or when an `approve`/`edit` cannot be carried out now: it
+    stays pending; 400 for an `edit` without `content`)."""
     resume = body.resume.model_dump(exclude_unset=True) if body.resume is not None else None
     try:
         return chat(
@@ -387,6 +418,8 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
         return Status(404, {"error": "no such thread"})
     except ChatNothingToResume:
         return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatDecisionRefused as exc:
+        return Status(409, {"error": str(exc)})
     except ChatModelUnavailable:
         return Status(502, {"error": "the model is unavailable, try again"})
     except ChatRunLost:
@@ -433,6 +466,8 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
         return Status(404, {"error": "no such thread"})
     except ChatNothingToResume:
         return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatDecisionRefused as exc:
+        return Status(409, {"error": str(exc)})
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
@@ -499,6 +534,7 @@ def _memory_state(request: HttpRequest, response: HttpResponse, memory: Any) -> 
             "text": memory.text,
             "size_bytes": memory.size_bytes,
             "etag": memory.etag,
+            "warnings": [{"line": w.line, "kind": w.kind} for w in memory.warnings],
         },
     )
 
@@ -528,7 +564,7 @@ def _expected_etag(if_match: str | None) -> str:
 
 @api.put(
     "/memory/",
-    response={200: MemoryOut, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def put_memory(
@@ -537,7 +573,8 @@ def put_memory(
     body: MemoryIn,
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
-    """Replace the whole file, only if it is still the version `If-Match` names."""
+    """Replace the whole file, only if it is still the version `If-Match` names. A credential
+    in the text is kept as written, and listed in `warnings`."""
     memory = services.write_memory_file(
         user=request.auth, text=body.text, if_match=_expected_etag(if_match), actor=request.auth
     )
@@ -553,7 +590,8 @@ def delete_memory(request: HttpRequest) -> Any:
 
 @api.get("/memory/versions/", response={200: MemoryVersionsOut, **_COMMON}, tags=["memory"])
 def get_memory_versions(request: HttpRequest) -> Any:
-    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file)."""
+    """Earlier versions of your MEMORY.md, newest replacement first (never the empty file);
+    empty again after you forget them."""
     return {"versions": selectors.list_memory_versions(user=request.auth)}
 
 
@@ -570,14 +608,16 @@ def delete_memory_versions(request: HttpRequest) -> Any:
     tags=["memory"],
 )
 def get_memory_version(request: HttpRequest, sha256: str) -> Any:
-    """One kept version's text, checked against its hash."""
+    """One kept version's text, checked against its hash; `sha256` is the bare hex or the
+    ETag form `sha256:<hex>`."""
+    sha256 = selectors.version_sha256(sha256)
     data = selectors.read_memory_version(user=request.auth, sha256=sha256)
     return {"sha256": sha256, "text": data.decode("utf-8"), "size_bytes": len(data)}
 
 
 @api.post(
     "/memory/versions/{sha256}/restore/",
-    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def post_memory_version_restore(
@@ -587,7 +627,8 @@ def post_memory_version_restore(
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
     """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
-    names; the file it replaces is kept in turn. No body."""
+    names; the file it replaces is kept in turn. No body. `sha256` as for reading one.
+    Credentials in the restored text are listed in `warnings`."""
     memory = services.restore_memory_version(
         user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
     )

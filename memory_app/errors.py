@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from django.db import Error as DatabaseError
 
+from memory_app.credentials import CredentialKind
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "MemoryFileTooLarge",
     "MemoryInputError",
     "MemoryLineNotFound",
+    "MemorySensitiveContent",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
@@ -32,6 +34,15 @@ class MemoryWriteError(Exception):
 
 class MemoryInputError(MemoryWriteError):
     """`content`, `replaces` or a user's text is not acceptable (type, size, NUL, empty)."""
+
+
+class MemorySensitiveContent(MemoryInputError):
+    """The content holds a credential, which memory never stores. `kind` says what it looks
+    like; neither it nor the message holds the matched text."""
+
+    def __init__(self, kind: CredentialKind) -> None:
+        super().__init__(f"memory never stores credentials: this looks like {kind.label}")
+        self.kind = kind
 
 
 class MemoryConflict(MemoryWriteError):

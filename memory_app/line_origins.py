@@ -22,7 +22,8 @@ What a line is, and when two are the same:
   in the oldest known file. A change nobody recorded is crossed when both its files are
   known: only the lines it brought are `earlier`.
 
-A leaf: it reads the workspace, the models and the kept versions.
+Below the services and the selectors (which re-export it): it imports the workspace, the
+models, the memory file and the kept versions.
 """
 
 import uuid

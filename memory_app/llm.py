@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -32,7 +33,7 @@ from memory_app.tool_names import (
     SUBAGENT_TOOL_NAME,
 )
 
-__all__ = ["ScriptedChatModel", "chat_model_from_settings"]
+__all__ = ["ScriptedChatModel", "chat_model_from_settings", "model_endpoint"]
 
 
 def chat_model_from_settings() -> BaseChatModel:
@@ -69,6 +70,18 @@ _INTENTS = (
     (_SEARCH, SEARCH_THREAD_MESSAGES_TOOL, "query"),
     (_DELEGATE, SUBAGENT_TOOL_NAME, "task"),
 )
+
+
+def model_endpoint(model: object) -> str:
+    """Which model a call went to, for errors and staff: its name and, for a remote one, the
+    endpoint's host and port (`gpt-4o-mini at api.example.com`), never a key or a path."""
+    name = getattr(model, "model_name", None) or type(model).__name__
+    base = getattr(model, "openai_api_base", None)
+    if not isinstance(base, str) or not base:
+        return str(name)
+    parts = urlsplit(base)
+    host = parts.hostname or "?"
+    return f"{name} at {host}:{parts.port}" if parts.port else f"{name} at {host}"
 
 
 class ScriptedChatModel(BaseChatModel):

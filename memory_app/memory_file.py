@@ -1,12 +1,14 @@
 """The memory file as its user sees it: its size limit, its etag and `MemoryFile`.
 
-A leaf: it reads MEMORY.md through the workspace and imports nothing else of the app, so the
+A leaf: it reads MEMORY.md through the workspace and imports nothing else of the app but the
+credential detector's finding type, so the
 write path, the reads and export/erasure all build on it without importing each other.
 """
 
 from dataclasses import dataclass
 from typing import Literal
 
+from memory_app.credentials import CredentialFinding
 from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 
 __all__ = [
@@ -54,13 +56,15 @@ class MemoryFile:
     """MEMORY.md as its user sees it: the whole text, or None with the `problem` that hides it.
 
     `etag` is `sha256:` + the hex digest of the file's bytes (a missing file is empty), so an
-    edit can be made conditional on the version the user saw.
+    edit can be made conditional on the version the user saw. `warnings`: after a user's own
+    write, the credentials the written text holds (kept as written, but the user is told).
     """
 
     text: str | None
     etag: str
     size_bytes: int
     problem: Literal["too_large", "invalid_encoding"] | None
+    warnings: tuple[CredentialFinding, ...] = ()
 
 
 def memory_etag(sha256_hex: str) -> str:

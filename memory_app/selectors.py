@@ -17,6 +17,7 @@ from conversations.selectors import tool_calls_during_runs
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.line_origins import (
+    EARLIER,
     LineOrigin,
     MemoryLines,
     Origin,
@@ -33,11 +34,17 @@ from memory_app.memory_file import (
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
-from memory_app.versions import MemoryVersion, list_memory_versions, read_memory_version
+from memory_app.versions import (
+    MemoryVersion,
+    list_memory_versions,
+    read_memory_version,
+    version_sha256,
+)
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
+    "EARLIER",
     "LEDGER_EVENTS_SHOWN",
     "MEMORY_FILE_MAX_BYTES",
     "MEMORY_PROMPT_MAX_BYTES",
@@ -65,6 +72,7 @@ __all__ = [
     "read_memory_version",
     "remember_calls_for",
     "user_ledger",
+    "version_sha256",
 ]
 
 # How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).

@@ -33,6 +33,7 @@ from memory_app.authorization import (
     grant_memory_run,
     read_memory_state,
 )
+from memory_app.credentials import CredentialFinding, credential_kinds, find_credentials
 from memory_app.errors import (
     MemoryAccessDenied,
     MemoryApprovalRequired,
@@ -40,6 +41,7 @@ from memory_app.errors import (
     MemoryFileTooLarge,
     MemoryInputError,
     MemoryLineNotFound,
+    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryVersionNotFound,
     MemoryWriteError,
@@ -73,6 +75,7 @@ __all__ = [
     "MEMORY_ARG_MAX_BYTES",
     "MEMORY_FILE_MAX_BYTES",
     "MEMORY_LOCK_PREFIX",
+    "MEMORY_OFF",
     "REPLACED",
     "UNCHANGED",
     "ErasureReport",
@@ -82,11 +85,13 @@ __all__ = [
     "MemoryFileTooLarge",
     "MemoryInputError",
     "MemoryLineNotFound",
+    "MemorySensitiveContent",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
     "MemoryWriteResult",
     "MemoryWriteStatus",
+    "check_memory_write",
     "clear_memory",
     "current_tool_call_id",
     "delete_memory_line",
@@ -192,7 +197,11 @@ def _publish_recorded(
     }
     run_pk = None if run is None else run.pk
     record = partial(record_event, held, size_bytes=len(data), run_id=run_pk, **fields)
-    workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    try:
+        workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    except BaseException:
+        versions.discard_new(workspace, keep)
+        raise
     versions.prune(workspace, keep)
     _log_change(run=None if run is None else run.run_id, **fields)
     return after
@@ -238,6 +247,30 @@ def _replaced(current: str, old: str, new: str) -> str:
     return current[:start] + new + current[start + len(old) :]
 
 
+def _planned_write(
+    data: bytes, too_large: bool, content: str, replaces: str | None
+) -> tuple[MemoryWriteStatus, bytes]:
+    """What a write of `content` (replacing `replaces`) makes of MEMORY.md's bytes `data` (a
+    bounded read; `too_large` when it was cut): the status and the new bytes (`data` itself
+    when nothing changes). Raises the write's refusals: the file or the result too large,
+    `replaces` not exactly once, a file that is not UTF-8."""
+    if too_large:
+        raise MemoryFileTooLarge(f"MEMORY.md is over {MEMORY_FILE_MAX_BYTES} bytes")
+    current = _decode_memory(data)
+    if replaces is None:
+        result = _appended(current, content)
+        if result is None:
+            return UNCHANGED, data
+        status = ADDED
+    else:
+        result = _replaced(current, replaces, content)
+        status = REPLACED
+    encoded = result.encode("utf-8")
+    if len(encoded) > MEMORY_FILE_MAX_BYTES:
+        raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+    return status, encoded
+
+
 def _remember_fenced(
     workspace: Workspace,
     held: CallerSettings,
@@ -249,20 +282,8 @@ def _remember_fenced(
 ) -> MemoryWriteResult:
     """Bounded read, dedupe or replace, publish: under the advisory lock and the flock."""
     data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
-    if too_large:
-        raise MemoryFileTooLarge(f"MEMORY.md is over {MEMORY_FILE_MAX_BYTES} bytes")
-    current = _decode_memory(data)
-    if replaces is None:
-        result = _appended(current, content)
-        if result is None:
-            return MemoryWriteResult(status=UNCHANGED, size_bytes=len(data))
-        status, kind = ADDED, MemoryEventKind.AGENT_ADDED
-    else:
-        result = _replaced(current, replaces, content)
-        status, kind = REPLACED, MemoryEventKind.AGENT_REPLACED
-    encoded = result.encode("utf-8")
-    if len(encoded) > MEMORY_FILE_MAX_BYTES:
-        raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+    status, encoded = _planned_write(data, too_large, content, replaces)
+    kind = MemoryEventKind.AGENT_REPLACED if status == REPLACED else MemoryEventKind.AGENT_ADDED
     if encoded != data:
         before = hashlib.sha256(data).hexdigest()
         _publish_recorded(
@@ -313,6 +334,48 @@ def _remember_locked(
     return result
 
 
+def _checked_write_arguments(content: object, replaces: object) -> tuple[str, str | None]:
+    """`remember_memory`'s arguments as it writes them (`content` normalized), or
+    `MemoryInputError`."""
+    content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
+    # NFC can grow a text (some characters recompose into longer forms): cap what is written.
+    if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
+        raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
+    # Memory never keeps a credential: refused before any lock, so nothing is written, kept
+    # as a version or recorded (and a decision to write one is refused before it is spent).
+    kinds = credential_kinds(content)
+    if kinds:
+        raise MemorySensitiveContent(kinds[0])
+    if replaces is not None:
+        # Exact text, checked only for size and storable text: whether it occurs once is the
+        # file's say.
+        replaces = _checked_argument(replaces, "replaces", require_text=False)
+    return content, replaces
+
+
+# What a write refused because the user's memory is switched off says.
+MEMORY_OFF = "memory is off"
+
+
+def check_memory_write(*, user_id: int, content: object, replaces: object) -> MemoryWriteStatus:
+    """What `remember_memory(content, replaces)` would do for `user_id` now, without writing
+    or locking: its status, or the refusal the write would raise (`MemoryAccessDenied` with
+    `MEMORY_OFF` while memory is off, `MemoryConflict`, `MemoryInputError`,
+    `MemoryFileTooLarge`). A user's decision about a proposed write is checked with it before
+    the decision is spent; the write itself still re-checks everything under its locks."""
+    content, replaces = _checked_write_arguments(content, replaces)
+    workspace = Workspace.for_user(user_id)
+    with memory_errors():
+        state = read_memory_state(workspace.uid)
+        if not state.user_active:
+            raise MemoryAccessDenied("the user is missing or inactive")
+        if not state.enabled:
+            raise MemoryAccessDenied(MEMORY_OFF)
+        data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
+    status, _ = _planned_write(data, too_large, content, replaces)
+    return status
+
+
 # The id of the tool call being run, set by the memory tool around its call (LangGraph hands
 # the tool its call): with approval on, a write proves with it that it is the call a user's
 # decision released.
@@ -329,15 +392,9 @@ def remember_memory(
     other's facts. When the user approves each write (`memory_write_approval`), only the tool
     call (`current_tool_call_id`) that a decision released, in the `resume` run carrying it,
     writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
+    Content holding a credential is `MemorySensitiveContent`, before any lock is taken.
     """
-    content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
-    # NFC can grow a text (some characters recompose into longer forms): cap what is written.
-    if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
-        raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
-    if replaces is not None:
-        # Exact text, checked only for size and storable text: whether it occurs once is the
-        # file's say.
-        replaces = _checked_argument(replaces, "replaces", require_text=False)
+    content, replaces = _checked_write_arguments(content, replaces)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
         raise MemoryAccessDenied("the run context has no user")
@@ -459,19 +516,31 @@ def _checked_user_text(text: object) -> bytes:
 
 
 def _replace_whole_file(
-    user_id: int, data: bytes, *, kind: str, actor, accept: Callable[[str], None]
+    user_id: int,
+    data: bytes,
+    *,
+    kind: str,
+    actor,
+    accept: Callable[[str], None],
+    warnings: tuple[CredentialFinding, ...] = (),
 ) -> MemoryFile:
-    """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees."""
+    """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees; the
+    result carries `warnings` (found before the locks: the text is the caller's)."""
 
     def rewrite(current: DigestedRead) -> bytes:
         accept(memory_etag(current.sha256))
         return data
 
-    return _rewrite_file(user_id, rewrite, kind=kind, actor=actor)
+    return _rewrite_file(user_id, rewrite, kind=kind, actor=actor, warnings=warnings)
 
 
 def _rewrite_file(
-    user_id: int, rewrite: Callable[[DigestedRead], bytes], *, kind: str, actor
+    user_id: int,
+    rewrite: Callable[[DigestedRead], bytes],
+    *,
+    kind: str,
+    actor,
+    warnings: tuple[CredentialFinding, ...] = (),
 ) -> MemoryFile:
     """Publish `rewrite(current)` as MEMORY.md, `current` being the file as read under the
     locks (`rewrite` raises to refuse); a result equal to the file changes and records
@@ -492,7 +561,11 @@ def _rewrite_file(
             )
     digest = current.sha256 if unchanged else hashlib.sha256(data).hexdigest()
     return MemoryFile(
-        text=data.decode("utf-8"), etag=memory_etag(digest), size_bytes=len(data), problem=None
+        text=data.decode("utf-8"),
+        etag=memory_etag(digest),
+        size_bytes=len(data),
+        problem=None,
+        warnings=warnings,
     )
 
 
@@ -501,11 +574,17 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
 
     The etag is compared under the locks, so an agent write that landed after the user read
     makes the edit `MemoryConflict("stale")` instead of silently undoing it. Works whether the
-    switch is on or off; `text` is stored as given.
+    switch is on or off; `text` is stored as given, a credential in it included (the user's
+    own write is never refused for one: the result's `warnings` name its lines and kinds).
     """
     data = _checked_user_text(text)
     return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_EDITED, actor=actor, accept=_if_current(if_match)
+        user.pk,
+        data,
+        kind=MemoryEventKind.USER_EDITED,
+        actor=actor,
+        accept=_if_current(if_match),
+        warnings=tuple(find_credentials(text)),
     )
 
 
@@ -562,12 +641,18 @@ def restore_memory_version(*, user, sha256: str, if_match: str, actor) -> Memory
 
     The rule of `write_memory_file`: the etag is compared under the locks (stale:
     `MemoryConflict("stale")`, nothing changed). The file it replaces is kept in turn, so a
-    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`.
+    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`. Like
+    the user's edit, never refused for a credential: the result's `warnings` name them.
     """
     accept = _if_current(if_match)
     data = versions.read_memory_version(user=user, sha256=sha256)
     return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_RESTORED, actor=actor, accept=accept
+        user.pk,
+        data,
+        kind=MemoryEventKind.USER_RESTORED,
+        actor=actor,
+        accept=accept,
+        warnings=tuple(find_credentials(data.decode("utf-8"))),
     )
 
 

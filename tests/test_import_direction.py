@@ -75,7 +75,7 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
 LAYERS = {
     "memory_app": [
         # leaves: the models, the file system, the names and limits everything shares
-        {"memory_app", "memory_app.models", "memory_app.workspace"},
+        {"memory_app", "memory_app.models", "memory_app.workspace", "memory_app.credentials"},
         {"memory_app.tool_names", "memory_app.memory_file", "memory_app.errors"},
         {
             "memory_app.context",
@@ -148,9 +148,15 @@ LAYERS = {
             "yuxi_site.utils.statements",
             "yuxi_site.utils.string_utils",
         },
-        # the /api/ edge middleware (whose prefix the error views share) and the log format
-        # (whose event logger the settings name)
-        {"yuxi_site.api_edge", "yuxi_site.log_format"},
+        # the /api/ edge middleware (whose prefix the error views share), the log format
+        # (whose event logger the settings name), the login throttle and the CSP middleware the
+        # settings name
+        {
+            "yuxi_site.api_edge",
+            "yuxi_site.content_security",
+            "yuxi_site.log_format",
+            "yuxi_site.login_throttle",
+        },
         {
             "yuxi_site.admin",
             "yuxi_site.errors",

@@ -7,6 +7,11 @@ from django.urls import include, path
 
 from yuxi_site.health import healthz
 
+# The staff site's name, on every admin page (Django's default says "Django administration").
+admin.site.site_header = "Yuxi Memory"
+admin.site.site_title = "Yuxi Memory staff"
+admin.site.index_title = "Users, memory and conversations"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(

@@ -9,10 +9,12 @@ Its parts, each importing only those above it in this list:
 
 - `limits` — the run's bounds (message size, model calls, tool calls per reply, reply text
   and tool-argument sizes, sub-agent delegations).
-- `errors` — `ChatError` and its children, and the run guard's in-run signals.
+- `errors` — `ChatError` and its children (`ChatDecisionInvalid` and `ChatDecisionRefused`:
+  a decision refused before it is spent), and the run guard's in-run signals.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
 - `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
-  `remember_memory`) and the resume command of a user's decision.
+  `remember_memory`), the check that refuses a decision that could not be carried out, and
+  the resume command of a user's decision.
 - `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
 - `turns` — a turn's three phases, the seams an async or streamed turn reuses:
   `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with the user's
@@ -30,6 +32,8 @@ Its parts, each importing only those above it in this list:
 
 from conversations.runs import ToolRuntimeContext
 from memory_app.runtime.errors import (
+    ChatDecisionInvalid,
+    ChatDecisionRefused,
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
@@ -108,6 +112,8 @@ __all__ = [
     "AgentGraph",
     "AgentInput",
     "AgentRunHandle",
+    "ChatDecisionInvalid",
+    "ChatDecisionRefused",
     "ChatError",
     "ChatEvent",
     "ChatInputError",

@@ -22,6 +22,16 @@ from langchain_core.messages.tool import ToolCall as LangChainToolCall
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from conversations.selectors import PendingApproval
+from memory_app.credentials import credential_kinds
+from memory_app.errors import (
+    MemoryAccessDenied,
+    MemoryConflict,
+    MemoryFileTooLarge,
+    MemoryInputError,
+)
+from memory_app.runtime.errors import ChatDecisionRefused
+from memory_app.services import check_memory_write
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult, ToolStatus
 
@@ -32,6 +42,7 @@ __all__ = [
     "decision_command",
     "is_declined",
     "proposed_write",
+    "refuse_unfit_decision",
 ]
 
 # What the user may decide about a proposed memory write.
@@ -108,9 +119,14 @@ class ApprovalGate(AgentMiddleware):
 
 def _is_first_write(request: ToolCallRequest) -> bool:
     """Only the reply's first `remember_memory` is put to the user (the same answer when the
-    graph resumes: it reads the same state)."""
+    graph resumes: it reads the same state), and never one whose content holds a credential:
+    that call runs at once, and the tool refuses it (`rejected`) before any lock."""
     first = _first_write(_last_reply(request.state["messages"]))
-    return first is not None and first["id"] == request.tool_call["id"]
+    return (
+        first is not None
+        and first["id"] == request.tool_call["id"]
+        and not credential_kinds(first["args"]["content"])
+    )
 
 
 def approval_middleware() -> list[AgentMiddleware]:
@@ -148,3 +164,34 @@ def decision_command(decision: dict[str, Any]) -> Command:
     else:
         answer = {"type": decision["decision"]}
     return Command(resume={"decisions": [answer]})
+
+
+# Why an approved or edited write cannot be carried out, said to the person deciding.
+_CONFLICT_REASONS = {
+    MemoryConflict.NOT_FOUND: "the text to replace is not in the memory file",
+    MemoryConflict.AMBIGUOUS: "the text to replace occurs more than once in the memory file",
+    MemoryConflict.INVALID_ENCODING: "the memory file is not valid UTF-8",
+}
+
+
+def refuse_unfit_decision(
+    *, user_id: int, decision: dict[str, Any], proposed: PendingApproval
+) -> None:
+    """Refuse (`ChatDecisionRefused`, with the reason) a checked `decision` that could not be
+    carried out now, before it is spent: an `approve` of the `proposed` write, or an `edit`,
+    that the write would refuse (memory is off, `replaces` not exactly once in the file, a
+    cap). `reject` always goes through. The approval stays pending, so the user can decide
+    again; the write re-checks all of this when it runs."""
+    if decision["decision"] == "reject":
+        return
+    if decision["decision"] == "edit":
+        content, replaces = decision["content"], decision["replaces"]
+    else:
+        content, replaces = proposed.content, proposed.replaces
+    try:
+        check_memory_write(user_id=user_id, content=content, replaces=replaces)
+    except MemoryConflict as exc:
+        raise ChatDecisionRefused(_CONFLICT_REASONS.get(exc.reason, str(exc))) from exc
+    except (MemoryAccessDenied, MemoryInputError, MemoryFileTooLarge) as exc:
+        # (A database or file failure, `MemoryUnavailable`, is no reason about the decision.)
+        raise ChatDecisionRefused(str(exc)) from exc

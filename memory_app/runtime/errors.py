@@ -17,6 +17,18 @@ class ChatInputError(ChatError):
     """The user's message is empty, too long or not text."""
 
 
+class ChatDecisionInvalid(ChatInputError):
+    """A decision about a pending memory write is malformed (not one of the three, an `edit`
+    without `content`, text that cannot be stored); nothing was decided, it stays pending.
+    HTTP 400."""
+
+
+class ChatDecisionRefused(ChatError):
+    """A well-formed decision that cannot be carried out now (memory is off, the edit's
+    `replaces` is not exactly once in the file, its text is over a cap); nothing was decided,
+    the approval stays pending, so the user can decide again. HTTP 409."""
+
+
 class ChatThreadNotFound(ChatError):
     """No visible thread of this user has that id."""
 

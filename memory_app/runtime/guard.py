@@ -25,6 +25,7 @@ from langgraph.types import Command
 from conversations import runs
 from conversations.models import ToolCall
 from conversations.runs import ToolRuntimeContext
+from memory_app.llm import model_endpoint
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import (
     ASSISTANT_TEXT_MAX_BYTES,
@@ -79,7 +80,7 @@ class RunGuard(AgentMiddleware):
         try:
             return handler(request)
         except Exception as exc:
-            raise ModelFailure(_model_error_text(exc)) from exc
+            raise ModelFailure(_model_error_text(exc, request.model)) from exc
 
     async def awrap_model_call(
         self,
@@ -89,7 +90,7 @@ class RunGuard(AgentMiddleware):
         try:
             return await handler(request)
         except Exception as exc:
-            raise ModelFailure(_model_error_text(exc)) from exc
+            raise ModelFailure(_model_error_text(exc, request.model)) from exc
 
     def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
         reply = state["messages"][-1]
@@ -220,9 +221,10 @@ def _unique_ids(ids: list[str | None], *, seen: set[str]) -> list[str]:
     return unique
 
 
-def _model_error_text(exc: BaseException) -> str:
-    """Why a model call failed, for staff: the chain of error types and any HTTP status,
-    never the provider's message (it may echo the request)."""
+def _model_error_text(exc: BaseException, model: object) -> str:
+    """Why a model call failed, for staff and the caller: the model and its endpoint's host,
+    the chain of error types and any HTTP status, never the provider's message (it may echo
+    the request)."""
     chain: list[BaseException] = []
     while exc is not None and exc not in chain:
         chain.append(exc)
@@ -231,7 +233,10 @@ def _model_error_text(exc: BaseException) -> str:
     status = next(
         (e.status_code for e in chain if isinstance(getattr(e, "status_code", None), int)), None
     )
-    return f"the model call failed ({kinds}{f', HTTP {status}' if status else ''})"
+    return (
+        f"the model call to {model_endpoint(model)} failed "
+        f"({kinds}{f', HTTP {status}' if status else ''})"
+    )
 
 
 def _tool_message(request: ToolCallRequest, result: ToolResult) -> ToolMessage:

@@ -54,8 +54,14 @@ from langgraph.types import Command
 from conversations import checkpoints, runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import RunError, ToolRuntimeContext
-from memory_app.runtime.approval import APPROVAL_DECISIONS, is_declined, proposed_write
+from memory_app.runtime.approval import (
+    APPROVAL_DECISIONS,
+    is_declined,
+    proposed_write,
+    refuse_unfit_decision,
+)
 from memory_app.runtime.errors import (
+    ChatDecisionInvalid,
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
@@ -71,7 +77,11 @@ from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult
 from yuxi_site.utils.connections import in_worker_thread, release_connection
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
+from yuxi_site.utils.string_utils import (
+    STORABLE_TEXT_REQUIREMENT,
+    is_storable_text,
+    storable_text_problem,
+)
 
 logger = logging.getLogger("yuxi.runs")
 
@@ -168,24 +178,32 @@ _DECISION_KEYS = {"decision", "content", "replaces"}
 def check_decision(resume: object) -> dict[str, Any]:
     """The user's decision about a pending memory write, checked: `{"decision": "approve" |
     "reject"}` or `{"decision": "edit", "content": str, "replaces": str | None}`; anything
-    else is `ChatInputError`. (The edited text's own caps are the tool's: it refuses them.)"""
+    else is `ChatDecisionInvalid`. (Whether it can be carried out is `refuse_unfit_decision`'s
+    say, once the pending write is known.)"""
     if not isinstance(resume, dict) or not set(resume) <= _DECISION_KEYS:
-        raise ChatInputError("resume must be an object with decision, content and replaces")
+        raise ChatDecisionInvalid("resume must be an object with decision, content and replaces")
     decision = resume.get("decision")
     if decision not in APPROVAL_DECISIONS:
-        raise ChatInputError(f"decision must be one of {', '.join(APPROVAL_DECISIONS)}")
+        raise ChatDecisionInvalid(f"decision must be one of {', '.join(APPROVAL_DECISIONS)}")
     if decision != "edit":
         if set(resume) != {"decision"}:
-            raise ChatInputError("content and replaces go only with the edit decision")
+            raise ChatDecisionInvalid("content and replaces go only with the edit decision")
         return {"decision": decision}
     content, replaces = resume.get("content"), resume.get("replaces")
+    if content is None:
+        raise ChatDecisionInvalid("content is required for an edit")
     for name, value in (("content", content), ("replaces", replaces)):
-        if value is None and name == "replaces":
+        if value is None:
             continue
-        if not isinstance(value, str) or not is_storable_text(value):
-            raise ChatInputError(f"{name} must be valid text without NUL")
+        if not isinstance(value, str):
+            raise ChatDecisionInvalid(f"{name} must be text")
+        problem = storable_text_problem(value)
+        if problem is not None:
+            raise ChatDecisionInvalid(
+                f"{name} must be {STORABLE_TEXT_REQUIREMENT}: it holds {problem}"
+            )
         if len(value.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
-            raise ChatInputError(f"{name} is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
+            raise ChatDecisionInvalid(f"{name} is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
     return {"decision": decision, "content": content, "replaces": replaces}
 
 
@@ -305,9 +323,11 @@ def open_turn(*, user_id: int, thread_id: str | None, message: str) -> Turn:
 def open_resume_turn(*, user_id: int, thread_id: str, resume: object) -> Turn:
     """Open a `resume` run carrying the user's decision about the thread's pending approval.
 
-    Raises `ChatInputError` (bad decision, no thread), `ChatError` (inside a transaction,
-    inactive user), `ChatThreadNotFound`, `ChatNothingToResume` (nothing pending, or another
-    decision came first), `django.db.DatabaseError`.
+    Raises `ChatDecisionInvalid` (malformed decision), `ChatInputError` (no thread),
+    `ChatError` (inside a transaction, inactive user), `ChatThreadNotFound`,
+    `ChatNothingToResume` (nothing pending, or another decision came first),
+    `ChatDecisionRefused` (a decision that could not be carried out: still pending),
+    `django.db.DatabaseError`.
     """
     decision = check_decision(resume)
     if not isinstance(thread_id, str):
@@ -323,6 +343,7 @@ def open_resume_turn(*, user_id: int, thread_id: str, resume: object) -> Turn:
     )
     if interrupted is None:
         raise ChatNothingToResume("no approval is pending in this thread")
+    refuse_unfit_decision(user_id=user_id, decision=decision, proposed=approval)
     try:
         handle, _ = _claim(
             user_id=user_id,
@@ -593,7 +614,7 @@ def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
         raise ChatRunLost("the run's lease was lost") from exc
     _fail(turn, exc, outcome)
     if is_model_failure(exc):
-        raise ChatModelUnavailable("the model is unavailable") from exc
+        raise ChatModelUnavailable(f"the model is unavailable: {error_text(exc)}") from exc
     raise exc
 
 

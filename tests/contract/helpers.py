@@ -12,7 +12,16 @@ TOOL_NAMES = {"remember_memory", "search_thread_messages", "read_thread_messages
 TOOL_STATUSES = {"added", "unchanged", "replaced", "conflict", "rejected", "denied", "unavailable"}
 KIB = 1024
 # The response shapes of history lookback, key for key.
-HIT_KEYS = {"thread_id", "title", "message_id", "role", "created_at", "snippet", "truncated"}
+HIT_KEYS = {
+    "thread_id",
+    "title",
+    "message_id",
+    "role",
+    "created_at",
+    "snippet",
+    "matched_terms",
+    "truncated",
+}
 READ_KEYS = {"thread_id", "title", "messages", "has_more_before", "has_more_after", "truncated"}
 MESSAGE_KEYS = {"message_id", "role", "created_at", "content", "truncated"}
 TOOL_CALL_KEYS = {"id", "name", "input", "output", "status", "error", "message_id", "truncated"}

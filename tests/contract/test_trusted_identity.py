@@ -34,7 +34,7 @@ def test_remember_schema_exposes_no_context_field_and_history_schemas_no_identit
         assert schema["type"] == "object" and set(schema["properties"]) == set(tool.args)
         json.dumps(schema)  # a JSON schema is JSON
     assert set(tools["remember_memory"].args) == {"content", "replaces"}
-    assert set(tools["search_thread_messages"].args) == {"query", "limit"}
+    assert set(tools["search_thread_messages"].args) == {"query", "limit", "since", "until"}
     # `read_thread_messages` takes the thread to read; never whose or which run.
     assert set(tools["read_thread_messages"].args) == {
         "thread_id",

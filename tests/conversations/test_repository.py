@@ -78,6 +78,27 @@ def search_step(request, monkeypatch):
     return request.param
 
 
+def _contains_or_form(content: str, term: str) -> bool:
+    """Whether `content` contains `term` case-insensitively, or a form of it: its stem (a word
+    of letters), or half its two-character pieces (a run of CJK characters)."""
+    upper = content.upper()
+    stem, grams = repository._stem(term), repository._cjk_bigrams(term)
+    if term.upper() in upper or (stem is not None and stem.upper() in upper):
+        return True
+    return grams is not None and 2 * sum(gram in content for gram in grams) >= len(grams)
+
+
+def _served(query: str, search_step: str) -> bool:
+    """Whether the step `search_step` finds `query`'s messages at all: the indexed step (an
+    empty window) finds nothing for a query with no term an index serves."""
+    return search_step != "indexed" or any(
+        repository._has_trigram(term)
+        or repository._is_cjk_pair(term)
+        or repository._cjk_bigrams(term)
+        for term in repository._terms(query)
+    )
+
+
 @pytest.fixture
 def planted():
     """A user with one visible thread, and the marker planted in every forbidden place."""
@@ -211,6 +232,7 @@ def test_search_is_case_insensitive_newest_first_and_limited():
         "role",
         "created_at",
         "snippet",
+        "matched_terms",
         "truncated",
     }
     assert (hit["snippet"], hit["truncated"], response["truncated"]) == (
@@ -236,7 +258,8 @@ def test_like_wildcards_in_a_query_match_literally(query, matching, search_step)
     messages = _messages(_thread(user), ["100% sure", "1000 sure", "a_b here", "axb", "c:\\temp"])
     by_content = {m.content: m.pk for m in messages}
     response = search_thread_messages(user.pk, query, limit=10)
-    assert _ids(response, "results") == [by_content[c] for c in matching]
+    expected = [by_content[c] for c in matching] if _served(query, search_step) else []
+    assert _ids(response, "results") == expected
 
 
 @pytest.mark.parametrize(
@@ -257,6 +280,7 @@ def test_chinese_japanese_and_emoji_queries_match(query, search_step):
     messages = _messages(_thread(user), contents)
     expected = [m.pk for m in reversed(messages) if query.upper() in m.content.upper()]
     assert expected
+    expected = expected if _served(query, search_step) else []
     assert _ids(search_thread_messages(user.pk, query, limit=10), "results") == expected
 
 
@@ -296,7 +320,8 @@ def test_search_agrees_with_a_plain_substring_scan(corpus, search_step, data):
     )
     response = search_thread_messages(user.pk, query, limit=10)
     found = sorted(hit["snippet"] for hit in response["results"])
-    assert found == sorted(c for c in contents if c and query.upper() in c.upper())
+    expected = [c for c in contents if c and _contains_or_form(c, query)]
+    assert found == sorted(expected if _served(query, search_step) else [])
 
 
 @pytest.mark.parametrize(
@@ -880,7 +905,9 @@ def _search_ids(user, query: str, limit: int = 10) -> list[int]:
     return _ids(search_thread_messages(user.pk, query, limit=limit), "results")
 
 
-def test_search_matches_every_term_in_any_order_case_insensitively(search_step):
+def test_search_ranks_messages_with_every_term_first_in_any_order_case_insensitively(
+    search_step,
+):
     user = UserFactory()
     messages = _messages(
         _thread(user),
@@ -892,10 +919,16 @@ def test_search_matches_every_term_in_any_order_case_insensitively(search_step):
             "sisterhood and weddings",
         ],
     )
-    assert _search_ids(user, "sister wedding") == [messages[4].pk, messages[1].pk, messages[0].pk]
-    assert _search_ids(user, "wedding SISTER") == [messages[4].pk, messages[1].pk, messages[0].pk]
-    assert _search_ids(user, "kyoto wedding sister's") == [messages[0].pk]
-    assert _search_ids(user, "sister wedding cake") == []
+    # Both terms (all near each other: the newest first), then one (as frequent: newest first).
+    ranked = [messages[i].pk for i in (4, 1, 0, 3, 2)]
+    assert _search_ids(user, "sister wedding") == ranked
+    assert _search_ids(user, "wedding SISTER") == ranked
+    assert _search_ids(user, "kyoto wedding sister's") == [messages[i].pk for i in (0, 4, 3, 1)]
+    # No message has all three: two of them rank first, the rare "cake" among them first
+    # (how rare is counted among the newest messages: none in the indexed step's).
+    found = _search_ids(user, "sister wedding cake")
+    assert set(found[:4]) == {messages[i].pk for i in (0, 1, 3, 4)} and found[4] == messages[2].pk
+    assert found[0] == (messages[3].pk if search_step != "indexed" else messages[4].pk)
 
 
 def test_a_quoted_phrase_is_one_term(search_step):
@@ -908,37 +941,42 @@ def test_a_quoted_phrase_is_one_term(search_step):
     assert _search_ids(user, 'kyoto "SISTER\'S WEDDING"') == [messages[0].pk]
     assert _search_ids(user, '"wedding sister"') == []
     assert _search_ids(user, '"sister\'s  wedding"') == [messages[2].pk]  # inner space kept
-    assert _search_ids(user, 'friend"sister\'s wedding"') == []  # quotes separate terms too
+    # Quotes separate terms too: "friend" and the phrase, each in one message.
+    assert _search_ids(user, 'friend"sister\'s wedding"') == [messages[1].pk, messages[0].pk]
     assert _search_ids(user, '"of my"friend') == [messages[1].pk]
 
 
 @pytest.mark.parametrize(
-    ("query", "expected"),
+    ("query", "expected", "indexed"),
     [
-        ("婚礼 妹妹", [0]),  # two CJK pairs: the bigram index
-        ("妹妹 京都", [0, 1]),
-        ("妹妹的婚礼 京都", [0]),  # a longer CJK term: the trigram index
-        ("京 婚礼", [0]),  # one CJK character only narrows
-        ("京都 wedding", [1]),
-        ("東京タワー 妹妹", [1]),
-        ("婚礼 东京", []),
+        ("婚礼 妹妹", [0, 2, 1], [0, 2, 1]),  # two CJK pairs: the bigram index
+        ("妹妹 京都", [1, 0], [1, 0]),  # closer together in the newer one
+        ("妹妹的婚礼 京都", [0, 1], [0, 1]),  # a longer CJK term: the trigram index
+        ("京 婚礼", [0, 2, 1], [0, 2]),  # one CJK character: only checked on the window
+        ("京都 wedding", [1, 0], [1, 0]),
+        ("東京タワー 妹妹", [1, 0], [1, 0]),
+        ("婚礼 东京", [2, 0], [2, 0]),
     ],
 )
-def test_cjk_terms_of_two_and_more_characters_match_in_any_order(query, expected, search_step):
+def test_cjk_terms_of_two_and_more_characters_match_in_any_order(
+    query, expected, indexed, search_step
+):
     user = UserFactory()
     messages = _messages(
         _thread(user),
         ["我妹妹的婚礼在京都举行", "妹妹去了京都和東京タワー, no wedding", "婚礼的蛋糕"],
     )
-    assert _search_ids(user, query) == [messages[i].pk for i in reversed(expected)]
+    ranked = indexed if search_step == "indexed" else expected
+    assert _search_ids(user, query) == [messages[i].pk for i in ranked]
 
 
-def test_a_query_of_short_terms_only_matches_every_one_of_them(search_step):
+def test_a_query_of_short_terms_ranks_the_newest_messages_only(search_step):
     user = UserFactory()
     messages = _messages(_thread(user), ["go to a b", "go b", "京 a", "ab 京"])
-    assert _search_ids(user, "a 京") == [messages[3].pk, messages[2].pk]
-    assert _search_ids(user, "b go") == [messages[1].pk, messages[0].pk]
-    assert _search_ids(user, "b a go") == [messages[0].pk]
+    walked = search_step != "indexed"  # the indexed step walks no window: no index serves them
+    ranked = {"a 京": [3, 2, 0], "b go": [1, 0, 3], "b a go": [0, 1, 3, 2]}
+    for query, order in ranked.items():
+        assert _search_ids(user, query) == ([messages[i].pk for i in order] if walked else [])
 
 
 @pytest.mark.parametrize(
@@ -957,11 +995,13 @@ def test_nine_terms_and_a_blank_query_are_refused(query):
         search_thread_messages(UserFactory().pk, query)
 
 
-def test_eight_terms_are_accepted_and_all_must_match(search_step):
+def test_eight_terms_are_accepted_and_the_message_with_all_ranks_first(search_step):
     user = UserFactory()
     words = ["alpha", "bravo", "charlie", "delta", "echo", "fox", "go", "京都"]
     full = _messages(_thread(user), [" ".join(reversed(words)), " ".join(words[1:])])
-    assert _search_ids(user, " ".join(words)) == [full[0].pk]
+    hits = search_thread_messages(user.pk, " ".join(words), limit=10)["results"]
+    assert [h["message_id"] for h in hits] == [full[0].pk, full[1].pk]
+    assert [h["matched_terms"] for h in hits] == [words, words[1:]]
 
 
 @pytest.mark.parametrize(
@@ -977,7 +1017,8 @@ def test_eight_terms_are_accepted_and_all_must_match(search_step):
 def test_an_unbalanced_quote_is_a_literal_character(query, expected, search_step):
     user = UserFactory()
     messages = _messages(_thread(user), ['a 5" screen', 'say "hi there', 'a b "c', 'x" y'])
-    assert _search_ids(user, query) == [messages[i].pk for i in reversed(expected)]
+    found = [messages[i].pk for i in reversed(expected)] if _served(query, search_step) else []
+    assert _search_ids(user, query) == found
 
 
 TERM_ALPHABET = "你好世界们日本%_\\oOxX😀\"' "
@@ -987,7 +1028,7 @@ TERM_ALPHABET = "你好世界们日本%_\\oOxX😀\"' "
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
-def test_a_search_of_several_terms_agrees_with_a_scan_for_every_term(corpus, search_step, data):
+def test_a_search_of_several_terms_ranks_as_a_scan_finds_them(corpus, search_step, data):
     user, contents = corpus
     pieces = [c[i : i + n] for c in contents for i in range(len(c)) for n in (1, 2, 3, 5)]
     terms = data.draw(
@@ -998,11 +1039,19 @@ def test_a_search_of_several_terms_agrees_with_a_scan_for_every_term(corpus, sea
             max_size=4,
         )
     )
-    response = search_thread_messages(user.pk, " ".join(terms), limit=10)
-    found = sorted(hit["snippet"] for hit in response["results"])
-    assert found == sorted(
-        c for c in contents if c and all(term.upper() in c.upper() for term in terms)
-    )
+    hits = search_thread_messages(user.pk, " ".join(terms), limit=10)["results"]
+    distinct = list(dict.fromkeys(terms))
+    found = {c: [t for t in distinct if _contains_or_form(c, t)] for c in contents if c}
+    # Each hit names the terms it has (or a form of), in query order; more terms first.
+    for hit in hits:
+        assert hit["matched_terms"] == found[hit["snippet"]] != []
+    counts = [len(hit["matched_terms"]) for hit in hits]
+    assert counts == sorted(counts, reverse=True)
+    every = {c for c, have in found.items() if have == distinct}
+    if _served(" ".join(terms), search_step):  # every message with every term is found
+        assert every <= {hit["snippet"] for hit in hits}
+    if search_step != "indexed":  # the window holds them all: every match is found
+        assert {hit["snippet"] for hit in hits} == {c for c, have in found.items() if have}
 
 
 def test_the_snippet_is_cut_around_the_first_term(search_step):
@@ -1039,7 +1088,7 @@ def test_terms_never_match_in_other_users_archived_deleted_or_sub_agent_threads(
             conversation=visible.conversation, role=role, message_type=kind, content=content
         )
     for query in ["wedding sister", "婚礼 妹妹", "京 x", "kyoto 婚礼 x", '"sister wedding" 京']:
-        assert _search_ids(user, query) == [visible.pk]
+        assert _search_ids(user, query) == ([visible.pk] if _served(query, search_step) else [])
 
 
 def test_several_hostile_terms_keep_every_byte_budget(search_step):
@@ -1136,13 +1185,27 @@ def test_each_long_term_and_cjk_pair_is_an_index_condition_and_short_terms_only_
     rare_terms_among_many,
 ):
     user = rare_terms_among_many
-    assert len(_search_ids(user, "wedding kyoto a 1")) == 2
+    both = set(Message.objects.filter(content__startswith="wedding").values_list("pk", flat=True))
+    assert set(_search_ids(user, "wedding kyoto a 1")[:2]) == both
     trigram = _index_conditions(_scans(_plan(user, "wedding kyoto a 1")), "message_owner_trgm_idx")
-    assert "%WEDDING%" in trigram and "%KYOTO%" in trigram
+    assert "%WEDD%" in trigram and "%KYOTO%" in trigram  # "wedding" by its stem
     assert "%A%" not in trigram and "%1%" not in trigram
-    assert len(_search_ids(user, "你好 世界 界")) == 2
+    assert set(_search_ids(user, "你好 世界 界")) == both
     bigram = _index_conditions(_scans(_plan(user, "你好 世界 界")), "message_owner_bigram_idx")
     assert "你好" in bigram and "世界" in bigram and "%界%" not in bigram
+
+
+def test_a_cjk_run_is_looked_up_by_its_bigrams_and_a_long_term_by_its_trigrams(
+    rare_terms_among_many,
+):
+    user = rare_terms_among_many
+    both = set(Message.objects.filter(content__startswith="wedding").values_list("pk", flat=True))
+    assert set(_search_ids(user, "你好世界")) == both
+    bigram = _index_conditions(_scans(_plan(user, "你好世界")), "message_owner_bigram_idx")
+    assert "&&" in bigram and "你好" in bigram and "好世" in bigram
+    long_term = "wedding" * 36 + "abcd"  # 256 letters
+    trigram = _index_conditions(_scans(_plan(user, long_term)), "message_owner_trgm_idx")
+    assert long_term[:40].upper() in trigram
 
 
 def test_a_query_of_short_terms_walks_the_newest_messages(rare_terms_among_many):
@@ -1157,26 +1220,29 @@ def _nodes(node: dict) -> list[dict]:
     return [node] + [found for child in node.get("Plans", []) for found in _nodes(child)]
 
 
-def _message_scans_run(user, query: str) -> int:
-    """How many scans of the message table the statement `query`'s search sends runs."""
+def _message_scans_run(user, query: str) -> list[str]:
+    """The search indexes of the message table that the scans which ran of `query`'s search
+    walk, one a scan."""
     with CaptureQueriesContext(connection) as captured:
         search_thread_messages(user.pk, query, limit=3)
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
         plan = cursor.fetchone()[0][0]["Plan"]
-    return sum(
-        1
+    return [
+        node["Index Name"]
         for node in _nodes(plan)
-        if node.get("Relation Name") == "conversations_message" and node["Actual Loops"] > 0
-    )
+        if node.get("Index Name") in SEARCH_INDEXES and node["Actual Loops"] > 0
+    ]
 
 
 def test_a_full_page_among_the_newest_messages_never_runs_the_indexed_step():
     user = UserFactory()
     _messages(_thread(user), ["old rare words"] + ["frequent words here"] * 5)
-    assert _message_scans_run(user, "words frequent") == 1
-    # The newest-first walk, then the probe of the terms' frequency and the indexed scan.
-    assert _message_scans_run(user, "rare words") == 3
+    # The newest-first walk only (then each hit fetched by its key): no GIN scan.
+    frequent = _message_scans_run(user, "words frequent")
+    assert not set(frequent) & {"message_owner_trgm_idx", "message_owner_bigram_idx"}
+    # Not a full page with both terms: the indexed step runs too.
+    assert len(_message_scans_run(user, "rare words")) > len(frequent)
 
 
 @pytest.mark.parametrize(
@@ -1254,9 +1320,9 @@ def test_a_frequent_term_beside_a_rare_one_is_only_a_filter_and_still_required(
     thread = Conversation.objects.filter(user=user).first()
     both = _messages(thread, ["wedding of common friends"] * 3)
     # "common" is in nearly every newest message, "wedding" in five (three with "common").
-    assert _search_ids(user, "common wedding") == [m.pk for m in reversed(both)]
-    [scan] = _trigram_scans_run(user, "common wedding")
-    assert "%WEDDING%" in scan["Index Cond"]
+    assert _search_ids(user, "common wedding")[:3] == [m.pk for m in reversed(both)]
+    [scan] = [s for s in _trigram_scans_run(user, "common wedding") if "CASE" in s["Index Cond"]]
+    assert "%WEDD%" in scan["Index Cond"]  # "wedding" by its stem
     # The index found every message with "wedding"; "common" was checked on those only.
     assert scan["Actual Rows"] == 5
 
@@ -1266,9 +1332,13 @@ def test_terms_all_found_as_often_all_drive_the_index(rare_terms_among_many):
     thread = Conversation.objects.filter(user=user).first()
     _messages(thread, [f"wedding kyoto {i}" for i in range(12)])
     # Neither term is rarer than the other among the newest messages: both index conditions.
-    assert len(_search_ids(user, "wedding kyoto 1")) == 5
-    [scan] = _trigram_scans_run(user, "wedding kyoto 1")
-    assert "%WEDDING%" in scan["Index Cond"] and "%KYOTO%" in scan["Index Cond"]
+    all_three = Message.objects.filter(content__startswith="wedding kyoto", content__contains="1")
+    assert set(_search_ids(user, "wedding kyoto 1")[:5]) == set(
+        all_three.values_list("pk", flat=True)
+    )
+    # The step of every term (the slots' patterns; each rare term's own lookup scans too).
+    [scan] = [s for s in _trigram_scans_run(user, "wedding kyoto 1") if "CASE" in s["Index Cond"]]
+    assert "%WEDD%" in scan["Index Cond"] and "%KYOTO%" in scan["Index Cond"]
     assert scan["Actual Rows"] == 14
 
 
@@ -1300,9 +1370,165 @@ def often_and_rare():
         max_size=4,
     )
 )
-def test_a_term_left_to_the_filter_is_still_required_as_a_scan_finds(often_and_rare, terms):
+def test_a_term_left_to_the_filter_still_ranks_as_a_scan_finds(often_and_rare, terms):
     user, messages = often_and_rare
-    expected = [
-        m.pk for m in reversed(messages) if all(term.upper() in m.content.upper() for term in terms)
-    ][:10]
-    assert _search_ids(user, " ".join(terms)) == expected
+    every = {m.pk for m in messages if all(_contains_or_form(m.content, t) for t in terms)}
+    found = _search_ids(user, " ".join(terms))
+    # The messages with every term rank first (ten at most), then those with fewer.
+    first = found[: min(len(every), 10)]
+    assert len(first) == min(len(every), 10) and set(first) <= every
+
+
+# Ranking: any term matches; more distinct terms first, then relevance, then newest.
+
+
+def _hits(user, query: str, **kwargs) -> list[dict]:
+    return search_thread_messages(user.pk, query, limit=10, **kwargs)["results"]
+
+
+def test_a_message_with_every_term_ranks_before_newer_ones_with_fewer(search_step):
+    user = UserFactory()
+    both, sister, wedding = _messages(
+        _thread(user), ["my sister's wedding is on June 14", "my sister called", "a wedding cake"]
+    )
+    # The one with both terms is the oldest; a query word no message has changes nothing.
+    assert _search_ids(user, "sister wedding date") == [both.pk, wedding.pk, sister.pk]
+
+
+def test_among_messages_with_as_many_terms_the_rarer_term_ranks_first():
+    # How rare a term is is counted among the user's newest messages (here all of them).
+    user = UserFactory()
+    thread = _thread(user)
+    rare = _messages(thread, ["we saw a heron"])[0]
+    common = _messages(thread, [f"the weather is fine {i}" for i in range(5)])
+    found = _search_ids(user, "weather heron")
+    # "heron" is in one message, "weather" in five: the heron ranks first although oldest.
+    assert found == [rare.pk] + [m.pk for m in reversed(common)]
+
+
+def test_terms_close_together_rank_before_the_same_terms_far_apart(search_step):
+    user = UserFactory()
+    near, far = _messages(
+        _thread(user),
+        ["my sister's wedding was lovely", "my sister " + "and so on " * 20 + "at a wedding"],
+    )
+    assert _search_ids(user, "wedding sister") == [near.pk, far.pk]
+
+
+def test_among_equal_matches_the_newest_ranks_first(search_step):
+    user = UserFactory()
+    stated, corrected = _messages(
+        _thread(user),
+        ["the book club meets on Monday", "update: the book club meets on Friday now"],
+    )
+    assert _search_ids(user, "book club meets") == [corrected.pk, stated.pk]
+
+
+def test_matched_terms_are_the_query_terms_each_hit_contains_in_query_order(search_step):
+    user = UserFactory()
+    _messages(_thread(user), ["KYOTO trip with my Sister", "Sister only", "nothing here"])
+    hits = _hits(user, 'sister "kyoto trip" nowhere sister')
+    assert [h["matched_terms"] for h in hits] == [["sister", "kyoto trip"], ["sister"]]
+    assert set(hits[0]) == {
+        "thread_id",
+        "title",
+        "message_id",
+        "role",
+        "created_at",
+        "snippet",
+        "matched_terms",
+        "truncated",
+    }
+
+
+def test_another_form_of_a_word_is_found_after_the_word_as_written(search_step):
+    user = UserFactory()
+    exact, form = _messages(_thread(user), ["a peanut allergy", "I am allergic to peanuts"])
+    hits = _hits(user, "allergy")
+    assert [h["message_id"] for h in hits] == [exact.pk, form.pk]
+    assert [h["matched_terms"] for h in hits] == [["allergy"], ["allergy"]]
+    # A run of CJK characters is also found by half its two-character pieces (妹妹, 婚礼 of
+    # 妹妹, 妹婚, 婚礼) after one that has it as written; one piece is not enough.
+    thread = _thread(user)
+    exact, *forms, _ = _messages(thread, ["妹妹婚礼", "我妹妹的婚礼", "婚礼上妹妹唱", "婚礼"])
+    found = _search_ids(user, "妹妹婚礼")
+    assert found[0] == exact.pk and sorted(found[1:]) == [m.pk for m in forms]
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "expected"),
+    [
+        ("2026-01-02", None, [3, 2]),
+        (None, "2026-01-02", [1, 0]),
+        ("2026-01-01T12:00:00Z", "2026-01-02T12:00:00+00:00", [2, 1]),
+        ("2026-01-01T12:00", "2026-01-02T12:00", [2, 1]),
+        # An offset is converted to UTC: 20:00 at +08:00 is 12:00 UTC.
+        ("2026-01-01T20:00:00+08:00", None, [3, 2, 1]),
+        (datetime(2026, 1, 2, 12, tzinfo=UTC), None, [3]),
+    ],
+)
+def test_since_is_inclusive_and_until_exclusive(since, until, expected, search_step):
+    user = UserFactory()
+    thread = _thread(user)
+    days = [
+        MessageFactory(conversation=thread, content="trip notes", created_at=at)
+        for at in [
+            datetime(2026, 1, 1, 0, tzinfo=UTC),
+            datetime(2026, 1, 1, 12, tzinfo=UTC),
+            datetime(2026, 1, 2, 0, tzinfo=UTC),
+            datetime(2026, 1, 2, 12, tzinfo=UTC),
+        ]
+    ]
+    found = search_thread_messages(user.pk, "trip", limit=10, since=since, until=until)
+    assert _ids(found, "results") == [days[n].pk for n in expected]
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        {"since": "yesterday"},
+        {"until": "2026-13-01"},
+        {"since": "14/06/2026"},
+        {"until": 20260614},
+        {"since": "2026-06-14" + " " * 60},
+        {"since": "2026-06-14", "until": "2026-06-14"},
+        {"since": "2026-06-15", "until": "2026-06-14"},
+    ],
+)
+def test_a_bad_time_bound_is_refused_with_the_format(bounds):
+    with pytest.raises(HistoryQueryError) as refused:
+        search_thread_messages(UserFactory().pk, "trip", **bounds)
+    assert "ISO 8601" in str(refused.value) or "earlier than" in str(refused.value)
+
+
+UNINDEXABLE = ["C++", "...", "%%%", "%" * 256, "—" * 100, "a b c d e f g h", "婚", "界 京"]
+
+
+@pytest.mark.parametrize("query", UNINDEXABLE)
+def test_a_query_no_index_can_narrow_walks_only_the_newest_window(query, monkeypatch):
+    monkeypatch.setattr(repository, "SEARCH_WINDOW", 30)
+    user = UserFactory()
+    thread = _thread(user)
+    old = _messages(thread, [f"old {query} here"])[0]
+    for i in range(40):
+        MessageFactory(
+            conversation=thread, content="plain", created_at=T0 + timedelta(days=1, minutes=i)
+        )
+    # The old message has the terms but lies beyond the newest 30: never walked, never found.
+    assert old.pk not in _search_ids(user, query)
+    with CaptureQueriesContext(connection) as captured:
+        search_thread_messages(user.pk, query, limit=10)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
+        plan = cursor.fetchone()[0][0]["Plan"]
+    read = [
+        node
+        for node in _nodes(plan)
+        if node.get("Relation Name") == "conversations_message" and node["Actual Loops"] > 0
+    ]
+    assert not {n.get("Index Name") for n in read} & {
+        "message_owner_trgm_idx",
+        "message_owner_bigram_idx",
+    }
+    # Every scan of messages that ran read at most the window (by id lookups, a row a loop).
+    assert all(n["Actual Rows"] * n["Actual Loops"] <= 30 for n in read if n["Actual Loops"] == 1)

@@ -291,13 +291,13 @@ def test_versions_are_shown_beside_the_ledger_which_links_each_change_to_what_it
     assert "empty file" in ledger
 
 
-def test_a_forgotten_version_is_listed_as_not_kept_and_no_longer_linked(staff_client):
+def test_forgotten_versions_are_no_longer_listed_nor_linked(staff_client):
     config = UserConfigFactory()
     _user_write(config.user, "- old\n")
     _user_write(config.user, "- new\n")
     forget_memory_versions(user=config.user, actor=config.user)
     html = _page(staff_client, config)
-    assert "1 earlier version, newest replacement first; 0 still kept" in html
+    assert "or the user forgot the versions since" in _versions_panel(html)
     assert "- old" not in _versions_panel(html)
     assert ">kept</a>" not in html and "not kept" in _ledger(html)
 
@@ -415,3 +415,91 @@ def test_a_symlinked_versions_directory_is_reported_not_traced(staff_client, tmp
     assert "Refused: MEMORY.md, the versions directory" in _line_origins(
         _page(staff_client, config)
     )
+
+
+# -- admin copy: words a person reads -----------------------------------------------------------
+
+
+def test_the_admin_is_headed_yuxi_memory(staff_client):
+    html = staff_client.get(reverse("admin:index")).content.decode()
+    assert "Yuxi Memory" in html and "Django administration" not in html
+
+
+def test_the_config_page_shows_each_switch_once_in_words(staff_client):
+    config = UserConfigFactory(enable_memory=True, memory_write_approval=False)
+    html = _page(staff_client, config)
+    assert html.count("Memory switch:") == 1 and "Enable memory:" not in html
+    assert "on: the agent&#x27;s next run reads the memory" in html
+    assert "off: the agent writes memory directly" in html
+    assert "Memory write approval:" not in html
+
+
+def test_kept_versions_say_in_words_what_made_and_what_replaced_them(staff_client):
+    config = UserConfigFactory()
+    _write_memory(config.user_id, b"- seeded\n")
+    _user_write(config.user, "- edited\n")
+    clear_memory(user=config.user, actor=config.user)
+    panel = _versions_panel(_page(staff_client, config))
+    assert "<th>made by</th>" in panel and "<th>replaced by</th>" in panel
+    assert "User Edited" in panel and "User Cleared" in panel
+    assert "Initial (no recorded change wrote it)" in panel
+    assert "user_edited" not in panel and "user_cleared" not in panel
+
+
+def test_the_ledger_can_hide_switch_and_approval_toggles(staff_client):
+    config = UserConfigFactory()
+    MemoryEventFactory(user=config.user, kind="switch_on")
+    MemoryEventFactory(user=config.user, kind="approval_on")
+    _user_write(config.user, "- fact\n")
+    ledger = _ledger(_page(staff_client, config))
+    assert 'id="yuxi-hide-toggles"' in ledger and "Hide the 2 switch and approval toggles" in ledger
+    assert ledger.count("yuxi-toggle-row") == 2
+    listed = staff_client.get(
+        reverse("admin:memory_app_memoryevent_changelist"),
+        {"user": config.user_id, "change": "file"},
+    ).content.decode()
+    rows = listed.split('id="result_list"', 1)[1].split("</table>", 1)[0]
+    assert "User Edited" in rows and "Switch On" not in rows and "Approval On" not in rows
+
+
+def _approval_turn(user, decision: dict):
+    asked = chat(user_id=user.pk, message="remember that my PIN is in the drawer")
+    decided = chat(user_id=user.pk, thread_id=asked.thread_id, resume=decision)
+    return AgentRun.objects.get(run_id=asked.run_id), AgentRun.objects.get(run_id=decided.run_id)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_declined_runs_page_shows_the_outcome_and_the_proposed_text(staff_client):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
+    interrupted, deciding = _approval_turn(user, {"decision": "reject"})
+    for run in (interrupted, deciding):
+        html = staff_client.get(
+            reverse("admin:conversations_agentrun_change", args=[run.pk])
+        ).content.decode()
+        assert "declined: nothing written" in html, run.run_type
+        assert "proposed text: <q>my PIN is in the drawer</q>" in html, run.run_type
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approved_runs_page_shows_what_was_written(staff_client):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
+    _, deciding = _approval_turn(user, {"decision": "approve"})
+    html = staff_client.get(
+        reverse("admin:conversations_agentrun_change", args=[deciding.pk])
+    ).content.decode()
+    assert "approved: written (added)" in html
+    assert "text written: <q>my PIN is in the drawer</q>" in html
+
+
+def test_preview_lists_the_credentials_of_the_file_by_line_and_kind_not_their_text(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- tea\n- my PIN: 4821\n")
+    html = _page(staff_client, config)
+    assert "line 2: looks like a password or PIN" in html
+    assert html.count("4821") == 1  # in the file's text only, not in the warning
+
+
+def test_preview_of_a_file_without_credentials_has_no_warning(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- order 2024112588231\n")
+    assert "yuxi-memory-credentials" not in _page(staff_client, config)

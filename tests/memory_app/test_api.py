@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.models import AgentRun, Conversation, Message
 from conversations.services import add_message
+from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.runtime import agent_run
 from tests.database import unreachable_database
@@ -113,7 +114,7 @@ class TestRefusals:
         own = ConversationFactory(user=user)
         before = snapshot()
         response = send(api_client, method, path.replace(FOREIGN, own.thread_id), body)
-        assert (response.status_code, response.json()) == (403, {"error": "CSRF check failed"})
+        assert (response.status_code, response.json()) == (403, {"error": CSRF_FAILED_MESSAGE})
         assert snapshot() == before
 
     @pytest.mark.parametrize(
@@ -178,6 +179,14 @@ class TestRefusals:
     def test_an_unknown_api_path_gets_404_json(self, api_client):
         response = api_client.get("/api/nothing-here/")
         assert (response.status_code, response.json()) == (404, {"error": "not found"})
+
+
+@pytest.mark.django_db
+def test_the_csrf_403_says_which_header_to_send_and_where_its_token_comes_from(api_client):
+    response = send(api_client, "post", "/api/chat/", {"message": "hi"})
+    error = response.json()["error"]
+    assert response.status_code == 403
+    assert "X-CSRFToken" in error and "csrftoken cookie" in error and "/accounts/login/" in error
 
 
 @pytest.mark.django_db

@@ -10,7 +10,9 @@ from django.test import Client
 from langchain_core.messages import AIMessage
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.llm import ScriptedChatModel
+from memory_app.models import UserConfig
 from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
@@ -52,7 +54,7 @@ class TestChatEndpoint:
     def test_session_without_csrf_token_gets_403_json(self, logged_in):
         response = post(logged_in, {"message": "hi"}, csrf=False)
         assert response.status_code == 403
-        assert response.json() == {"error": "CSRF check failed"}
+        assert response.json() == {"error": CSRF_FAILED_MESSAGE}
         assert not AgentRun.objects.exists()
 
     def test_get_is_not_allowed(self, logged_in):
@@ -299,3 +301,70 @@ def test_a_bad_decision_body_is_400_and_starts_no_run(logged_in, body):
     response = post(logged_in, body)
     assert response.status_code == 400 and set(response.json()) == {"error"}
     assert not AgentRun.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_decision_that_cannot_be_carried_out_is_refused_over_http_and_stays_pending(logged_in):
+    user = logged_in.user
+    UserConfig.objects.filter(user=user).update(memory_write_approval=True)
+    memory_path(user.pk).parent.mkdir(parents=True, exist_ok=True)
+    memory_path(user.pk).write_bytes(b"I drink black tea\n")
+    asked = post(logged_in, {"message": "remember that I drink oolong tea"}).json()
+    thread = asked["thread_id"]
+
+    no_content = post(logged_in, {"thread_id": thread, "resume": {"decision": "edit"}})
+    assert (no_content.status_code, no_content.json()) == (
+        400,
+        {"error": "content is required for an edit"},
+    )
+    missing = post(
+        logged_in,
+        {"thread_id": thread, "resume": {"decision": "edit", "content": "x", "replaces": "cola"}},
+    )
+    assert (missing.status_code, missing.json()) == (
+        409,
+        {"error": "the text to replace is not in the memory file"},
+    )
+    [listed] = logged_in.get("/api/threads/").json()["threads"]
+    assert listed["pending_approval"]["tool_call_id"] == asked["approval"]["tool_call_id"]
+    assert not AgentRun.objects.filter(run_type="resume").exists()
+
+    logged_in.patch(
+        "/api/settings/",
+        data=json.dumps({"enable_memory": False}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+    )
+    off = post(logged_in, {"thread_id": thread, "resume": {"decision": "approve"}})
+    assert (off.status_code, off.json()) == (409, {"error": "memory is off"})
+    logged_in.patch(
+        "/api/settings/",
+        data=json.dumps({"enable_memory": True}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+    )
+    edited = post(
+        logged_in,
+        {
+            "thread_id": thread,
+            "resume": {"decision": "edit", "content": "oolong tea", "replaces": "black tea"},
+        },
+    )
+    assert edited.status_code == 200 and edited.json()["status"] == "succeeded"
+    assert memory_path(user.pk).read_bytes() == b"I drink oolong tea\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_decision_that_cannot_be_carried_out_is_a_json_409(logged_in):
+    user = logged_in.user
+    UserConfig.objects.filter(user=user).update(memory_write_approval=True)
+    asked = post(logged_in, {"message": "remember that I drink oolong tea"}).json()
+    UserConfig.objects.filter(user=user).update(enable_memory=False)
+    response = logged_in.post(
+        "/api/chat/stream/",
+        data=json.dumps({"thread_id": asked["thread_id"], "resume": {"decision": "approve"}}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+    )
+    assert (response.status_code, response.json()) == (409, {"error": "memory is off"})
+    assert not AgentRun.objects.filter(run_type="resume").exists()

@@ -3,7 +3,9 @@ turn as Server-Sent Events, over ASGI (`AsyncClient`, the ASGI application) and 
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -257,3 +259,34 @@ def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
     assert list(
         Message.objects.filter(conversation=run.conversation).values_list("role", flat=True)
     ) == ["user"]
+
+
+def _documented(pattern: str) -> str:
+    """The first line of docs/http-api.md matching `pattern`."""
+    page = (Path(settings.BASE_DIR) / "docs" / "http-api.md").read_text()
+    return re.search(pattern, page, re.MULTILINE).group(0)
+
+
+def test_the_docs_show_an_interrupted_streams_done_event_and_the_409_of_a_second_decision():
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
+
+    async def scenario():
+        client = await logged_in_async_client(user)
+        asked = await apost(client, {"message": "remember that I take the 8:10 train"})
+        events = parse_sse(await body_of(asked))
+        thread = events[0][1]["thread_id"]
+        await apost(client, {"thread_id": thread, "resume": {"decision": "reject"}})
+        again = await apost(client, {"thread_id": thread, "resume": {"decision": "approve"}})
+        return events, again
+
+    events, again = run_client(scenario)
+    name, done = events[-1]
+    documented = json.loads(
+        _documented(r'^    data: \{"event": "done", "status": "interrupted".*$').strip()[6:]
+    )
+    assert name == "done" and done["status"] == "interrupted"
+    assert set(documented) == set(done) and set(documented["approval"]) == set(done["approval"])
+    assert documented["approval"]["content"] == done["approval"]["content"]
+    assert documented["tool_calls"] == done["tool_calls"]
+    assert again.status_code == 409
+    assert _documented(r"^    \{\"error\": .*\} 409$").strip() == f"{json.dumps(again.json())} 409"

@@ -268,13 +268,21 @@ def test_a_cleared_memory_is_listed_read_and_restored_over_http(session, memory_
     listed = session.get(VERSIONS_URL)
     assert listed.status_code == 200
     [version] = listed.json()["versions"]
-    assert set(version) == {"sha256", "size_bytes", "replaced_at", "kind", "available"}
-    assert (version["sha256"], version["size_bytes"], version["kind"], version["available"]) == (
-        _sha(original),
-        len(original),
-        "user_cleared",
-        True,
-    )
+    assert set(version) == {
+        "sha256",
+        "size_bytes",
+        "replaced_at",
+        "kind",
+        "replaced_by",
+        "available",
+    }
+    assert (
+        version["sha256"],
+        version["size_bytes"],
+        version["kind"],
+        version["replaced_by"],
+        version["available"],
+    ) == (_sha(original), len(original), "user_edited", "user_cleared", True)
     read = session.get(f"{VERSIONS_URL}{_sha(original)}/")
     assert read.json() == {
         "sha256": _sha(original),
@@ -344,7 +352,7 @@ def test_delete_forgets_every_version_and_keeps_memory(session, memory_file, use
     versions = memory_file.parent / ".memory-versions"
     assert list(versions.iterdir()) == []
     assert memory_file.read_bytes() == b"C\n"
-    assert [v["available"] for v in session.get(VERSIONS_URL).json()["versions"]] == [False] * 2
+    assert session.get(VERSIONS_URL).json() == {"versions": []}
     gone = _sha(b"A\n")
     assert session.get(f"{VERSIONS_URL}{gone}/").status_code == 404
     assert MemoryEvent.objects.latest("id").kind == "versions_forgotten"
@@ -369,3 +377,50 @@ def test_a_symlinked_versions_directory_refuses_the_write_with_403_and_memory_st
     assert (response.status_code, set(response.json())) == (403, {"error"})
     assert memory_file.read_bytes() == b"A\n"
     assert session.get(VERSIONS_URL).status_code == 403
+
+
+@pytest.mark.parametrize("prefix", ["", "sha256:"])
+def test_a_version_url_takes_the_bare_hex_or_the_etag_form(session, memory_file, prefix):
+    memory_file.write_bytes(b"")
+    assert put(session, {"text": "A\n"}, etag(b"")).status_code == 200
+    assert put(session, {"text": "B\n"}, etag(b"A\n")).status_code == 200
+    name = prefix + _sha(b"A\n")
+    read = session.get(f"{VERSIONS_URL}{name}/")
+    assert read.status_code == 200
+    assert read.json() == {"sha256": _sha(b"A\n"), "text": "A\n", "size_bytes": 2}
+    current = etag(b"B\n")
+    restored = restore(session, name, f'"{current}"')
+    assert restored.status_code == 200 and memory_file.read_bytes() == b"A\n"
+    assert session.get(f"{VERSIONS_URL}sha256:{'0' * 64}/").status_code == 404
+
+
+# --- credentials in the user's own writes ---------------------------------------------------
+
+
+def test_the_users_own_write_of_a_credential_is_kept_with_a_warning(session, memory_file):
+    memory_file.write_bytes(b"")
+    text = "I drink oolong tea\nwifi password: Tr0ub4dor&3\n\nVisa 4111 1111 1111 1111\n"
+    response = put(session, {"text": text}, etag(b""))
+    assert response.status_code == 200
+    assert memory_file.read_bytes() == text.encode()
+    assert response.json()["warnings"] == [
+        {"line": 2, "kind": "password"},
+        {"line": 4, "kind": "payment_card"},
+    ]
+    assert "Tr0ub4dor" not in json.dumps(response.json()["warnings"])
+
+
+def test_a_write_without_credentials_has_no_warnings(session, memory_file):
+    memory_file.write_bytes(b"")
+    response = put(session, {"text": "Order 2024112588231 arrives Friday\n"}, etag(b""))
+    assert response.json()["warnings"] == []
+
+
+def test_a_restore_of_a_credential_is_kept_with_a_warning(session, memory_file):
+    original = "tea\n身份证 11010519491231002X\n".encode()
+    memory_file.write_bytes(b"")
+    put(session, {"text": original.decode()}, etag(b""))
+    session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    restored = restore(session, _sha(original), etag(b""))
+    assert restored.status_code == 200 and memory_file.read_bytes() == original
+    assert restored.json()["warnings"] == [{"line": 2, "kind": "resident_id"}]

@@ -157,6 +157,22 @@ class TestAttributed:
         delete_memory_line(user=user, number=1, if_match=_etag(user), actor=user)
         assert _origins(user) == [("has a cat", copy), ("- drinks oolong tea", _by_agent(tea))]
 
+    def test_identical_copies_are_counted_the_newest_copy_from_the_change_that_added_it(
+        self, agents_file
+    ):
+        user = memory_user()
+        agents_file(user.pk, "MEMORY.md").write_bytes(b"tea\ntea\n")
+        _edit(user, "tea\ntea\ncat\ntea\n")
+        third = _latest(user, "user_edited", "you")
+        cat = _remember(user, "has a dog")
+        assert _origins(user) == [
+            ("tea", EARLIER),
+            ("tea", EARLIER),
+            ("cat", third),
+            ("tea", third),
+            ("has a dog", _by_agent(cat)),
+        ]
+
     def test_blank_lines_are_lines_numbered_with_the_file(self):
         user = memory_user()
         _edit(user, "a\n\nb\n")

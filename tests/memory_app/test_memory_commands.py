@@ -96,7 +96,8 @@ def test_versions_restore_and_forget_versions_from_the_terminal():
     assert run("memory", "--user", "carol", "clear") == "memory cleared\n"
     sha = hashlib.sha256(b"I drink oolong tea\n").hexdigest()
     [line] = run("memory", "--user", "carol", "versions").splitlines()
-    assert line.startswith(f"{sha} 19 bytes, replaced ") and line.endswith("by user_cleared, kept")
+    assert line.startswith(f"{sha} 19 bytes, made by user_edited, replaced ")
+    assert line.endswith("by user_cleared, kept")
     restored = run("memory", "--user", "carol", "restore", sha)
     assert restored.startswith(f"restored {sha}: etag sha256:{sha}, 19 bytes")
     memory = Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"

@@ -1,5 +1,6 @@
 """What docs/python-api.md tells a backend engineer, done as they would do it."""
 
+import inspect
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from conversations.models import AgentRun
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.runtime import agent_run
+from memory_app.services import remember_memory
 from tests.factories import UserConfigFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,3 +83,15 @@ def test_a_model_without_bind_tools_fails_with_a_bare_not_implemented_error():
 
 def test_a_test_model_whose_bind_tools_returns_itself_answers():
     assert _answer(_ToolCapableFakeModel(messages=iter([AIMessage("hello")]))) == "hello"
+
+
+def test_docs_show_remember_memorys_real_signature_and_the_id_travels_in_a_context_variable():
+    assert list(inspect.signature(remember_memory).parameters) == ["ctx", "content", "replaces"]
+    docs = Path(settings.BASE_DIR) / "docs"
+    shown = (docs / "memory-writes.md").read_text()
+    assert "`remember_memory(ctx, content, replaces=None) -> MemoryWriteResult" in shown
+    assert "current_tool_call_id" in shown
+    for page in docs.glob("*.md"):
+        assert "tool_call_id=None" not in page.read_text(), page.name
+    with pytest.raises(TypeError):
+        remember_memory(None, "fact", tool_call_id="call_1")

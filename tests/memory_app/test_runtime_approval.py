@@ -17,6 +17,8 @@ from conversations.services import DECLINED, DECLINED_RESULT
 from memory_app.middleware import MEMORY_WRITE_APPROVAL_RULE
 from memory_app.models import MemoryEvent
 from memory_app.runtime import (
+    ChatDecisionInvalid,
+    ChatDecisionRefused,
     ChatInputError,
     ChatNothingToResume,
     achat,
@@ -178,17 +180,24 @@ def test_edit_writes_the_users_text_and_the_row_records_it(agents_file):
     assert row.status == "success"
 
 
-def test_an_edit_over_the_caps_is_rejected_and_writes_nothing(agents_file):
+def test_an_edit_over_the_caps_is_refused_before_it_is_spent_and_stays_pending(agents_file):
     user = approval_user()
     interrupted = interrupted_turn(user)
-    decided = chat(
-        user_id=user.pk,
-        thread_id=interrupted.thread_id,
-        resume={"decision": "edit", "content": "x" * 5000, "replaces": None},
-    )
-    assert decided.tool_calls[0] == {"name": "remember_memory", "status": "error"}
+    with pytest.raises(ChatDecisionRefused, match="content is over 4096 bytes"):
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={"decision": "edit", "content": "x" * 5000, "replaces": None},
+        )
     assert memory_bytes(agents_file, user) is None
-    assert json.loads(pending_row(interrupted).output)["status"] == "rejected"
+    assert_still_pending(interrupted)
+
+
+def assert_still_pending(turn) -> None:
+    """Nothing was decided: no resume run, the call still pending, its checkpoint kept."""
+    assert not AgentRun.objects.filter(resumes__run_id=turn.run_id).exists()
+    assert pending_row(turn).status == "pending"
+    assert checkpoints.checkpoint_exists(turn.run_id)
 
 
 def test_reject_writes_nothing_and_tells_the_model(agents_file):
@@ -210,14 +219,101 @@ def test_reject_writes_nothing_and_tells_the_model(agents_file):
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
 
 
-def test_memory_switched_off_before_the_decision_writes_nothing(agents_file):
+def test_approve_or_edit_while_memory_is_off_is_refused_and_reject_still_works(agents_file):
     user = approval_user()
     interrupted = interrupted_turn(user)
     set_memory_enabled(user=user, enabled=False, actor=user)
-    decided = chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
-    assert decided.tool_calls[0] == {"name": "remember_memory", "status": "error"}
-    assert json.loads(pending_row(interrupted).output)["status"] == "denied"
+    for decision in (
+        {"decision": "approve"},
+        {"decision": "edit", "content": "I drink green tea", "replaces": None},
+    ):
+        with pytest.raises(ChatDecisionRefused, match="^memory is off$"):
+            chat(user_id=user.pk, thread_id=interrupted.thread_id, resume=decision)
+        assert_still_pending(interrupted)
     assert memory_bytes(agents_file, user) is None
+    decided = chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "reject"})
+    assert decided.status == "succeeded"
+    assert pending_row(interrupted).error == DECLINED
+    assert memory_bytes(agents_file, user) is None
+
+
+def test_an_edit_whose_replaces_is_missing_stays_pending_and_a_correct_edit_then_applies(
+    agents_file,
+):
+    user = approval_user()
+    agents_file(user.pk, "MEMORY.md").write_text("I drink black tea\n")
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionRefused) as refused:
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={"decision": "edit", "content": "I drink oolong", "replaces": "coffee"},
+        )
+    assert str(refused.value) == "the text to replace is not in the memory file"
+    assert_still_pending(interrupted)
+    assert memory_bytes(agents_file, user) == b"I drink black tea\n"
+    decided = chat(
+        user_id=user.pk,
+        thread_id=interrupted.thread_id,
+        resume={"decision": "edit", "content": "oolong tea", "replaces": "black tea"},
+    )
+    assert decided.status == "succeeded"
+    assert decided.tool_calls[0] == {"name": "remember_memory", "status": "success"}
+    assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
+    assert pending_row(interrupted).status == "success"
+
+
+def test_an_edit_whose_replaces_occurs_twice_is_refused_with_the_reason(agents_file):
+    user = approval_user()
+    agents_file(user.pk, "MEMORY.md").write_text("tea\ntea\n")
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionRefused, match="occurs more than once"):
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={"decision": "edit", "content": "coffee", "replaces": "tea"},
+        )
+    assert_still_pending(interrupted)
+
+
+def test_approving_a_proposal_the_file_cannot_take_is_refused_and_stays_pending(agents_file):
+    user = approval_user()
+    model = RecordingModel(
+        replies=[
+            tool_reply(("call_1", "remember_memory", {"content": "tea", "replaces": "coffee"}))
+        ]
+    )
+    interrupted = chat(user_id=user.pk, message=REMEMBER, model=model)
+    assert interrupted.status == "interrupted"
+    with pytest.raises(ChatDecisionRefused, match="not in the memory file"):
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
+    assert not AgentRun.objects.filter(resumes__run_id=interrupted.run_id).exists()
+
+
+@pytest.mark.parametrize(
+    ("resume", "message"),
+    [
+        ({"decision": "edit"}, "content is required for an edit"),
+        ({"decision": "edit", "replaces": "tea"}, "content is required for an edit"),
+        (
+            {"decision": "edit", "content": "tea \ud800"},
+            "content must be valid Unicode text (no NUL character, no lone surrogate): it "
+            "holds a lone surrogate",
+        ),
+        (
+            {"decision": "edit", "content": "tea", "replaces": "a\x00b"},
+            "replaces must be valid Unicode text (no NUL character, no lone surrogate): it "
+            "holds a NUL character",
+        ),
+    ],
+)
+def test_a_malformed_edit_is_invalid_says_what_is_wrong_and_stays_pending(resume, message):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionInvalid) as refused:
+        chat(user_id=user.pk, thread_id=interrupted.thread_id, resume=resume)
+    assert str(refused.value) == message
+    assert_still_pending(interrupted)
 
 
 def test_a_decision_that_is_not_one_of_the_three_is_refused_before_any_run():
@@ -524,3 +620,49 @@ def test_a_streamed_turn_ends_interrupted_and_a_streamed_reject_writes_nothing(a
 def interrupted_run_turn(run_id: str):
     """What `pending_row` needs of a turn: its run id."""
     return type("Turn", (), {"run_id": run_id})()
+
+
+# --- credentials --------------------------------------------------------------------------------
+
+SECRET_CALL = ("call_s", "remember_memory", {"content": "My bank PIN is 4821"})
+
+
+@pytest.mark.parametrize("approval", [False, True])
+def test_a_credential_is_rejected_through_a_chat_turn_and_never_put_to_the_user(
+    agents_file, approval
+):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    model = RecordingModel(replies=[tool_reply(SECRET_CALL)])
+    turn = chat(user_id=user.pk, message="remember my PIN 4821", model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    row = ToolCall.objects.get(tool_call_id="call_s")
+    result = json.loads(row.output)
+    assert result == {
+        "status": "rejected",
+        "message": "memory never stores credentials: this looks like a password or PIN",
+    }
+    assert "4821" not in row.output
+    assert memory_bytes(agents_file, user) is None
+    assert not MemoryEvent.objects.exists()
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+    # The model was told, and replied.
+    assert len(model.calls) == 2
+
+
+def test_an_edit_that_holds_a_credential_is_refused_before_it_is_spent_and_stays_pending(
+    agents_file,
+):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionRefused) as refused:
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={"decision": "edit", "content": "my PIN is 4821", "replaces": None},
+        )
+    assert (
+        str(refused.value) == "memory never stores credentials: this looks like a password or PIN"
+    )
+    assert memory_bytes(agents_file, user) is None
+    assert_still_pending(interrupted)

@@ -3,6 +3,7 @@
 
 import asyncio
 import json
+from urllib.parse import urlsplit
 
 import pytest
 from django.db import connection, connections
@@ -212,6 +213,22 @@ def test_an_http_error_of_the_model_fails_the_run_with_its_error_and_the_api_ans
     run = AgentRun.objects.get()
     assert (run.status, run.worker_id) == ("failed", None)
     assert "HTTP 500" in run.error and "boom" not in run.error
+
+
+def test_a_model_failure_names_the_model_the_endpoints_host_and_the_causes_class(settings):
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_MODEL = "smol-test"
+    user = memory_user()
+    with WireServer([(500, b'{"error": {"message": "boom"}}')]) as server:
+        settings.LLM_BASE_URL = server.url
+        host = urlsplit(server.url).netloc
+        with pytest.raises(ChatModelUnavailable) as refused:
+            chat(user_id=user.pk, message="hi")
+    message = str(refused.value)
+    assert f"smol-test at {host}" in message and "InternalServerError" in message
+    assert "boom" not in message
+    # Staff see the same on the run's page.
+    assert f"the model call to smol-test at {host} failed" in AgentRun.objects.get().error
 
 
 def test_a_model_timeout_is_retried_llm_max_retries_times_then_fails_the_run(settings):

@@ -78,6 +78,23 @@ def test_search_tool_returns_the_repository_response_as_it_is(setup):
     assert json.loads(text)["results"][0]["snippet"] == "we booked the Kyoto hotel"
 
 
+def test_search_tool_takes_time_bounds_and_tells_the_model_when_to_use_them(setup):
+    user, past, message, _, ctx = setup
+    tool = make_search_thread_messages_tool(ctx)
+    schema = convert_to_openai_tool(tool)["function"]["parameters"]
+    assert set(schema["properties"]) == {"query", "limit", "since", "until"}
+    assert schema["required"] == ["query"]
+    for words in ("distinctive words", "double quotes", "since", "until", "names a time"):
+        assert words in tool.description
+    day = message.created_at.date()
+    found = json.loads(tool.invoke({"query": "kyoto", "since": day.isoformat()}))
+    assert [h["message_id"] for h in found["results"]] == [message.pk]
+    none = json.loads(tool.invoke({"query": "kyoto", "until": day.isoformat()}))
+    assert none["results"] == []
+    refused = json.loads(tool.invoke({"query": "kyoto", "since": "last week"}))
+    assert refused["status"] == "rejected" and "ISO 8601" in refused["message"]
+
+
 # The chat's tools may run on other threads, which cannot see a test's transaction.
 @pytest.mark.django_db(transaction=True)
 def test_a_chat_turns_lookback_output_is_never_read_back_through_include_tools(setup):

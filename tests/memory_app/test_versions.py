@@ -133,8 +133,77 @@ def test_the_agents_append_and_replacement_keep_what_they_replaced(settings):
     second = _memory(settings, user.pk)
     remember_memory(ctx, "I drink green tea", replaces="I drink oolong tea")
     assert _kept(settings, user.pk) == {_sha(first): first, _sha(second): second}
-    kinds = [(v.sha256, v.kind) for v in list_memory_versions(user=user)]
-    assert kinds == [(_sha(second), "agent_replaced"), (_sha(first), "agent_added")]
+    kinds = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
+    assert kinds == [
+        (_sha(second), "agent_added", "agent_replaced"),
+        (_sha(first), "agent_added", "agent_added"),
+    ]
+
+
+def test_the_replaced_file_is_kept_by_a_hard_link_to_it_not_a_copy(settings):
+    user = memory_user()
+    ctx = context_for(_agent_run(user))
+    remember_memory(ctx, "I drink oolong tea")
+    replaced = (_agents(settings, user.pk) / "MEMORY.md").stat()
+    remember_memory(ctx, "I live in Lyon")
+    kept = (_agents(settings, user.pk) / ".memory-versions" / _sha(b"I drink oolong tea\n")).stat()
+    assert kept.st_ino == replaced.st_ino
+    assert stat.S_IMODE(kept.st_mode) == 0o600 and kept.st_nlink == 1
+
+
+def test_an_append_that_keeps_a_version_fsyncs_three_times(monkeypatch):
+    """The version's directory, the new file, MEMORY.md's directory: the replaced bytes are
+    already durable, so keeping them needs no file fsync."""
+    user = memory_user()
+    ctx = context_for(_agent_run(user))
+    remember_memory(ctx, "I drink oolong tea")
+    synced: list[bool] = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(workspace_module.os, "fsync", fsync)
+    remember_memory(ctx, "I live in Lyon")
+    assert synced == [True, False, True]
+
+
+def test_a_file_written_by_hand_is_kept_as_a_private_copy(settings):
+    user = memory_user()
+    path = _agents(settings, user.pk) / "MEMORY.md"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"written by hand\n")
+    path.chmod(0o644)
+    remember_memory(context_for(_agent_run(user)), "I live in Lyon")
+    kept = path.parent / ".memory-versions" / _sha(b"written by hand\n")
+    assert kept.read_bytes() == b"written by hand\n"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_write_path_compiles_no_orm_query(monkeypatch):
+    """Every statement of an append is static SQL: no queryset is built or cloned per call
+    (outside a caller's transaction, as the tool calls it)."""
+    from django.db.models import QuerySet
+
+    user = memory_user()
+    ctx = context_for(_agent_run(user))
+    remember_memory(ctx, "I drink oolong tea")
+    clones: list[object] = []
+    real_clone = QuerySet._clone
+
+    def clone(self, *args, **kwargs):
+        clones.append(self.model)
+        return real_clone(self, *args, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "_clone", clone)
+    with CaptureQueriesContext(connection) as queries:
+        remember_memory(ctx, "I live in Lyon")
+    assert clones == []
+    statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    # The advisory lock, the run row, the state, the versions window, the ledger row.
+    assert len(statements) == 5
 
 
 def test_the_empty_file_is_never_kept_nor_listed(settings):
@@ -179,11 +248,16 @@ def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
         _write(user, text)
     settings.MEMORY_VERSIONS_KEPT = 1
     steps: list[str] = []
-    real_rename, real_unlink = os.rename, os.unlink
+    real_rename, real_unlink, real_link = os.rename, os.unlink, os.link
 
     def rename(source, target, *args, **kwargs):
         steps.append(f"rename {target if target == 'MEMORY.md' else 'version'}")
         return real_rename(source, target, *args, **kwargs)
+
+    def link(source, target, *args, **kwargs):
+        if len(target) == 64:
+            steps.append("link version")
+        return real_link(source, target, *args, **kwargs)
 
     def unlink(name, *args, **kwargs):
         if len(name) == 64:
@@ -192,13 +266,15 @@ def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
 
     monkeypatch.setattr(workspace_module.os, "rename", rename)
     monkeypatch.setattr(workspace_module.os, "unlink", unlink)
+    monkeypatch.setattr(workspace_module.os, "link", link)
     with CaptureQueriesContext(connection) as queries:
         _write(user, b"D\n")
     ledger_at = next(i for i, q in enumerate(queries) if "INSERT INTO" in q["sql"])
     # (The test's own transaction makes the write's a savepoint: its release is the commit.)
     after_ledger = [q["sql"] for q in queries[ledger_at + 1 :]]
     assert [sql for sql in after_ledger if not sql.startswith("RELEASE SAVEPOINT")] == []
-    assert steps == ["rename version", "rename MEMORY.md", "prune", "prune"]
+    # The replaced file is kept by a hard link to it (its bytes are already durable).
+    assert steps == ["link version", "rename MEMORY.md", "prune", "prune"]
     assert _kept(settings, user.pk) == {_sha(b"C\n"): b"C\n"}
 
 
@@ -333,7 +409,8 @@ def test_the_list_says_when_and_by_what_each_version_was_replaced():
             sha256=_sha(b"B\n"),
             size_bytes=2,
             replaced_at=events[0].created_at,
-            kind="user_cleared",
+            kind="user_edited",
+            replaced_by="user_cleared",
             available=True,
         ),
         MemoryVersion(
@@ -341,9 +418,34 @@ def test_the_list_says_when_and_by_what_each_version_was_replaced():
             size_bytes=2,
             replaced_at=events[1].created_at,
             kind="user_edited",
+            replaced_by="user_edited",
             available=True,
         ),
     ]
+
+
+def test_a_file_no_recorded_change_produced_is_initial(settings):
+    user = memory_user()
+    seed = b"# Memory\n- seeded\n"
+    Workspace.for_user(user.pk).replace_authorized_file(MEMORY_RELPATH, seed)
+    _write(user, b"- edited\n")
+    remember_memory(context_for(_agent_run(user)), "I drink oolong tea")
+    listed = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
+    assert listed == [
+        (_sha(b"- edited\n"), "user_edited", "agent_added"),
+        (_sha(seed), "initial", "user_edited"),
+    ]
+
+
+@pytest.mark.parametrize("form", ["{hex}", "sha256:{hex}"])
+def test_a_version_is_read_and_restored_by_its_bare_hex_or_its_etag_form(settings, form):
+    user = memory_user()
+    _write(user, b"A\n")
+    _write(user, b"B\n")
+    name = form.format(hex=_sha(b"A\n"))
+    assert read_memory_version(user=user, sha256=name) == b"A\n"
+    restore_memory_version(user=user, sha256=name, if_match=_etag(b"B\n"), actor=user)
+    assert _memory(settings, user.pk) == b"A\n"
 
 
 def test_switch_and_forget_events_are_not_versions():
@@ -419,7 +521,11 @@ def test_a_restore_keeps_the_file_it_replaces_so_it_can_be_undone(settings):
     restore_memory_version(user=user, sha256=_sha(b"A\n"), if_match=_etag(b"B\n"), actor=user)
     restore_memory_version(user=user, sha256=_sha(b"B\n"), if_match=_etag(b"A\n"), actor=user)
     assert _memory(settings, user.pk) == b"B\n"
-    assert [v.kind for v in list_memory_versions(user=user)] == ["user_restored", "user_restored"]
+    listed = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
+    assert listed == [
+        (_sha(b"A\n"), "user_restored", "user_restored"),
+        (_sha(b"B\n"), "user_edited", "user_restored"),
+    ]
 
 
 def test_a_restore_with_a_stale_etag_is_a_conflict_and_changes_nothing(settings):
@@ -482,9 +588,14 @@ def test_forgetting_removes_every_kept_file_and_keeps_memory(settings):
         _sha(b"D\n"),
         2,
     )
-    assert [v.available for v in list_memory_versions(user=user)] == [False] * 3
+    assert list_memory_versions(user=user) == []
     with pytest.raises(MemoryVersionNotFound):
         read_memory_version(user=user, sha256=_sha(b"A\n"))
+    # What is replaced after the forgetting is listed again, and only that.
+    _write(user, b"E\n")
+    assert [(v.sha256, v.kind) for v in list_memory_versions(user=user)] == [
+        (_sha(b"D\n"), "user_edited")
+    ]
 
 
 def test_forgetting_is_durable_the_versions_directory_is_fsynced(settings, monkeypatch):

@@ -225,6 +225,8 @@ def test_list_filters_narrow_the_changelist(staff_client, world, model, field, v
 
 # Fields a change page shows through a stand-in (a link, a time with seconds and zone).
 STAND_INS = {
+    (UserConfig, "enable_memory"): "memory_switch",
+    (UserConfig, "memory_write_approval"): "approval_switch",
     (Conversation, "user"): "user_link",
     (Conversation, "parent"): "parent_link",
     (Conversation, "created_at"): "created",

@@ -9,6 +9,7 @@ from django.test import Client
 from django.test.client import MULTIPART_CONTENT, encode_multipart
 
 from conversations.models import Message
+from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.models import MemoryEvent, UserConfig
 from tests.factories import UserConfigFactory
 
@@ -142,5 +143,5 @@ def test_the_slash_rule_needs_the_csrf_check_like_any_unsafe_request(user):
     response = client.post(
         "/api/chat", data=json.dumps({"message": "hi"}), content_type="application/json"
     )
-    assert (response.status_code, response.json()) == (403, {"error": "CSRF check failed"})
+    assert (response.status_code, response.json()) == (403, {"error": CSRF_FAILED_MESSAGE})
     assert Message.objects.count() == 0

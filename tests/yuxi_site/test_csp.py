@@ -3,10 +3,23 @@ assets in our static files, and every HTML page carries a Content-Security-Polic
 scripts from our origin only and no framing."""
 
 import io
+import os
 import re
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import call_command
 from django.test import Client
 
@@ -111,3 +124,116 @@ def test_admin_pages_carry_the_policy_and_no_inline_script(staff_client):
         assert response.status_code == 200, path
         assert _directives(response)["script-src"] == ["'self'"], path
         assert _parsed(response.content.decode()).inline_scripts == [], path
+
+
+# --- error pages, under DEBUG too, and both servers ------------------------------------------
+
+ERROR_PATHS = ["/static/no-such-file.css", "/no-such-page/", "/admin/no-such-page/"]
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize("path", ERROR_PATHS)
+def test_a_404_page_carries_the_policy_with_debug_on_or_off(settings, debug, path):
+    settings.DEBUG = debug
+    response = Client().get(path)  # a fresh handler: whitenoise reads DEBUG when it starts
+    assert response.status_code in (302, 404), path  # the admin sends a stranger to log in
+    assert response["Content-Type"].startswith("text/html")
+    assert _directives(response)["script-src"] == ["'self'"]
+
+
+def _serve_command(port: int) -> list[str]:
+    """The development server as `scripts/serve` runs it (its `exec` line), on `port`."""
+    script = (Path(settings.BASE_DIR) / "scripts" / "serve").read_text()
+    [line] = [line for line in script.splitlines() if line.startswith("exec ")]
+    words = shlex.split(line.removeprefix("exec "))
+    assert words[:3] == [".venv/bin/python", "manage.py", "runserver"]
+    return [sys.executable, "manage.py", *words[2:-1], "--noreload", f"127.0.0.1:{port}"]
+
+
+def _free_port() -> int:
+    """The first free port of 8300-8399, the range servers started here may use."""
+    for port in range(8300, 8400):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 8300-8399")
+
+
+@contextmanager
+def _server(command: list[str], *, port: int, debug: bool, static: Path) -> Iterator[str]:
+    """A server process on `port` serving the static files in `static`, stopped on the way
+    out; yields its base URL."""
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "STATIC_ROOT": str(static),
+        "DEBUG": str(debug),
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "PORT": str(port),
+        "WEB_CONCURRENCY": "1",
+    }
+    process = subprocess.Popen(
+        command,
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=5).close()
+                break
+            except OSError:  # refused, reset, or timed out while the worker boots
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{command} did not start") from None
+                time.sleep(0.2)
+        yield base
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+
+def _get(url: str) -> tuple[int, dict[str, str]]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers)
+
+
+SERVERS = {
+    "scripts/serve": _serve_command,
+    "gunicorn": lambda port: [
+        str(Path(sys.executable).parent / "gunicorn"),
+        "-c",
+        "gunicorn.conf.py",
+        "yuxi_site.asgi",
+    ],
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("server", "debug"),
+    [("scripts/serve", False), ("scripts/serve", True), ("gunicorn", False)],
+)
+def test_every_html_answer_of_both_servers_carries_the_policy(settings, tmp_path, server, debug):
+    # As both start scripts do: collectstatic first.
+    settings.STATIC_ROOT = tmp_path / "static"
+    call_command("collectstatic", "--noinput", stdout=io.StringIO())
+    port = _free_port()
+    with _server(SERVERS[server](port), port=port, debug=debug, static=tmp_path / "static") as base:
+        for path in [*ERROR_PATHS, "/accounts/login/"]:
+            status, headers = _get(base + path)
+            assert status in (200, 404), (path, status)
+            assert headers["Content-Type"].startswith("text/html"), path
+            assert "script-src 'self'" in headers["Content-Security-Policy"], path
+        status, headers = _get(f"{base}/static/ninja/swagger-ui-init.js")
+        assert status == 200  # static files still served, by whitenoise

@@ -22,14 +22,21 @@ def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     return head[:max_bytes].decode("utf-8", errors="ignore"), True
 
 
+def storable_text_problem(text: str) -> str | None:
+    """What keeps `text` from being stored, in words a refusal can name ("a NUL character",
+    "a lone surrogate"), or None when `is_storable_text(text)`: a person fixing their input
+    needs to know which of the two it holds."""
+    if "\x00" in text:
+        return "a NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a lone surrogate"
+    return None
+
+
 def is_storable_text(text: str) -> bool:
     """Whether PostgreSQL can take `text` as a parameter: no NUL and valid UTF-8 (no lone
     surrogate, which JSON can carry as `\\ud800`); anything else fails inside the driver.
     A refusal says `STORABLE_TEXT_REQUIREMENT`."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return storable_text_problem(text) is None

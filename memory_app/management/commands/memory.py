@@ -110,8 +110,8 @@ class Command(BaseCommand):
             size = "?" if version.size_bytes is None else version.size_bytes
             kept = "kept" if version.available else "not kept"
             self.stdout.write(
-                f"{version.sha256} {size} bytes, replaced {version.replaced_at.isoformat()} "
-                f"by {version.kind}, {kept}"
+                f"{version.sha256} {size} bytes, made by {version.kind}, replaced "
+                f"{version.replaced_at.isoformat()} by {version.replaced_by}, {kept}"
             )
 
     def _restore(self, user: object, actor: object, sha256: str | None, if_match: str | None):
