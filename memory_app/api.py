@@ -253,6 +253,23 @@ class ThreadPageOut(Schema):
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: done")
 
 
+class MessageOut(Schema):
+    id: int
+    role: str = Field(description="`user` or `assistant`")
+    content: str
+    created_at: datetime
+    tool_calls: list[ToolCallOutcome] = Field(
+        description="the tools the turn called before this reply (assistant messages only)"
+    )
+
+
+class MessagePageOut(Schema):
+    messages: list[MessageOut] = Field(description="oldest first within the page")
+    next_cursor: str | None = Field(
+        description="pass as `cursor` for the older page before these; null: the thread's start"
+    )
+
+
 class ThreadStatusIn(Body):
     status: Literal["active", "archived", "deleted"]
 
@@ -333,6 +350,10 @@ class ExportPendingApproval(Schema):
     content: Any
     replaces: Any
     created_at: datetime
+
+
+class ApprovalsOut(Schema):
+    approvals: list[ExportPendingApproval] = Field(description="oldest first, one per thread")
 
 
 class ExportDocument(Schema):
@@ -713,6 +734,37 @@ def patch_thread(request: HttpRequest, thread_id: str, body: ThreadStatusIn) -> 
         )
     except thread_services.ThreadNotFound:
         return Status(404, {"error": "no such thread"})
+
+
+@api.get(
+    "/threads/{thread_id}/messages/",
+    response={200: MessagePageOut, 400: Error, 404: Error, **_COMMON},
+    tags=["threads"],
+)
+def list_thread_messages(
+    request: HttpRequest,
+    thread_id: str,
+    cursor: str | None = None,
+    limit: int = Query(50, ge=1, le=thread_selectors.MESSAGE_PAGE_MAX),
+) -> Any:
+    """A thread's conversation, newest page first (each page oldest first); follow
+    `next_cursor` towards its start. Any thread of your list, whatever its status."""
+    thread = thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
+    if thread is None:
+        return Status(404, {"error": "no such thread"})
+    try:
+        return thread_selectors.list_thread_messages(
+            user_id=request.auth.pk, conversation=thread, cursor=cursor, limit=limit
+        )
+    except thread_selectors.InvalidCursor:
+        return Status(400, {"error": "cursor is not one this list returned"})
+
+
+@api.get("/approvals/", response={200: ApprovalsOut, **_COMMON}, tags=["chat"])
+def list_approvals(request: HttpRequest) -> Any:
+    """The memory writes waiting for your decision, across your threads (decide with `resume`
+    on `/chat/` or `/chat/stream/`)."""
+    return {"approvals": thread_selectors.list_user_pending_approvals(user_id=request.auth.pk)}
 
 
 @api.get("/export/", response={200: ExportDocument, **_COMMON}, tags=["export"])

@@ -109,6 +109,7 @@ LAYERS = {
         {
             "memory_app.apps",
             "memory_app.api",
+            "memory_app.views",
             "memory_app.user_admin",
             "memory_app.management",
             "memory_app.management.commands",
@@ -119,6 +120,8 @@ LAYERS = {
             "memory_app.admin",
             "memory_app.management.commands.chat",
             "memory_app.management.commands.erase_user",
+            # the app's URLs: the page and the API, for a host to include
+            "memory_app.urls",
         },
     ],
     "conversations": [

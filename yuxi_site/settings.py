@@ -97,6 +97,8 @@ MIDDLEWARE = [
     # Before the session and CSRF middleware: a non-JSON body under /api/ is refused unread.
     "yuxi_site.api_edge.ApiEdgeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The page's language: the one the user chose (set_language), else the browser's.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -158,6 +160,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# After a login a user lands on their own page; staff reach /admin/ through its own login.
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "memory_page"
+
 # django-axes checks every login (the site's and the admin's) before the password is tried.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
@@ -210,6 +216,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# The languages of the user's page (its catalogues ship in memory_app/locale/).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

@@ -35,6 +35,8 @@ OPERATIONS = [
     ("patch", "/api/settings/", {"enable_memory": True}),
     ("get", "/api/threads/", None),
     ("patch", f"/api/threads/{FOREIGN}/", {"status": "archived"}),
+    ("get", f"/api/threads/{FOREIGN}/messages/", None),
+    ("get", "/api/approvals/", None),
     ("get", "/api/export/", None),
     ("get", "/api/memory/versions/", None),
     ("delete", "/api/memory/versions/", None),
@@ -394,7 +396,7 @@ def test_a_non_staff_user_logs_in_and_out_with_the_plain_pages():
         "/accounts/login/",
         {"username": user.username, "password": "s3cret-pass", "csrfmiddlewaretoken": token},
     )
-    assert (login.status_code, login["Location"]) == (302, "/api/docs")
+    assert (login.status_code, login["Location"]) == (302, "/")  # the user's own page
     assert client.get("/api/settings/").json() == {
         "enable_memory": False,
         "memory_write_approval": False,
