@@ -33,6 +33,7 @@ from django.db import connection, connections, transaction  # noqa: E402
 
 from conversations import runs  # noqa: E402
 from conversations.models import AgentRun, Conversation  # noqa: E402
+from conversations.utils.db_functions import ClockTimestamp  # noqa: E402
 from memory_app import authorization, locks  # noqa: E402
 from memory_app.models import MemoryEventKind, UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
@@ -40,7 +41,6 @@ from memory_app.selectors import read_memory_file  # noqa: E402
 from memory_app.services import remember_memory, write_memory_file  # noqa: E402
 from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
 from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
-from yuxi_site.utils.db_functions import ClockTimestamp  # noqa: E402
 
 LATENCY_SAMPLES = 200
 THROUGHPUT_APPENDS = 160

@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
+from conversations.utils.ids import parse_uid
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import (
@@ -27,7 +28,6 @@ from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
 from memory_app.versions import MemoryVersion, list_memory_versions, read_memory_version
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
     "LEDGER_EVENTS_SHOWN",

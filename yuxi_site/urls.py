@@ -2,17 +2,22 @@
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 from django.views.generic import RedirectView
 
-from memory_app.api import api_urls
 from yuxi_site.health import healthz
+
+# Changelists need the page's width for their columns more than a list of every app beside them
+# (the home page and breadcrumbs still list the apps).
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(template_name="accounts/login.html", next_page="/api/docs"),
+        auth_views.LoginView.as_view(
+            template_name="accounts/login.html", next_page="api:openapi-view"
+        ),
         name="login",
     ),
     path(
@@ -20,10 +25,11 @@ urlpatterns = [
         auth_views.LogoutView.as_view(template_name="accounts/logged_out.html"),
         name="logout",
     ),
-    path("api/", api_urls()),
+    # The apps' URLs (the API at api/), included at the root as a host would under a prefix.
+    path("", include("memory_app.urls")),
     path("healthz", healthz, name="healthz"),
     path("", RedirectView.as_view(url="/admin/", permanent=False)),
 ]
 
-handler404 = "yuxi_site.errors.not_found"
-handler500 = "yuxi_site.errors.server_error"
+handler404 = "memory_app.api_edge.not_found"
+handler500 = "memory_app.api_edge.server_error"

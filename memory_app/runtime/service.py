@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Message
+from conversations.utils.connections import in_worker_thread
 from memory_app.llm import chat_model_from_settings
 from memory_app.runtime.approval import decision_command
 from memory_app.runtime.errors import ChatInputError
@@ -36,7 +37,6 @@ from memory_app.runtime.turns import (
     open_turn,
     run_agent,
 )
-from yuxi_site.utils.connections import in_worker_thread
 
 # Ends an earlier message of the thread that was cut for the prompt.
 DIALOGUE_CUT_MARKER = "[cut: the rest of this earlier message is not shown]"

@@ -25,6 +25,7 @@ from django.db import DatabaseError
 from langchain_core.language_models import BaseChatModel
 
 from conversations import checkpoints
+from conversations.utils.connections import in_worker_thread
 from memory_app.runtime.errors import ChatModelUnavailable, ChatRunLost
 from memory_app.runtime.service import ChatRequest, ChatTurn, chat_turn
 from memory_app.runtime.turns import (
@@ -36,7 +37,6 @@ from memory_app.runtime.turns import (
     cancel_turn,
     close_turn,
 )
-from yuxi_site.utils.connections import in_worker_thread
 
 T = TypeVar("T")
 

@@ -54,6 +54,8 @@ from langgraph.types import Command
 from conversations import checkpoints, runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import RunError, ToolRuntimeContext
+from conversations.utils.connections import in_worker_thread, release_connection
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 from memory_app.runtime.approval import APPROVAL_DECISIONS, is_declined, proposed_write
 from memory_app.runtime.errors import (
     ChatError,
@@ -70,8 +72,6 @@ from memory_app.runtime.graphs import AgentGraph
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES, RECURSION_LIMIT
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult
-from yuxi_site.utils.connections import in_worker_thread, release_connection
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 logger = logging.getLogger("yuxi.runs")
 

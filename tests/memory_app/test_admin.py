@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from conversations.admin_base import FIELD_EXCERPT_BYTES
 from conversations.models import AgentRun, ToolCall
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
@@ -26,7 +27,6 @@ from tests.factories import (
     UserConfigFactory,
     memory_user,
 )
-from yuxi_site.admin import FIELD_EXCERPT_BYTES
 
 pytestmark = pytest.mark.django_db
 

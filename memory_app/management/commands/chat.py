@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.utils.log_format import quiet_event_logs
 from memory_app.management.commands.memory import find_user
 from memory_app.runtime import ChatError, chat
-from yuxi_site.log_format import quiet_event_logs
 
 
 class Command(BaseCommand):
