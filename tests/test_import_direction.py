@@ -71,8 +71,8 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
 # its own app (package `__init__`s count as modules; `runtime` is ranked inside memory_app).
 LAYERS = {
     "memory_app": [
-        # the settings the app reads, each with its default
-        {"memory_app.conf"},
+        # the settings the app reads, each with its default, and the check of those a host sets
+        {"memory_app.conf", "memory_app.checks"},
         # leaves: the models, the file system, the names and limits everything shares
         {"memory_app", "memory_app.models", "memory_app.workspace"},
         {
