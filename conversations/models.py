@@ -53,6 +53,9 @@ class ToolCallStatus(models.TextChoices):
     PENDING = "pending"
     SUCCESS = "success"
     ERROR = "error"
+    # A memory write the user's decision (or a new message, or expiry) did not let run, or
+    # whose resume run ended before it ran: nothing was written.
+    DECLINED = "declined"
 
 
 class AgentRunType(models.TextChoices):

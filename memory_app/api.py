@@ -34,14 +34,12 @@ from memory_app import selectors, services
 from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.runtime import (
+    INTERNAL_ERROR,
+    ChatError,
     ChatEvent,
-    ChatInputError,
-    ChatModelUnavailable,
-    ChatNothingToResume,
-    ChatRunLost,
-    ChatThreadNotFound,
     astream_chat,
     chat,
+    http_error,
     stream_chat,
 )
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
@@ -312,7 +310,13 @@ def _quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
-NOTHING_TO_RESUME_MESSAGE = "no memory write is waiting for a decision in this thread"
+def _refusal(exc: ChatError) -> Status:
+    """The JSON answer to a turn's refusal (`CHAT_HTTP_ERRORS`); a refusal the table does not
+    name is the server's fault and is raised on."""
+    status, text = http_error(exc)
+    if (status, text) == INTERNAL_ERROR:
+        raise exc
+    return Status(status, {"error": text})
 
 
 @api.post(
@@ -327,16 +331,8 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
         return chat(
             user_id=request.auth.pk, message=body.message, thread_id=body.thread_id, resume=resume
         )
-    except ChatInputError as exc:
-        return Status(400, {"error": str(exc)})
-    except ChatThreadNotFound:
-        return Status(404, {"error": "no such thread"})
-    except ChatNothingToResume:
-        return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
-    except ChatModelUnavailable:
-        return Status(502, {"error": "the model is unavailable, try again"})
-    except ChatRunLost:
-        return Status(503, {"error": "the run was interrupted, try again"})
+    except ChatError as exc:
+        return _refusal(exc)
 
 
 @api.post(
@@ -373,12 +369,8 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
             events = stream_chat(**turn)
             # Thread-sensitive: the WSGI request's own thread, which then reads the rest.
             stream = _sse(await sync_to_async(next)(events), events)
-    except ChatInputError as exc:
-        return Status(400, {"error": str(exc)})
-    except ChatThreadNotFound:
-        return Status(404, {"error": "no such thread"})
-    except ChatNothingToResume:
-        return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
+    except ChatError as exc:
+        return _refusal(exc)
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream

@@ -2,6 +2,7 @@ import pytest
 from django.db import connection, connections
 
 from conversations import checkpoints
+from memory_app.runtime.loop import run_sync
 from tests.factories import StaffUserFactory
 
 
@@ -37,7 +38,8 @@ def _fresh_pool_after_a_leak():
 
 @pytest.fixture(autouse=True, scope="session")
 def _checkpoint_pool_closed_at_the_end(django_db_setup):
-    """The checkpointer's own pool holds connections to the test database: close it before
+    """The checkpointers' own pools hold connections to the test database: close them before
     pytest-django drops that database."""
     yield
     checkpoints.close_checkpointer()
+    run_sync(checkpoints.close_async_checkpointer())  # the process loop's saver

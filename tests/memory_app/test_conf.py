@@ -13,7 +13,7 @@ from memory_app.middleware import MEMORY_RULES
 from memory_app.runtime import chat
 from memory_app.workspace import Workspace
 from tests.factories import memory_user
-from tests.memory_app.test_runtime import RecordingModel
+from tests.memory_app.models import RecordingModel
 
 SETTINGS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "settings.md"
 

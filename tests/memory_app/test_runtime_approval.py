@@ -35,7 +35,7 @@ from memory_app.services import (
     set_memory_write_approval,
 )
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 
 # Tools run on LangGraph's pool threads and the checkpointer on its own connections: both must
 # see what the test wrote.
@@ -204,7 +204,7 @@ def test_reject_writes_nothing_and_tells_the_model(agents_file):
     assert decided.status == "succeeded"
     assert memory_bytes(agents_file, user) is None
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error == DECLINED
+    assert row.status == "declined" and row.error == DECLINED
     assert "rejected" in model.calls[-1]["messages"][-1].text
     assert not MemoryEvent.objects.filter(kind="agent_added").exists()
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
@@ -271,7 +271,7 @@ def test_a_new_message_declines_the_pending_approval_first(agents_file):
     # One model call for the new message: declining needed none.
     assert len(model.calls) == 2
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error == DECLINED
+    assert row.status == "declined" and row.error == DECLINED
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     # The declined call is answered before the new message, in the stored history.
     kinds = list(
@@ -298,7 +298,7 @@ def test_an_expired_approval_is_declined_by_fail_expired_runs(settings, agents_f
     assert checkpoints.checkpoint_exists(interrupted.run_id)
     assert runs.fail_expired_runs() == 1
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error == DECLINED
+    assert row.status == "declined" and row.error == DECLINED
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     closing = AgentRun.objects.get(resumes__run_id=interrupted.run_id)
     assert closing.error == runs.EXPIRED_APPROVAL_ERROR
@@ -407,7 +407,7 @@ def test_a_resume_that_fails_before_its_graph_runs_spends_the_decision(monkeypat
         chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
     assert AgentRun.objects.get(resumes__run_id=interrupted.run_id).status == "failed"
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error.startswith("not run")
+    assert row.status == "declined" and row.error.startswith("not run")
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     assert memory_bytes(agents_file, user) is None
 
@@ -511,7 +511,7 @@ def test_a_streamed_turn_ends_interrupted_and_a_streamed_reject_writes_nothing(a
     decided = asyncio.run(reject())
     assert decided[-1]["event"] == "done" and decided[-1]["status"] == "succeeded"
     assert memory_bytes(agents_file, user) is None
-    assert pending_row(interrupted_run_turn(events[0]["run_id"])).status == "error"
+    assert pending_row(interrupted_run_turn(events[0]["run_id"])).status == "declined"
     assert not checkpoints.checkpoint_exists(events[0]["run_id"])
     with pytest.raises(ChatNothingToResume):
         list(

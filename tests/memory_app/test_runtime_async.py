@@ -24,7 +24,7 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 
 # The turn's database work runs on worker threads, which cannot see a test's transaction.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -28,7 +28,7 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
 
 # Tools run on LangGraph's pool threads, which cannot see a test's transaction.

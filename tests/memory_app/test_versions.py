@@ -47,7 +47,7 @@ from tests.factories import (
     context_for,
     memory_user,
 )
-from tests.memory_app.test_runtime import RecordingModel
+from tests.memory_app.models import RecordingModel
 
 pytestmark = pytest.mark.django_db
 

@@ -1,10 +1,16 @@
-"""Chat with the agent from the terminal as a given user (through the same Chat service)."""
+"""Chat with the agent from the terminal as a given user (through the same Chat service).
+
+Ctrl-C while a turn runs cancels that turn (the run ends `cancelled`, as the runtime's
+cancellation policy says) and ends the command with exit status 130."""
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from conversations.utils.log_format import quiet_event_logs
 from memory_app.management.commands.memory import find_user
 from memory_app.runtime import ChatError, chat
+
+# The shell's exit status for a command ended by Ctrl-C (128 + SIGINT).
+INTERRUPTED_EXIT_STATUS = 130
 
 
 class Command(BaseCommand):
@@ -40,6 +46,10 @@ class Command(BaseCommand):
             turn = chat(user_id=user_id, message=message, thread_id=thread_id)
         except ChatError as exc:
             raise CommandError(str(exc)) from exc
+        except KeyboardInterrupt as exc:
+            raise CommandError(
+                "interrupted: the turn was cancelled", returncode=INTERRUPTED_EXIT_STATUS
+            ) from exc
         for call in turn.tool_calls:
             self.stdout.write(f"[tool {call['name']}: {call['status']}]")
         self.stdout.write(f"yuxi> {turn.reply}")
