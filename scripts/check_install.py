@@ -37,6 +37,9 @@ GUIDE_BLOCKS = {
     "# settings.py: add at the end": "host/settings.py",
     "# urls.py: add at the end": "host/urls.py",
     "# memory_service.py: a module of your project": "memory_service.py",
+    "# team_agent.py: your own agent, with the user's approval of each memory write": (
+        "team_agent.py"
+    ),
 }
 WHEEL_PACKAGES = {"memory_app", "conversations"}
 # Files a working install cannot do without: both apps' migrations, the admin's shared

@@ -1,8 +1,8 @@
 """The checks `scripts/check_install.py` runs inside the host project it generated, one per
 call (`python install_checks.py <check>`, with `DJANGO_SETTINGS_MODULE=host.settings`), using
 only the installed wheel and what docs/integration.md told the host to add (its
-`memory_service` module among them). Prints what it saw; exits non-zero with the reason when
-a check fails."""
+`memory_service` and `team_agent` modules among them). Prints what it saw; exits non-zero
+with the reason when a check fails."""
 
 import asyncio
 import importlib.util
@@ -15,11 +15,14 @@ import django
 
 django.setup()
 
-import memory_service  # noqa: E402 - the guide's service module, as the host added it
+import memory_service  # noqa: E402 - the guide's modules, as the host added them
+import team_agent  # noqa: E402
 from django.conf import settings  # noqa: E402 - only after django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
+
+from memory_app.services import set_memory_write_approval  # noqa: E402
 
 USERNAME = "ada"
 
@@ -67,12 +70,23 @@ def turn() -> None:
 
 
 def approval() -> None:
-    """An approved write in the host's own agent: see `approved_write`."""
-    approved_write(_user())
-
-
-def approved_write(user) -> None:
-    raise SystemExit("check failed: approval in your own agent is not written yet")
+    """The guide's own agent (`team_agent.team_turn`) for a user who approves each write: the
+    first call stops before the write, the second carries the approval and writes."""
+    user = _user()
+    set_memory_write_approval(user=user, enabled=True, actor=user)
+    before = _memory(user)
+    thread_id, reply, approval = team_agent.team_turn(
+        user.pk, text="remember that my cat is called Miso"
+    )
+    print(f"first call: approval={approval}")
+    _expect(approval is not None, f"the write did not wait for approval (reply {reply!r})")
+    _expect(_memory(user) == before, "MEMORY.md changed before the user decided")
+    _, reply, again = team_agent.team_turn(user.pk, thread_id, decision={"decision": "approve"})
+    print(f"second call (approve): approval={again} reply={reply!r}")
+    _expect(again is None, f"still waiting: {again}")
+    _expect("my cat is called Miso" in _memory(user), f"MEMORY.md is {_memory(user)!r}")
+    print(f"MEMORY.md: {_memory(user)!r}")
+    set_memory_write_approval(user=user, enabled=False, actor=user)
 
 
 def api() -> None:
