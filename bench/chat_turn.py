@@ -59,6 +59,8 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from conversations.models import AgentRun  # noqa: E402
+from conversations.utils.connections import direct_connection  # noqa: E402
+from conversations.utils.statements import count_statements  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.llm import ScriptedChatModel  # noqa: E402
 from memory_app.runtime import (  # noqa: E402
@@ -70,8 +72,6 @@ from memory_app.runtime import (  # noqa: E402
     stream_chat,
 )
 from tests.wire_model import Received, Reply, WireModel, echo_script  # noqa: E402
-from yuxi_site.utils.connections import direct_connection  # noqa: E402
-from yuxi_site.utils.statements import count_statements  # noqa: E402
 
 GRAPH_ROUNDS = 100
 TURN_ROUNDS = 30

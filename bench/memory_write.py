@@ -40,6 +40,7 @@ from django.db import connection, connections  # noqa: E402
 from django.db.models import QuerySet  # noqa: E402
 
 from conversations.models import AgentRun, Conversation  # noqa: E402
+from conversations.utils.db_functions import ClockTimestamp  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.credentials import credential_kinds  # noqa: E402
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES  # noqa: E402
@@ -49,7 +50,6 @@ from memory_app.selectors import read_memory_file  # noqa: E402
 from memory_app.services import remember_memory, write_memory_file  # noqa: E402
 from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
 from memory_app.workspace import Workspace  # noqa: E402
-from yuxi_site.utils.db_functions import ClockTimestamp  # noqa: E402
 
 LATENCY_SAMPLES = 200
 THROUGHPUT_APPENDS = 160

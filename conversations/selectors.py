@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 from typing import IO, Any
 
 import psycopg
-from django.conf import settings
 from django.core import signing
 from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from conversations.conf import setting
 from conversations.models import (
     VISIBLE_MESSAGE,
     AgentRun,
@@ -21,9 +21,9 @@ from conversations.models import (
     Message,
     ToolCall,
 )
-from yuxi_site.utils.connections import server_cursor
-from yuxi_site.utils.db_functions import ClockTimestamp, byte_length, text_prefix
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+from conversations.utils.connections import server_cursor
+from conversations.utils.db_functions import ClockTimestamp, byte_length, text_prefix
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 __all__ = [
     "EXPORT_FETCH_ROWS",
@@ -623,7 +623,7 @@ class PendingApproval:
 
 
 def _approval_cutoff() -> Any:
-    seconds = settings.MEMORY_APPROVAL_TTL_SECONDS
+    seconds = setting("MEMORY_APPROVAL_TTL_SECONDS")
     if seconds <= 0:
         raise ValueError("MEMORY_APPROVAL_TTL_SECONDS must be positive")
     return ClockTimestamp() - timedelta(seconds=seconds)

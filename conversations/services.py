@@ -17,8 +17,8 @@ from django.db.models import Case, F, Value, When
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from yuxi_site.utils.db_functions import ClockTimestamp
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+from conversations.utils.db_functions import ClockTimestamp
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
 THREAD_TITLE_MAX_BYTES = 256

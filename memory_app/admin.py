@@ -5,7 +5,6 @@ rule, so the conversations app never imports it), the run's memory events, and a
 
 import uuid
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
@@ -26,8 +25,23 @@ from conversations.admin import (
     related_list,
     time_cell,
 )
+from conversations.admin_base import (
+    FIELD_EXCERPT_BYTES,
+    ReadOnlyAdmin,
+    UserFilter,
+    change_link,
+    change_url,
+    changelist_link,
+    changelist_url,
+    format_timestamp,
+    render_excerpt,
+    render_text,
+    users_named,
+)
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.selectors import first_related, pending_approvals
+from conversations.utils.string_utils import truncate_utf8
+from memory_app.conf import setting
 from memory_app.credentials import find_credentials
 from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
 from memory_app.selectors import (
@@ -48,20 +62,6 @@ from memory_app.selectors import (
 from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
 from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, INITIAL_VERSION_KIND
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
-from yuxi_site.admin import (
-    FIELD_EXCERPT_BYTES,
-    ReadOnlyAdmin,
-    UserFilter,
-    change_link,
-    change_url,
-    changelist_link,
-    changelist_url,
-    format_timestamp,
-    render_excerpt,
-    render_text,
-    users_named,
-)
-from yuxi_site.utils.string_utils import truncate_utf8
 
 __all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin", "UserWithMemoryAdmin"]
 
@@ -342,7 +342,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
             "rows": rows,
             "available": sum(version.available for version in found),
             "excerpt_bytes": FIELD_EXCERPT_BYTES,
-            "kept_max": settings.MEMORY_VERSIONS_KEPT,
+            "kept_max": setting("MEMORY_VERSIONS_KEPT"),
         }
         return render_to_string("admin/memory_app/userconfig/versions.html", context)
 

@@ -1,5 +1,6 @@
-"""The JSON API under /api/ (django-ninja): chat, the user's own memory, its kept versions and
-where each of its lines came from, settings, threads, export.
+"""The JSON API (django-ninja): chat, the user's own memory, its kept versions and where each
+of its lines came from, settings, threads, export; served at `api/` below wherever a host
+includes `memory_app.urls`.
 
 Thin adapters over the services and selectors. The user always comes from the Django session
 (CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
@@ -30,7 +31,9 @@ from pydantic import ConfigDict, StrictBool, StrictStr
 
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
+from conversations.utils.connections import release_connection
 from memory_app import selectors, services
+from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE
 from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
 from memory_app.runtime import (
@@ -43,8 +46,6 @@ from memory_app.runtime import (
     stream_chat,
 )
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
-from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
-from yuxi_site.utils.connections import release_connection
 
 __all__ = ["API_UNAVAILABLE_MESSAGE", "CSRF_FAILED_MESSAGE", "api", "api_urls"]
 
@@ -75,12 +76,12 @@ api = NinjaAPI(
     title="Yuxi Memory API",
     version="1",
     description=(
-        "Log in at /accounts/login/ (Django's session cookie), then send the `csrftoken` "
+        "Log in on the site's login page (Django's session cookie), then send the `csrftoken` "
         "cookie's value as `X-CSRFToken` on every POST, PUT, PATCH and DELETE. Every error is "
         '`{"error": "..."}`.'
     ),
     auth=SessionCsrfAuth(),
-    urls_namespace="api",
+    urls_namespace=API_NAMESPACE,
 )
 
 
@@ -224,7 +225,7 @@ class SettingsOut(Schema):
 class SettingsBody(Body):
     enable_memory: StrictBool | None = None
     memory_write_approval: StrictBool | None = Field(
-        None, description="each memory write waits for your decision (`resume` on /api/chat/)"
+        None, description="each memory write waits for your decision (`resume` on chat/)"
     )
 
 

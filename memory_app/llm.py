@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
@@ -30,6 +29,7 @@ from langchain_openai import ChatOpenAI
 from openai import DefaultAsyncHttpxClient
 from pydantic import Field
 
+from memory_app.conf import setting
 from memory_app.middleware import injected_memory
 from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
@@ -51,15 +51,15 @@ def chat_model_from_settings() -> BaseChatModel:
     scripted model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
     `LLM_MAX_RETRIES` times; a streamed reply (async turns stream) may also go silent for at
     most `LLM_TIMEOUT_SECONDS` between chunks (`stream_chunk_timeout`, else 120 s)."""
-    if settings.LLM_BASE_URL:
+    if setting("LLM_BASE_URL"):
         return CompatibleChatOpenAI(
-            base_url=settings.LLM_BASE_URL,
+            base_url=setting("LLM_BASE_URL"),
             # The client refuses to start without a key; a keyless local endpoint ignores it.
-            api_key=settings.LLM_API_KEY or "unused",
-            model=settings.LLM_MODEL,
-            timeout=settings.LLM_TIMEOUT_SECONDS,
-            stream_chunk_timeout=settings.LLM_TIMEOUT_SECONDS,
-            max_retries=settings.LLM_MAX_RETRIES,
+            api_key=setting("LLM_API_KEY") or "unused",
+            model=setting("LLM_MODEL"),
+            timeout=setting("LLM_TIMEOUT_SECONDS"),
+            stream_chunk_timeout=setting("LLM_TIMEOUT_SECONDS"),
+            max_retries=setting("LLM_MAX_RETRIES"),
         )
     return ScriptedChatModel()
 

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
+from conversations.utils.ids import parse_uid
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.line_origins import (
@@ -41,7 +42,6 @@ from memory_app.versions import (
     version_sha256,
 )
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
     "EARLIER",

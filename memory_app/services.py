@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from conversations import selectors as conversation_selectors
 from conversations.models import AgentRun
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 from memory_app import versions
 from memory_app.authorization import (
     MemoryRunRefused,
@@ -68,7 +69,6 @@ from memory_app.memory_file import (
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
 from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
     "ADDED",

@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from conversations import repository as history
 from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.connections import in_worker_thread, release_connection
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
@@ -43,8 +45,6 @@ from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
     SEARCH_THREAD_MESSAGES_TOOL,
 )
-from yuxi_site.utils.connections import in_worker_thread, release_connection
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
     "JSON_MAX_DEPTH",

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
-from django.conf import settings
 from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from memory_app.conf import setting
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent, MemoryEventKind
@@ -92,7 +92,7 @@ class MemoryVersion:
 
 def versions_kept() -> int:
     """`MEMORY_VERSIONS_KEPT`: how many distinct replaced versions a user keeps (0: none)."""
-    kept = int(settings.MEMORY_VERSIONS_KEPT)
+    kept = int(setting("MEMORY_VERSIONS_KEPT"))
     if kept < 0:
         raise MemoryUnavailable("MEMORY_VERSIONS_KEPT must be 0 or more")
     return kept

@@ -19,10 +19,9 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-
-from yuxi_site.utils.ids import parse_uid
-from yuxi_site.utils.string_utils import truncate_utf8
+from conversations.utils.ids import parse_uid
+from conversations.utils.string_utils import truncate_utf8
+from memory_app.conf import setting
 
 __all__ = [
     "AGENTS_RELPATH",
@@ -126,7 +125,7 @@ class Workspace:
     @classmethod
     def for_user(cls, uid: int | str) -> "Workspace":
         """The workspace of `uid`; the root is read from settings now so tests can move it."""
-        return cls(root=Path(settings.WORKSPACE_ROOT), uid=_parse_uid(uid))
+        return cls(root=Path(setting("WORKSPACE_ROOT")), uid=_parse_uid(uid))
 
     @contextmanager
     def _directory(self, components: list[str], *, create: bool) -> Iterator[int | None]:

@@ -11,6 +11,9 @@ from yuxi_site.health import healthz
 admin.site.site_header = "Yuxi Memory"
 admin.site.site_title = "Yuxi Memory staff"
 admin.site.index_title = "Users, memory and conversations"
+# Changelists need the page's width for their columns more than a list of every app beside them
+# (the home page and breadcrumbs still list the apps).
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -29,5 +32,5 @@ urlpatterns = [
     path("", include("memory_app.urls")),
 ]
 
-handler404 = "yuxi_site.errors.not_found"
-handler500 = "yuxi_site.errors.server_error"
+handler404 = "memory_app.api_edge.not_found"
+handler500 = "memory_app.api_edge.server_error"

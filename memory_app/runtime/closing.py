@@ -16,6 +16,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from conversations import checkpoints, runs, services
 from conversations.models import AgentRun, ToolCall
 from conversations.runs import RunError
+from conversations.utils.connections import release_connection
 from memory_app.runtime.agent_phase import call_outcome, run_messages
 from memory_app.runtime.errors import (
     ChatModelUnavailable,
@@ -37,7 +38,6 @@ from memory_app.runtime.turns import (
     logger,
 )
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
-from yuxi_site.utils.connections import release_connection
 
 
 async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) -> Turn:

@@ -26,6 +26,8 @@ from langgraph.types import Command
 from conversations import runs
 from conversations.models import ToolCall
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.connections import release_connection
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 from memory_app.llm import model_endpoint
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import (
@@ -34,8 +36,6 @@ from memory_app.runtime.limits import (
     TOOL_ARGUMENTS_MAX_BYTES,
 )
 from memory_app.tools import ToolResult, ToolStatus, is_storable_json, lease_lost_refusal
-from yuxi_site.utils.connections import release_connection
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 _TOOL_CALL_LABEL_MAX_CHARS = min(
     ToolCall._meta.get_field("tool_call_id").max_length, ToolCall._meta.get_field("name").max_length

@@ -29,7 +29,7 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-from yuxi_site.utils.connections import in_worker_thread
+from conversations.utils.connections import in_worker_thread
 
 __all__ = [
     "CANCELLED_BY_INTERRUPT",

@@ -16,6 +16,11 @@ from django.db import IntegrityError, transaction
 from conversations import runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.string_utils import (
+    STORABLE_TEXT_REQUIREMENT,
+    is_storable_text,
+    storable_text_problem,
+)
 from memory_app.runtime.approval import APPROVAL_DECISIONS, refuse_unfit_decision
 from memory_app.runtime.errors import (
     ChatDecisionInvalid,
@@ -26,11 +31,6 @@ from memory_app.runtime.errors import (
 )
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES
 from memory_app.runtime.turns import AgentRunHandle, Turn
-from yuxi_site.utils.string_utils import (
-    STORABLE_TEXT_REQUIREMENT,
-    is_storable_text,
-    storable_text_problem,
-)
 
 
 def check_message(message: object) -> None:

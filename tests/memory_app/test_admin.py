@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from conversations.admin_base import FIELD_EXCERPT_BYTES
 from conversations.models import AgentRun, ToolCall
 from memory_app.admin import LINE_ORIGINS_SHOWN, LINE_TEXT_SHOWN_BYTES
 from memory_app.models import MemoryEvent
@@ -34,7 +35,6 @@ from tests.factories import (
     context_for,
     memory_user,
 )
-from yuxi_site.admin import FIELD_EXCERPT_BYTES
 
 pytestmark = pytest.mark.django_db
 

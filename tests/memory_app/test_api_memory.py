@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.models import MemoryEvent
 from memory_app.runtime import build_chatbot_graph
 from memory_app.services import MEMORY_FILE_MAX_BYTES
@@ -18,7 +19,6 @@ from tests.factories import (
     UserConfigFactory,
     context_for,
 )
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 CSRF_TOKEN = "c" * 32
 URL = "/api/memory/"

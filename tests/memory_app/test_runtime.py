@@ -12,6 +12,7 @@ from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.repository import read_thread_messages
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
+from conversations.utils.db_functions import ClockTimestamp
 from memory_app import runtime
 from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
@@ -44,7 +45,6 @@ from tests.factories import (
     context_for,
 )
 from tests.memory_app.models import RecordingModel, tool_reply
-from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 # Tools run on LangGraph's pool threads, which cannot see a test's transaction.

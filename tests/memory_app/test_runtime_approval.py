@@ -14,6 +14,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from conversations import checkpoints, runs
 from conversations.models import AgentRun, Message, ToolCall
 from conversations.services import DECLINED, DECLINED_RESULT
+from conversations.utils.db_functions import ClockTimestamp
 from memory_app.middleware import MEMORY_WRITE_APPROVAL_RULE
 from memory_app.models import MemoryEvent
 from memory_app.runtime import (
@@ -37,7 +38,6 @@ from memory_app.services import (
 )
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
 from tests.memory_app.models import RecordingModel, tool_reply
-from yuxi_site.utils.db_functions import ClockTimestamp
 
 # Tools run on LangGraph's pool threads and the checkpointer on its own connections: both must
 # see what the test wrote.

@@ -17,6 +17,7 @@ from langchain_openai import ChatOpenAI
 
 from conversations import runs
 from conversations.models import AgentRun, Message
+from conversations.utils.connections import direct_connection
 from memory_app.runtime import (
     ChatModelUnavailable,
     ChatRunLost,
@@ -30,7 +31,6 @@ from memory_app.runtime import (
 from memory_app.tools import RememberMemoryTool, build_memory_tools
 from tests.factories import UserConfigFactory
 from tests.memory_app.models import WireModel
-from yuxi_site.utils.connections import direct_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,10 +12,10 @@ import pytest
 
 from conversations.models import AgentRun, ToolCall
 from conversations.services import not_run_result
+from conversations.utils.connections import direct_connection
 from memory_app.locks import memory_lock_key
 from memory_app.runtime import astream_chat, chat, stream_chat
 from tests.factories import UserConfigFactory
-from yuxi_site.utils.connections import direct_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
+from conversations.utils.statements import count_statements
 from memory_app import runtime
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
@@ -31,7 +32,6 @@ from memory_app.runtime import (
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 from tests.memory_app.models import RecordingModel, tool_reply
 from tests.wire_model import Call, Reply
-from yuxi_site.utils.statements import count_statements
 
 # Tools run on LangGraph's pool threads, which cannot see a test's transaction.
 pytestmark = pytest.mark.django_db(transaction=True)

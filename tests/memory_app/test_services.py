@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import AgentRun
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app import workspace as workspace_module
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.services import (
@@ -44,7 +45,6 @@ from tests.factories import (
     memory_user,
 )
 from tests.memory_app.writer_process import append_facts
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.utils.log_format import quiet_event_logs
 from memory_app.management.commands.memory import find_user
 from memory_app.runtime import ChatError, ChatNothingToResume, ChatTurn, chat
-from yuxi_site.log_format import quiet_event_logs
 
 # The shell's exit status for a command ended by Ctrl-C (128 + SIGINT).
 INTERRUPTED_EXIT_STATUS = 130
