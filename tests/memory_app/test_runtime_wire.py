@@ -27,6 +27,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from conversations.models import AgentRun, ToolCall
+from conversations.utils.connections import in_worker_thread
 from memory_app.llm import chat_model_from_settings
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.runtime import (
@@ -40,7 +41,6 @@ from memory_app.runtime import (
 )
 from tests.factories import UserConfigFactory
 from tests.wire_model import SHAPES, Reply
-from yuxi_site.utils.connections import in_worker_thread
 
 # Tools run on pool threads, the servers on their own threads: all must see what tests write.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -26,7 +26,7 @@ from memory_app.selectors import read_memory_file
 from memory_app.services import write_memory_file
 from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, chromium, log_in
 from tests.factories import UserConfigFactory
-from tests.memory_app.wire_server import WireServer
+from tests.wire_model import Reply
 
 pytestmark = BROWSER_TESTS
 
@@ -269,26 +269,25 @@ def test_an_edit_over_a_changed_file_explains_the_412_and_saving_again_replaces_
     assert read_memory_file(user=user).text == "I drink green tea\n"
 
 
-def test_stop_aborts_the_streamed_reply_and_keeps_the_message(browser, live_server, settings):
+def test_stop_aborts_the_streamed_reply_and_keeps_the_message(browser, live_server, wire_model):
     user = user_with_memory()
-    with WireServer([(200, b"", "hang")]) as model:  # a model that has not answered yet
-        settings.LLM_BASE_URL = model.url
-        browser.set_window_size(390, 844)
-        log_in(
-            browser,
-            live_server.url + "/",
-            user.username,
-            submit='button[type="submit"]',
-            landed="#memory-panel .memory-body",
-        )
-        browser.find_element(By.ID, "composer-text").send_keys("tell me a long story", Keys.ENTER)
-        wait(browser, lambda d: d.find_element(By.ID, "stop").is_displayed())
-        assert browser.find_element(By.ID, "send").get_attribute("disabled") == "true"
-        wait(browser, lambda d: d.find_elements(By.ID, "live-reply"))
-        assert browser.find_element(By.ID, "live-reply").get_attribute("aria-live") == "polite"
-        click(browser, "#stop")
-        wait(browser, shows("#chat-status", "Stopped"))
-        assert not browser.find_element(By.ID, "stop").is_displayed()
-        assert browser.find_element(By.ID, "send").is_enabled()
-        assert text_of(browser, ".message.user .text") == "tell me a long story"
-        shot(browser, "390x844-stopped")
+    wire_model.answer(Reply(text="too late", first_token_after=60))  # has not answered yet
+    browser.set_window_size(390, 844)
+    log_in(
+        browser,
+        live_server.url + "/",
+        user.username,
+        submit='button[type="submit"]',
+        landed="#memory-panel .memory-body",
+    )
+    browser.find_element(By.ID, "composer-text").send_keys("tell me a long story", Keys.ENTER)
+    wait(browser, lambda d: d.find_element(By.ID, "stop").is_displayed())
+    assert browser.find_element(By.ID, "send").get_attribute("disabled") == "true"
+    wait(browser, lambda d: d.find_elements(By.ID, "live-reply"))
+    assert browser.find_element(By.ID, "live-reply").get_attribute("aria-live") == "polite"
+    click(browser, "#stop")
+    wait(browser, shows("#chat-status", "Stopped"))
+    assert not browser.find_element(By.ID, "stop").is_displayed()
+    assert browser.find_element(By.ID, "send").is_enabled()
+    assert text_of(browser, ".message.user .text") == "tell me a long story"
+    shot(browser, "390x844-stopped")
