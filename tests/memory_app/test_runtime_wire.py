@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from socketserver import ThreadingMixIn
 from typing import Any
+from urllib.parse import urlsplit
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 import pytest
@@ -474,7 +475,9 @@ def test_a_model_that_keeps_failing_fails_the_turn_cleanly_and_the_next_turn_wor
     failed = ENTRY_POINTS[entry](user, message="hello", **servers)
     assert (failed.status, failed.http_status) == ("error", 502), failed
     run = AgentRun.objects.get()
-    assert run.status == "failed" and run.error.startswith("the model call failed (")
+    # Staff read which model at which endpoint failed, and why (the cause's class).
+    endpoint = f"the model call to wire-model at {urlsplit(wire_model.url).netloc} failed ("
+    assert run.status == "failed" and run.error.startswith(endpoint), run.error
     assert len(wire_model.requests) == 2
     # The process and its clients are fine: the next turn in the same thread works.
     again = ENTRY_POINTS[entry](user, thread_id=run.conversation.thread_id, message="hi", **servers)
