@@ -49,6 +49,7 @@ __all__ = [
     "parse_context",
     "renew_lease",
     "run_matching_context",
+    "run_matching_context_reading",
     "start_run",
     "tool_run_refusal",
 ]
@@ -384,14 +385,15 @@ def _run_fields() -> tuple[str, ...]:
 
 
 @cache
-def _run_for_tool_sql(*, lock: bool) -> str:
-    """The run of a `run_id` with its thread's public id; one static statement per mode.
+def _run_for_tool_sql(*, lock: bool, extra_columns: str = "") -> str:
+    """The run of a `run_id` with its thread's public id, then `extra_columns`; one static
+    statement per mode and caller.
 
     Locked `FOR NO KEY UPDATE`: the lock only fences the lease, and leaves the row's key free
     for the foreign keys that point at it (the memory ledger's)."""
     columns = ", ".join(f'r."{field.column}"' for field in AgentRun._meta.concrete_fields)
     sql = (
-        f'SELECT {columns}, c."thread_id" FROM "{AgentRun._meta.db_table}" r '
+        f'SELECT {columns}, c."thread_id"{extra_columns} FROM "{AgentRun._meta.db_table}" r '
         f'JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
         'WHERE r."run_id" = %s'
     )
@@ -405,9 +407,21 @@ def run_matching_context(ctx: ToolRuntimeContext, *, lock: bool) -> AgentRun:
     `lock=True` keeps the row locked until the caller's transaction ends, so the lease cannot
     change under the caller. Raises `RunContextInvalid`.
     """
+    return run_matching_context_reading(ctx, lock=lock)[0]
+
+
+def run_matching_context_reading(
+    ctx: ToolRuntimeContext, *, lock: bool, extra_columns: str = ""
+) -> tuple[AgentRun, tuple]:
+    """`run_matching_context`, plus the values of `extra_columns` read in the same statement.
+
+    `extra_columns` is static SQL (", col, ..."; the run row is `r`) a caller needs beside the
+    run on every check, so the check costs it no second round trip. Values read for a run
+    that does not match `ctx` are never returned.
+    """
     uid, run_uuid = parse_context(ctx)
     with connection.cursor() as cursor:
-        cursor.execute(_run_for_tool_sql(lock=lock), [run_uuid])
+        cursor.execute(_run_for_tool_sql(lock=lock, extra_columns=extra_columns), [run_uuid])
         row = cursor.fetchone()
     fields = _run_fields()
     if row is None or row[fields.index("user_id")] != uid:
@@ -415,7 +429,7 @@ def run_matching_context(ctx: ToolRuntimeContext, *, lock: bool) -> AgentRun:
     run = AgentRun.from_db(connection.alias, fields, row[: len(fields)])
     if row[len(fields)] != ctx.thread_id or run.request_id != ctx.request_id:
         raise RunContextInvalid("run belongs to another thread or request")
-    return run
+    return run, tuple(row[len(fields) + 1 :])
 
 
 def _run_for_tool(ctx: ToolRuntimeContext, *, lock: bool) -> AgentRun:

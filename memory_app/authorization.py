@@ -6,9 +6,13 @@ that its worker holds an unexpired lease on (the run repository's rule, `run_mat
 and `tool_run_refusal`, judged by the database's `clock_timestamp()`), its user exists and is
 active, and the switch is on.
 
-Two static statements, no ORM compilation: the run row (the run repository's, joined to its
-thread, locked `FOR NO KEY UPDATE` on the write path), then the clock, the user's state and
-the switch, read after the row lock is granted so a lease is judged at the moment it is held.
+Static statements, no ORM compilation. Unlocked (the middleware at every run start, the
+lookback tools, the approval check): one statement, the run row (the run repository's, joined
+to its thread) with the clock, the user's state and the switch beside it, so each check still
+reads the switch anew, in one round trip. Locked (the write path): two, the
+run row locked `FOR NO KEY UPDATE`, then the clock, the user's state and the switch, read after
+the row lock is granted so a lease is judged at the moment it is held (a clock read in the
+locking statement could predate a wait on the lock).
 """
 
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from conversations.runs import (
     RunContextInvalid,
     ToolRuntimeContext,
     run_matching_context,
+    run_matching_context_reading,
     tool_run_refusal,
 )
 from memory_app.models import UserConfig
@@ -65,15 +70,24 @@ class MemoryGrant:
 
 
 @cache
-def _state_sql() -> str:
+def _state_columns(user: str) -> str:
+    """The clock, user active, switch and approval setting as select-list SQL, for the user
+    `user` names (a placeholder, or the run row's column)."""
     users = get_user_model()._meta.db_table
     return (
-        "SELECT clock_timestamp(), "
-        f'COALESCE((SELECT "is_active" FROM "{users}" WHERE "id" = %s), false), '
+        "clock_timestamp(), "
+        f'COALESCE((SELECT "is_active" FROM "{users}" WHERE "id" = {user}), false), '
         f'COALESCE((SELECT "enable_memory" FROM "{UserConfig._meta.db_table}" '
-        'WHERE "user_id" = %s), false), '
+        f'WHERE "user_id" = {user}), false), '
         f'COALESCE((SELECT "memory_write_approval" FROM "{UserConfig._meta.db_table}" '
-        'WHERE "user_id" = %s), false)'
+        f'WHERE "user_id" = {user}), false)'
+    )
+
+
+def _memory_state(row: tuple) -> MemoryState:
+    now, user_active, enabled, write_approval = row
+    return MemoryState(
+        now=now, user_active=user_active, enabled=enabled, write_approval=write_approval
     )
 
 
@@ -81,11 +95,8 @@ def read_memory_state(user_id: int) -> MemoryState:
     """Clock, user active (a missing user reads as inactive), switch and approval setting, in
     one statement."""
     with connection.cursor() as cursor:
-        cursor.execute(_state_sql(), [user_id, user_id, user_id])
-        now, user_active, enabled, write_approval = cursor.fetchone()
-    return MemoryState(
-        now=now, user_active=user_active, enabled=enabled, write_approval=write_approval
-    )
+        cursor.execute("SELECT " + _state_columns("%s"), [user_id, user_id, user_id])
+        return _memory_state(cursor.fetchone())
 
 
 def memory_run_refusal(run: AgentRun, worker_id: str | None, state: MemoryState) -> str | None:
@@ -123,10 +134,15 @@ def grant_memory_run(ctx: ToolRuntimeContext, *, lock: bool = False) -> MemoryGr
     if lock and not connection.in_atomic_block:
         raise RuntimeError("authorize_memory_run(lock=True) must run inside transaction.atomic()")
     try:
-        run = run_matching_context(ctx, lock=lock)
+        if lock:
+            run = run_matching_context(ctx, lock=True)
+        else:
+            run, state_row = run_matching_context_reading(
+                ctx, lock=False, extra_columns=", " + _state_columns('r."user_id"')
+            )
     except RunContextInvalid as exc:
         raise MemoryRunRefused(str(exc)) from exc
-    state = read_memory_state(run.user_id)
+    state = read_memory_state(run.user_id) if lock else _memory_state(state_row)
     refusal = memory_run_refusal(run, ctx.worker_id, state)
     if refusal:
         raise MemoryRunRefused(refusal)

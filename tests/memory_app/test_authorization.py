@@ -119,6 +119,22 @@ def test_lock_true_holds_the_run_row_until_the_transaction_ends(run):
         raw.close()
 
 
-def test_lock_false_reads_in_two_statements(run, django_assert_num_queries):
-    with django_assert_num_queries(2):
+def test_lock_false_reads_the_run_and_the_switch_anew_in_one_statement_each_check(
+    run, django_assert_num_queries
+):
+    with django_assert_num_queries(1):
         authorize_memory_run(context_for(run))
+    UserConfigFactory._meta.model.objects.filter(user=run.user).update(enable_memory=False)
+    with django_assert_num_queries(1), pytest.raises(MemoryRunRefused) as excinfo:
+        authorize_memory_run(context_for(run))
+    assert excinfo.value.reason == "memory is switched off for this user"
+
+
+def test_lock_true_reads_the_switch_after_the_row_lock_in_a_second_statement(
+    run, django_assert_num_queries
+):
+    with transaction.atomic(), django_assert_num_queries(2) as captured:
+        authorize_memory_run(context_for(run), lock=True)
+    locking, state = (query["sql"] for query in captured.captured_queries)
+    assert "FOR NO KEY UPDATE" in locking and "enable_memory" not in locking
+    assert "enable_memory" in state and "clock_timestamp()" in state

@@ -319,11 +319,11 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
 
 # --- query budget ---------------------------------------------------------------------------
 
-PLAIN_TURN_MAX_STATEMENTS = 9
+PLAIN_TURN_MAX_STATEMENTS = 8
 REMEMBER_TURN_MAX_STATEMENTS = 20
 
 
-def test_a_plain_turn_in_an_existing_thread_sends_at_most_9_statements_on_all_connections():
+def test_a_plain_turn_in_an_existing_thread_sends_at_most_8_statements_on_all_connections():
     user = memory_user()
     first = chat(user_id=user.pk, message="hello")
     with count_statements() as counted:
