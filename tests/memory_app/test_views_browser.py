@@ -46,7 +46,10 @@ def browser(tmp_path):
 
 
 def wait(driver, condition, timeout: float = PAGE_WAIT_SECONDS):
-    return WebDriverWait(driver, timeout).until(condition)
+    """Until `condition` holds; an element replaced while it was read (a reload, an htmx swap)
+    is looked up again on the next poll."""
+    ignored = (StaleElementReferenceException,)
+    return WebDriverWait(driver, timeout, ignored_exceptions=ignored).until(condition)
 
 
 def text_of(driver, selector: str) -> str:
