@@ -1216,6 +1216,34 @@ def test_a_query_of_short_terms_walks_the_newest_messages(rare_terms_among_many)
     assert not names & {"message_owner_trgm_idx", "message_owner_bigram_idx"}
 
 
+def test_the_visible_threads_never_drive_an_index_scan_of_messages():
+    """The thread check is `conversation_id + 0 = ANY (...)`, a filter: as an index condition
+    the planner would AND the thread index's bitmap (every message of the user's visible
+    threads) into each GIN scan."""
+    user = UserFactory()
+    threads = ConversationFactory.create_batch(40, user=user)
+    Message.objects.bulk_create(
+        [
+            Message(conversation=threads[i % 40], role="user", content=f"common text {i}")
+            for i in range(4_000)
+        ]
+        + [Message(conversation=threads[3], role="user", content="wedding kyoto 你好")]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE conversations_conversation, conversations_message")
+    for query in ("wedding", "wedding kyoto", "你好 kyoto", "wedding 你好 text"):
+        assert _search_ids(user, query)[0] == Message.objects.get(content__startswith="wedding").pk
+        with CaptureQueriesContext(connection) as captured:
+            search_thread_messages(user.pk, query, limit=10)
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("SET LOCAL enable_indexscan = off")
+            cursor.execute("EXPLAIN (FORMAT JSON) " + captured.captured_queries[0]["sql"])
+            plan = cursor.fetchone()[0][0]["Plan"]
+        conditions = [n.get("Index Cond", "") for n in _nodes(plan) if "Index Name" in n]
+        assert conditions and not any("conversation_id" in c for c in conditions), query
+
+
 def _nodes(node: dict) -> list[dict]:
     return [node] + [found for child in node.get("Plans", []) for found in _nodes(child)]
 
