@@ -1370,6 +1370,23 @@ def test_terms_all_found_as_often_all_drive_the_index(rare_terms_among_many):
     assert scan["Actual Rows"] == 14
 
 
+def test_of_rare_terms_only_the_rarest_drives_the_index_and_the_others_are_still_required(
+    rare_terms_among_many,
+):
+    user = rare_terms_among_many
+    thread = Conversation.objects.filter(user=user).first()
+    both = Message.objects.bulk_create(
+        [Message(conversation=thread, role="user", content="amber violet") for _ in range(2)]
+        + [Message(conversation=thread, role="user", content="violet trip") for _ in range(3)]
+        + [Message(conversation=thread, role="user", content="amber cake") for _ in range(4)]
+    )[:2]
+    # Both rare among the newest messages ("violet" in five, "amber" in six): only "violet"
+    # is looked up in the index; "amber" is checked on what it found, and still required.
+    assert set(_search_ids(user, "amber violet")[:2]) == {m.pk for m in both}
+    [scan] = [s for s in _trigram_scans_run(user, "amber violet") if "CASE" in s["Index Cond"]]
+    assert scan["Actual Rows"] == 5
+
+
 @pytest.fixture
 def often_and_rare():
     """Forty messages, newest last: "often" in thirty (frequent among the newest), three
