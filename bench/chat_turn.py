@@ -2,7 +2,8 @@
 64 chats at once (threads in this process; streamed over HTTP to one uvicorn worker).
 
 Run: .venv/bin/python bench/chat_turn.py [SECTION ...]   (BENCH_DATABASE_URL picks the
-database; sections: graphs turns overhead approvals chats streams, default all)
+database, BENCH_STREAM_PORT the streams section's server port, default 8151; sections: graphs
+turns overhead approvals chats streams, default all)
 
 1. `build_chatbot_graph` by MEMORY.md size, beside the home-made runtime's figures.
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
@@ -19,29 +20,29 @@ database; sections: graphs turns overhead approvals chats streams, default all)
 4. 64 concurrent chats with a slow scripted model (seconds per model call) and a short lease,
    so the lease keeper beats during every chat: peak PostgreSQL backends of this process
    (sampled from `pg_stat_activity`), leases lost, and connections still out afterwards.
-5. 64 concurrent streamed chats (`POST /api/chat/stream/`) against one uvicorn worker
-   (gunicorn.conf.py, `WEB_CONCURRENCY=1`) whose model is a slow OpenAI-compatible endpoint
-   run here (streaming its replies over seconds), with a short lease: all succeed, no lease
-   lost, peak PostgreSQL backends of the server process (at most 16 + 1), time to first token.
+5. 64 concurrent streamed chats (`POST /api/chat/stream/`) against one warm uvicorn worker
+   (gunicorn.conf.py, `WEB_CONCURRENCY=1`, sent once `/healthz` answers) whose model is the
+   wire model of the tests (tests/wire_model.py) run here: a `remember_memory` call after
+   2.0 s, then the reply's first token 1.0 s after the tool result (3.0 s of model time to
+   the first token), with a short lease: median and max time to the first `token` event
+   (target median <= 4.0 s), the worker's CPU per chat (its /proc/<pid>/stat before and
+   after; target <= 25 ms), leases lost (0), peak PostgreSQL backends (at most 16 + 1).
 
 Works in a temporary workspace root; deletes the users (and so their threads and runs) it made.
 """
 
 import asyncio
+import dataclasses
 import http.client
 import json
 import os
-import re
-import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from benchenv import PROJECT_ROOT, bench_user, logged_in_session, setup_django
@@ -58,6 +59,8 @@ from langchain_core.messages import HumanMessage  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 from conversations.models import AgentRun  # noqa: E402
+from conversations.utils.connections import direct_connection  # noqa: E402
+from conversations.utils.statements import count_statements  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.llm import ScriptedChatModel  # noqa: E402
 from memory_app.runtime import (  # noqa: E402
@@ -68,18 +71,20 @@ from memory_app.runtime import (  # noqa: E402
     chat,
     stream_chat,
 )
-from yuxi_site.utils.connections import direct_connection  # noqa: E402
-from yuxi_site.utils.statements import count_statements  # noqa: E402
+from tests.wire_model import Received, Reply, WireModel, echo_script  # noqa: E402
 
 GRAPH_ROUNDS = 100
 TURN_ROUNDS = 30
 OVERHEAD_ROUNDS = 30
 CONCURRENT_CHATS = 64
 SLOW_MODEL_SECONDS = 2.0
-# The slow endpoint's streamed reply: its first chunk after this long, then a word per step.
-SLOW_FIRST_CHUNK_SECONDS = 1.0
-SLOW_WORD_SECONDS = 0.1
-STREAM_PORT = int(os.environ.get("BENCH_STREAM_PORT", "8303"))
+# The wire model of the streams section: a remember turn's tool call after this long, then its
+# reply's first token this long after the tool result (3.0 s of model time to the first token).
+WIRE_CALL_SECONDS = 2.0
+WIRE_FIRST_TOKEN_SECONDS = 1.0
+FIRST_TOKEN_TARGET_SECONDS = 4.0
+CPU_PER_CHAT_TARGET_MS = 25
+STREAM_PORT = int(os.environ.get("BENCH_STREAM_PORT", "8151"))
 PEAK_BACKENDS_ALLOWED = 16 + 1
 # Short enough that the keeper (a third of it per beat) renews several times during a chat.
 CONCURRENT_LEASE_SECONDS = 3
@@ -388,74 +393,17 @@ def overhead(made: list) -> None:
         print(f"{label:34} {ms:8.2f} {ms / bare_ms:6.1f}x")
 
 
-class SlowEndpoint:
-    """A slow OpenAI-compatible chat-completions endpoint that streams (`stream: true`): to a
-    user turn "remember that X" it answers, after SLOW_MODEL_SECONDS, a `remember_memory`
-    call; after a tool result it streams "Saved: <result>" a word at a time. Any number of
-    requests at once (one thread each)."""
-
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                last = body["messages"][-1]
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                self.send_header("Connection", "close")
-                self.end_headers()
-                if last["role"] == "tool":
-                    time.sleep(SLOW_FIRST_CHUNK_SECONDS)
-                    words = re.findall(r"\S+\s*", f"Saved: {last['content']}")
-                    for word in words:
-                        self._chunk({"content": word})
-                        time.sleep(SLOW_WORD_SECONDS)
-                    self._chunk({}, finish="stop")
-                else:
-                    time.sleep(SLOW_MODEL_SECONDS)
-                    fact = last["content"].removeprefix("remember that ")
-                    call = {
-                        "index": 0,
-                        "id": f"call_{secrets.token_hex(4)}",
-                        "type": "function",
-                        "function": {
-                            "name": "remember_memory",
-                            "arguments": json.dumps({"content": fact}),
-                        },
-                    }
-                    self._chunk({"role": "assistant", "tool_calls": [call]})
-                    self._chunk({}, finish="tool_calls")
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-
-            def _chunk(self, delta: dict, finish: str | None = None) -> None:
-                chunk = {
-                    "id": "slow",
-                    "object": "chat.completion.chunk",
-                    "created": 0,
-                    "model": "slow",
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                }
-                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                self.wfile.flush()
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.httpd.request_queue_size = 2 * CONCURRENT_CHATS
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def _wire_script(request: Received) -> Reply:
+    """The wire model of the streams section: the scripted answers (a `remember_memory` call,
+    then "Saved: <result>"), the call after WIRE_CALL_SECONDS, the reply's first token
+    WIRE_FIRST_TOKEN_SECONDS after the tool result."""
+    reply = echo_script(request)
+    wait = WIRE_FIRST_TOKEN_SECONDS if reply.text else WIRE_CALL_SECONDS
+    return dataclasses.replace(reply, first_token_after=wait)
 
 
 def _stream_chat_over_http(session: tuple[str, str], message: str) -> dict:
-    """One `POST /api/chat/stream/`: its events and when the first token came (seconds)."""
+    """One `POST /api/chat/stream/`: its events and when each kind first came (seconds)."""
     key, csrf = session
     connection_ = http.client.HTTPConnection("127.0.0.1", STREAM_PORT, timeout=120)
     start = time.perf_counter()
@@ -482,7 +430,19 @@ def _stream_chat_over_http(session: tuple[str, str], message: str) -> dict:
     return {"status": 200, "events": events, "seen": seen}
 
 
+def _healthz() -> int | None:
+    """The status `/healthz` answers on the bench port, None while nothing listens there."""
+    try:
+        connection_ = http.client.HTTPConnection("127.0.0.1", STREAM_PORT, timeout=5)
+        connection_.request("GET", "/healthz")
+        return connection_.getresponse().status
+    except OSError:
+        return None
+
+
 def _serve_one_worker(root: Path, model_url: str) -> subprocess.Popen:
+    """gunicorn with one uvicorn worker (gunicorn.conf.py, as ./scripts/serve-production runs
+    it), returned once its worker is warm: `/healthz` answers 200."""
     env = {
         **os.environ,
         "HOST": "127.0.0.1",
@@ -490,52 +450,62 @@ def _serve_one_worker(root: Path, model_url: str) -> subprocess.Popen:
         "WEB_CONCURRENCY": "1",
         "LLM_BASE_URL": model_url,
         "LLM_API_KEY": "unused",
-        "LLM_MODEL": "slow",
+        "LLM_MODEL": "wire-model",
         "LLM_TIMEOUT_SECONDS": "60",
         "AGENT_RUN_LEASE_SECONDS": str(CONCURRENT_LEASE_SECONDS),
         "WORKSPACE_ROOT": str(root),
         "GUNICORN_LOG_LEVEL": "warning",
     }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.asgi"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    for _ in range(300):
-        try:
-            with socket.create_connection(("127.0.0.1", STREAM_PORT), timeout=1):
-                return server
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise RuntimeError("the uvicorn worker did not start listening")
+    with open(root / "server.log", "ab") as log:  # its request and memory logs, apart
+        server = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.asgi"],
+            cwd=PROJECT_ROOT,
+            env=env,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+    for _ in range(600):
+        if _healthz() == 200:
+            return server
+        time.sleep(0.1)
+    os.killpg(server.pid, signal.SIGKILL)
+    raise RuntimeError("the uvicorn worker did not become healthy")
 
 
-def _cpu_seconds(master: int) -> float:
-    """CPU time (user + system) used so far by the children of process `master`."""
-    total = 0
+def _worker_of(master: int) -> int:
+    """The pid of the one worker process gunicorn `master` runs."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if int(fields[1]) == master:
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+            return int(stat.parent.name)
+    raise RuntimeError("gunicorn started no worker")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process `pid` has used so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def concurrent_streams(made: list) -> None:
+    """64 streamed chats at once over HTTP to one warm uvicorn worker, against the wire model
+    (tests/wire_model.py) run here, with a short lease."""
     users = [bench_user(prefix="bench-stream", enabled=True) for _ in range(CONCURRENT_CHATS)]
     made += users
     sessions = [logged_in_session(user) for user in users]
     connection.close()
     connections["default"].close_pool()  # this process holds no backend from here on
-    endpoint = SlowEndpoint()
+    model = WireModel(_wire_script)
+    model.__enter__()
     monitor = direct_connection(autocommit=True)
-    server = _serve_one_worker(Path(settings.WORKSPACE_ROOT), endpoint.url)
+    server = _serve_one_worker(Path(settings.WORKSPACE_ROOT), model.url)
     try:
+        worker = _worker_of(server.pid)
+        cpu_before = _cpu_seconds(worker)
         results: list[dict] = [{}] * CONCURRENT_CHATS
 
         def one(index: int) -> None:
@@ -547,11 +517,11 @@ def concurrent_streams(made: list) -> None:
                 results[index] = {"status": type(exc).__name__, "events": [], "seen": {}}
 
         elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor)
-        cpu = _cpu_seconds(server.pid)
+        cpu = _cpu_seconds(worker) - cpu_before
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(30)
-        endpoint.close()
+        model.close()
     lasts = [r["events"][-1]["event"] if r["events"] else str(r["status"]) for r in results]
     remembered = sum(
         1
@@ -559,6 +529,15 @@ def concurrent_streams(made: list) -> None:
         if r["events"]
         and r["events"][-1].get("tool_calls") == [{"name": "remember_memory", "status": "success"}]
     )
+    lost = (
+        sum(1 for r in results if r["events"] and r["events"][-1].get("status_code") == 503)
+        + AgentRun.objects.filter(user__in=users, status=AgentRun.Status.RUNNING).count()
+    )
+    statuses = dict(
+        AgentRun.objects.filter(user__in=users).values_list("status").annotate(n=Count("id"))
+    )
+    connection.close()
+    monitor.close()
 
     def when(event: str) -> str:
         times = sorted(r["seen"][event] for r in results if event in r["seen"])
@@ -566,33 +545,31 @@ def concurrent_streams(made: list) -> None:
             return "never"
         return f"median {statistics.median(times):5.2f} s, max {times[-1]:5.2f} s"
 
-    statuses = dict(
-        AgentRun.objects.filter(user__in=users).values_list("status").annotate(n=Count("id"))
-    )
-    connection.close()
-    monitor.close()
+    alone = WIRE_CALL_SECONDS + WIRE_FIRST_TOKEN_SECONDS
     print(
-        f"\n{CONCURRENT_CHATS} concurrent streamed chats over HTTP, one uvicorn worker, slow "
-        f"streaming model ({SLOW_MODEL_SECONDS:.0f} s to the tool call, then first token after "
-        f"{SLOW_FIRST_CHUNK_SECONDS:.0f} s, a word per {SLOW_WORD_SECONDS} s), lease "
+        f"\n{CONCURRENT_CHATS} concurrent streamed chats over HTTP, one warm uvicorn worker, "
+        f"wire model (the tool call after {WIRE_CALL_SECONDS:.1f} s, the reply's first token "
+        f"{WIRE_FIRST_TOKEN_SECONDS:.1f} s after the tool result), lease "
         f"{CONCURRENT_LEASE_SECONDS} s"
     )
     print(f"  wall time                         {elapsed:8.1f} s")
-    load = os.getloadavg()[0]
-    print(f"  CPU time of the worker process    {cpu:8.1f} s   (machine load {load:.1f})")
+    print(
+        f"  time to first token event         {when('token')}   (target: median <= "
+        f"{FIRST_TOKEN_TARGET_SECONDS:.1f} s; the model alone: {alone:.1f} s)"
+    )
+    print(
+        f"  worker CPU per chat               {cpu / CONCURRENT_CHATS * 1000:8.1f} ms  (target <= "
+        f"{CPU_PER_CHAT_TARGET_MS} ms; {cpu:.2f} s in all, machine load "
+        f"{os.getloadavg()[0]:.1f})"
+    )
+    print(f"  leases lost                       {lost:8d}   (target 0)")
+    print(f"  peak backends (server process)    {peak:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
+    print(f"  backends before                   {before:8d}")
     print(f"  last events                       {dict((e, lasts.count(e)) for e in set(lasts))}")
     print(f"  facts remembered                  {remembered:8d}")
-    print(f"  runs by status                    {statuses}   (a lost lease: not succeeded)")
-    print(f"  backends before                   {before:8d}")
-    print(f"  peak backends (server process)    {peak:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
-    for event, alone in (
-        ("run", 0),
-        ("tool_call", SLOW_MODEL_SECONDS),
-        ("token", SLOW_MODEL_SECONDS + SLOW_FIRST_CHUNK_SECONDS),
-        ("done", None),
-    ):
-        note = f"   (the model alone: {alone:.1f} s)" if alone is not None else ""
-        print(f"  time to first {event:19} {when(event)}{note}")
+    print(f"  runs by status                    {statuses}")
+    for event in ("run", "tool_call", "done"):
+        print(f"  time to first {event:19} {when(event)}")
 
 
 SECTIONS = {

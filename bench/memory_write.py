@@ -1,9 +1,11 @@
-"""Cost of the safe memory write next to its floor and its parts, and its throughput.
+"""Cost of the safe memory write next to its floor, and its throughput.
 
-The floor is what no implementation of the write can avoid: a bare durable publish plus the
-very statements `remember_memory` sends (advisory lock with its settings, run row lock, clock +
-user + switch, the ledger row just before the rename), as one raw psycopg transaction. The
-target is `remember_memory` <= 1.3x its floor.
+The floor is the write made exactly as the contract says and nothing else (`Floor`): the file
+fence, the bounded read, the replaced bytes kept as a version by a hard link with its
+directory fsynced and the 21st-oldest unlinked, the durable publish, and the very statements
+`remember_memory` sent replayed in one raw psycopg transaction. The target is
+`remember_memory` <= 1.5x its floor, side by side in one run; the credential detector's share
+is timed beside it (the same write without it, and the detector alone).
 
 It also shows what keeping the replaced version (for undo) adds to a write: the same writes
 with `MEMORY_VERSIONS_KEPT` at 20 and at 0, side by side.
@@ -13,6 +15,8 @@ BENCH_DATABASE_URL picks the database). It creates its own users and runs under 
 workspace root, prints its figures, and removes everything it created.
 """
 
+import fcntl
+import hashlib
 import multiprocessing
 import os
 import statistics
@@ -20,6 +24,9 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -29,18 +36,20 @@ setup_django()
 
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
-from django.db import connection, connections, transaction  # noqa: E402
+from django.db import connection, connections  # noqa: E402
+from django.db.models import QuerySet  # noqa: E402
 
-from conversations import runs  # noqa: E402
 from conversations.models import AgentRun, Conversation  # noqa: E402
-from memory_app import authorization, locks  # noqa: E402
-from memory_app.models import MemoryEventKind, UserConfig  # noqa: E402
+from conversations.utils.db_functions import ClockTimestamp  # noqa: E402
+from memory_app import services  # noqa: E402
+from memory_app.credentials import credential_kinds  # noqa: E402
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES  # noqa: E402
+from memory_app.models import UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.selectors import read_memory_file  # noqa: E402
 from memory_app.services import remember_memory, write_memory_file  # noqa: E402
 from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
-from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
-from yuxi_site.utils.db_functions import ClockTimestamp  # noqa: E402
+from memory_app.workspace import Workspace  # noqa: E402
 
 LATENCY_SAMPLES = 200
 THROUGHPUT_APPENDS = 160
@@ -97,130 +106,192 @@ def _print_latencies(
     return med
 
 
-def _one_commit(run_id: str) -> None:
-    """One durable PostgreSQL commit: a transaction that locks a row, as the safe path does."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT 1 FROM conversations_agentrun WHERE run_id = %s FOR UPDATE", [run_id]
-        )
-
-
 class Floor:
-    """`remember_memory`'s statements on a raw psycopg connection around a bare publish."""
+    """The memory write made exactly as the contract says, and nothing else: on a raw psycopg
+    connection, in one transaction, the very statements `remember_memory` sent for this
+    user's run (captured from one of its calls, replayed with the same parameters: advisory
+    lock with its settings, run row lock, clock + user + switch, the versions window, and
+    last the ledger row just before the rename); the file fence (an exclusive flock on
+    `agents/.memory.lock`, opened afresh); the bounded read; the replaced bytes kept as a
+    version by a hard link and its directory fsynced; the durable publish (temp file, fsync,
+    ledger row, rename, directory fsync); the 21st-oldest version unlinked; the commit."""
 
     def __init__(self, ctx: ToolRuntimeContext) -> None:
         self.raw = connection.get_new_connection(connection.get_connection_params())
-        self.uid, self.run_uuid = int(ctx.uid), uuid.UUID(ctx.run_id)
-        self.run_pk = AgentRun.objects.get(run_id=self.run_uuid).pk
-        self.workspace = Workspace.for_user(self.uid)
-        self.timeout = f"{settings.MEMORY_LOCK_TIMEOUT_MS}ms"
-        self.key = locks.MEMORY_LOCK_PREFIX + ctx.uid
+        self.agents = Path(settings.WORKSPACE_ROOT) / ctx.uid / "agents"
+        self.kept: deque[str] = deque()
+        # Captured from the run's own calls: a write (the ledger row last) and an unchanged one.
+        remember_memory(ctx, "the floor's first fact")
+        self.write_statements = _statements_of(remember_memory, ctx, "the floor's second fact")
+        self.unchanged_statements = _statements_of(remember_memory, ctx, "the floor's first fact")
+        assert "INSERT INTO" in self.write_statements[-1][0], "the ledger row comes last"
 
-    def _authorize(self) -> str:
-        """The three statements before the file work; returns the caller's synchronous_commit."""
-        held = self.raw.execute(locks._LOCK_SQL, [self.timeout, "off", self.key]).fetchone()
-        self.raw.execute(runs._run_for_tool_sql(lock=True), [self.run_uuid]).fetchone()
-        self.raw.execute(authorization._state_sql(), [self.uid, self.uid, self.uid]).fetchone()
-        return held[1]
+    def _replay(self, statements: list[tuple[str, list]]) -> None:
+        for sql, params in statements:
+            cursor = self.raw.execute(sql, params)
+            if cursor.description is not None:
+                cursor.fetchall()
 
-    def write(self, data: bytes, before: str) -> None:
+    @contextmanager
+    def _fenced(self) -> Iterator[tuple[int, bytes]]:
+        """The flock and the bounded read, under it: the directory fd and the current bytes."""
+        dir_fd = os.open(self.agents, _NOFOLLOW_DIRECTORY)
+        lock_fd = os.open(".memory.lock", _LOCK_FLAGS, 0o600, dir_fd=dir_fd)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            fd = os.open("MEMORY.md", os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+            try:
+                current = os.read(fd, MEMORY_FILE_MAX_BYTES + 1)
+            finally:
+                os.close(fd)
+            yield dir_fd, current
+        finally:
+            os.close(lock_fd)
+            os.close(dir_fd)
+
+    def write(self, fact: str) -> None:
         with self.raw.transaction():
-            synchronous_commit = self._authorize()
-            ledger = [
-                synchronous_commit,
-                self.uid,
-                MemoryEventKind.AGENT_ADDED,
-                None,
-                self.run_pk,
-                before,
-                before,
-                len(data),
-            ]
-            self.workspace.publish(
-                MEMORY_RELPATH,
-                data,
-                before_rename=lambda: self.raw.execute(locks._ledger_sql(), ledger),
-            )
+            self._replay(self.write_statements[:-1])
+            with self._fenced() as (dir_fd, current):
+                versions_fd = os.open(
+                    MEMORY_VERSIONS_DIR.split("/")[1], _NOFOLLOW_DIRECTORY, dir_fd=dir_fd
+                )
+                try:
+                    name = hashlib.sha256(current).hexdigest()
+                    os.link("MEMORY.md", name, src_dir_fd=dir_fd, dst_dir_fd=versions_fd)
+                    os.fsync(versions_fd)
+                    self.kept.append(name)
+                    temp = f".MEMORY.md.{uuid.uuid4().hex[:16]}.tmp"
+                    fd = os.open(temp, _TEMP_FLAGS, 0o600, dir_fd=dir_fd)
+                    try:
+                        os.write(fd, current + f"{fact}\n".encode())
+                        os.fsync(fd)
+                    finally:
+                        os.close(fd)
+                    self._replay(self.write_statements[-1:])
+                    os.rename(temp, "MEMORY.md", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+                    os.fsync(dir_fd)
+                    if len(self.kept) > settings.MEMORY_VERSIONS_KEPT:
+                        os.unlink(self.kept.popleft(), dir_fd=versions_fd)
+                finally:
+                    os.close(versions_fd)
 
     def unchanged(self) -> None:
         with self.raw.transaction():
-            self._authorize()
+            self._replay(self.unchanged_statements)
+            with self._fenced():
+                pass
+
+
+_NOFOLLOW_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_LOCK_FLAGS = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+
+
+def _statements_of(call, *args) -> list[tuple[str, list]]:
+    """The SQL statements (and their parameters) `call(*args)` sends on Django's connection."""
+    sent: list[tuple[str, list]] = []
+
+    def record(execute, sql, params, many, context):
+        sent.append((sql, list(params or ())))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
+        call(*args)
+    return sent
+
+
+def _cost_of_one_write(ctx: ToolRuntimeContext, fact: str) -> dict[str, int]:
+    """Statements, fsyncs and ORM query clones of one `remember_memory` that appends."""
+    counts = {"fsyncs": 0, "clones": 0}
+    real_fsync, real_clone = os.fsync, QuerySet._clone
+
+    def fsync(fd):
+        counts["fsyncs"] += 1
+        return real_fsync(fd)
+
+    def clone(self, *args, **kwargs):
+        counts["clones"] += 1
+        return real_clone(self, *args, **kwargs)
+
+    os.fsync, QuerySet._clone = fsync, clone
+    try:
+        counts["statements"] = len(_statements_of(remember_memory, ctx, fact))
+    finally:
+        os.fsync, QuerySet._clone = real_fsync, real_clone
+    return counts
+
+
+def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
+    """`remember_memory` with its credential check taken out: what the detector costs."""
+    real = services.credential_kinds
+    services.credential_kinds = lambda content: []
+    try:
+        remember_memory(ctx, fact)
+    finally:
+        services.credential_kinds = real
 
 
 def latency() -> None:
-    """Interleave the paths call by call, rotating their order, so that drift, noise and the
-    cost one call leaves to the next (dirty pages, journal commits) hit them alike.
-
-    With `MEMORY_VERSIONS_KEPT=0`: the floor publishes no kept version, and what keeping one
-    adds is `versions()`'s figure."""
-    kept = settings.MEMORY_VERSIONS_KEPT
-    settings.MEMORY_VERSIONS_KEPT = 0
-    try:
-        _latency()
-    finally:
-        settings.MEMORY_VERSIONS_KEPT = kept
-
-
-def _latency() -> None:
+    """`remember_memory` beside its floor, versions kept as configured (default 20: from the
+    21st change on, each write prunes one), interleaving the paths call by call with their
+    order rotating, so that drift, noise and the cost one call leaves to the next (dirty
+    pages, journal commits) hit them alike."""
     ctx = _context(_user("latency"), "latency")
+    bare_ctx = _context(_user("bare"), "bare")
     floor = Floor(_context(_user("floor"), "floor"))
-    other_run = _context(_user("commit"), "commit").run_id
-    bare = Workspace.for_user(10**12)  # a uid no bench user has
-    plain = Path(settings.WORKSPACE_ROOT) / "plain" / "MEMORY.md"
-    plain.parent.mkdir(parents=True)
     samples: dict[str, list[float]] = {
         "safe": [],
+        "no_detector": [],
         "floor": [],
         "unchanged": [],
         "floor_unchanged": [],
-        "publish": [],
-        "write_text": [],
-        "commit": [],
+        "detector": [],
     }
     names = list(samples)
-    # Warm up, and give the first "unchanged" call a fact that is already there.
-    remember_memory(ctx, "benchmark fact number -1 记住 🥜")
+    # Warm up past the versions kept, so every timed write prunes one.
+    for i in range(settings.MEMORY_VERSIONS_KEPT + 2):
+        for target in (ctx, bare_ctx):
+            remember_memory(target, f"warm-up fact {i}")
+        floor.write(f"warm-up fact {i}")
+    cost = _cost_of_one_write(ctx, "a fact counted 记住")
     for i in range(LATENCY_SAMPLES):
         fact = f"benchmark fact number {i} 记住 🥜"
-        # The same bytes the safe path is about to publish.
-        current, _ = Workspace.for_user(ctx.uid).read_bounded(MEMORY_RELPATH, 1 << 20)
-        data = current + f"{fact}\n".encode()
         calls = {
             "safe": (remember_memory, ctx, fact),
-            "floor": (floor.write, data, "0" * 64),
-            "unchanged": (remember_memory, ctx, f"benchmark fact number {i - 1} 记住 🥜"),
+            "no_detector": (_without_detector, bare_ctx, fact),
+            "floor": (floor.write, fact),
+            "unchanged": (remember_memory, ctx, "warm-up fact 0"),
             "floor_unchanged": (floor.unchanged,),
-            "publish": (bare.replace_authorized_file, MEMORY_RELPATH, data),
-            "write_text": (plain.write_bytes, data),
-            "commit": (_one_commit, other_run),
+            "detector": (credential_kinds, fact),
         }
         for name in names[i % len(names) :] + names[: i % len(names)]:
             samples[name].append(_timed(*calls[name]))
+    kept = settings.MEMORY_VERSIONS_KEPT
     med = _print_latencies(
-        f"latency over {LATENCY_SAMPLES} appends, no version kept (ms){'median':>9}{'p95':>9}",
+        f"latency over {LATENCY_SAMPLES} appends, {kept} versions kept (ms){'median':>9}{'p95':>9}",
         samples,
         (
             ("safe", "remember_memory (full safe path)"),
-            ("floor", "floor: bare publish + its statements, raw"),
+            ("no_detector", "remember_memory without the detector"),
+            ("floor", "floor: the contract's steps, raw"),
             ("unchanged", "remember_memory, unchanged (no publish)"),
-            ("floor_unchanged", "floor of unchanged: its statements, raw"),
-            ("publish", "bare durable publish"),
-            ("commit", "one durable PostgreSQL commit"),
-            ("write_text", "plain write (no fsync)"),
+            ("floor_unchanged", "floor of unchanged: statements + fence"),
+            ("detector", "the credential detector alone"),
         ),
     )
-    budget = med["publish"] + med["commit"]
+    print(
+        f"one remember_memory append: {cost['statements']} statements, {cost['fsyncs']} fsyncs, "
+        f"{cost['clones']} ORM query clones (floor: {len(floor.write_statements)} statements, "
+        "3 fsyncs, none)"
+    )
     print("ratios (median)")
     print(f"  safe / floor                        {med['safe'] / med['floor']:>8.2f}x")
+    print(f"  without the detector / floor        {med['no_detector'] / med['floor']:>8.2f}x")
     print(
         f"  unchanged / its floor               {med['unchanged'] / med['floor_unchanged']:>8.2f}x"
     )
-    print(f"  safe / bare publish                 {med['safe'] / med['publish']:>8.2f}x")
-    print(f"  safe / (bare publish + one commit)  {med['safe'] / budget:>8.2f}x")
-    parts = med["unchanged"] + med["publish"]
-    print(f"  safe / (unchanged + bare publish)   {med['safe'] / parts:>8.2f}x")
-    print(f"  safe / plain write                  {med['safe'] / med['write_text']:>8.2f}x")
-    print(f"  bare publish / plain write          {med['publish'] / med['write_text']:>8.2f}x")
+    print(f"  detector's share of a write         {med['detector'] / med['safe']:>8.1%}")
     floor.raw.close()
 
 

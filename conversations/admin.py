@@ -19,6 +19,20 @@ from django.utils.html import format_html, format_html_join
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from conversations.admin_base import (
+    LIST_EXCERPT_BYTES,
+    ChosenRowFilter,
+    ReadOnlyAdmin,
+    UserFilter,
+    change_link,
+    change_url,
+    changelist_link,
+    changelist_url,
+    format_timestamp,
+    render_excerpt,
+    render_text,
+    users_named,
+)
 from conversations.models import (
     HIDDEN_SOURCES,
     AgentRun,
@@ -40,21 +54,7 @@ from conversations.selectors import (
     thread_runs,
 )
 from conversations.services import DECLINED
-from yuxi_site.admin import (
-    LIST_EXCERPT_BYTES,
-    ChosenRowFilter,
-    ReadOnlyAdmin,
-    UserFilter,
-    change_link,
-    change_url,
-    changelist_link,
-    changelist_url,
-    format_timestamp,
-    render_excerpt,
-    render_text,
-    users_named,
-)
-from yuxi_site.utils.db_functions import byte_length, text_prefix
+from conversations.utils.db_functions import byte_length, text_prefix
 
 __all__ = [
     "AgentRunAdmin",

@@ -24,12 +24,13 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from conversations.conf import setting
 
 __all__ = [
     "CHECKPOINT_TABLES",
@@ -80,7 +81,7 @@ def drop_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
 def _pool_arguments() -> dict[str, Any]:
     """A saver pool's arguments: the default database, connections made only when needed, at
     most `CHECKPOINT_POOL_MAX` of them, not opened yet."""
-    size = int(settings.CHECKPOINT_POOL_MAX)
+    size = int(setting("CHECKPOINT_POOL_MAX"))
     if size < 1:
         raise ValueError("CHECKPOINT_POOL_MAX must be at least 1")
     return {

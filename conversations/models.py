@@ -12,8 +12,8 @@ from django.db import models
 from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
 from django.db.models.functions import Upper
 
-from yuxi_site.utils.db_functions import ClockTimestamp
-from yuxi_site.utils.string_utils import truncate_utf8
+from conversations.utils.db_functions import ClockTimestamp
+from conversations.utils.string_utils import truncate_utf8
 
 # Most of a title that a conversation's name (`str()`) carries.
 TITLE_IN_NAME_BYTES = 80
@@ -53,6 +53,9 @@ class ToolCallStatus(models.TextChoices):
     PENDING = "pending"
     SUCCESS = "success"
     ERROR = "error"
+    # A memory write the user's decision (or a new message, or expiry) did not let run, or
+    # whose resume run ended before it ran: nothing was written.
+    DECLINED = "declined"
 
 
 class AgentRunType(models.TextChoices):

@@ -18,8 +18,8 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from conversations.models import Conversation
-from yuxi_site.utils.ids import parse_uid
-from yuxi_site.utils.string_utils import (
+from conversations.utils.ids import parse_uid
+from conversations.utils.string_utils import (
     STORABLE_TEXT_REQUIREMENT,
     is_storable_text,
     truncate_utf8,

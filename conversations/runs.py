@@ -17,15 +17,15 @@ from datetime import datetime, timedelta
 from functools import cache
 
 import psycopg
-from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models.expressions import CombinedExpression
 
 from conversations import checkpoints, selectors, services
+from conversations.conf import setting
 from conversations.models import AgentRun, Conversation
-from yuxi_site.utils.connections import direct_connection
-from yuxi_site.utils.db_functions import ClockTimestamp
-from yuxi_site.utils.ids import parse_uid
+from conversations.utils.connections import direct_connection
+from conversations.utils.db_functions import ClockTimestamp
+from conversations.utils.ids import parse_uid
 
 __all__ = [
     "LeaseKeeper",
@@ -94,7 +94,7 @@ def db_clock() -> datetime:
 
 
 def _lease_length(lease_seconds: int | None) -> timedelta:
-    seconds = settings.AGENT_RUN_LEASE_SECONDS if lease_seconds is None else lease_seconds
+    seconds = setting("AGENT_RUN_LEASE_SECONDS") if lease_seconds is None else lease_seconds
     if seconds <= 0:
         raise ValueError("lease_seconds must be positive")
     return timedelta(seconds=seconds)
@@ -276,7 +276,7 @@ def finish_run(
 
 def _pending_cutoff() -> CombinedExpression:
     """Runs created at or before this database time have been pending too long."""
-    seconds = settings.AGENT_RUN_PENDING_TIMEOUT_SECONDS
+    seconds = setting("AGENT_RUN_PENDING_TIMEOUT_SECONDS")
     if seconds <= 0:
         raise ValueError("AGENT_RUN_PENDING_TIMEOUT_SECONDS must be positive")
     return ClockTimestamp() - timedelta(seconds=seconds)
@@ -549,7 +549,7 @@ class LeaseKeeper:
         last_beat = time.monotonic()
         while True:
             # Waits in short slices, so a shorter lease setting takes effect within one.
-            due = last_beat + settings.AGENT_RUN_LEASE_SECONDS / 3
+            due = last_beat + setting("AGENT_RUN_LEASE_SECONDS") / 3
             woken = self._wake.wait(min(max(due - time.monotonic(), 0), KEEPER_SLICE_SECONDS))
             if not woken and time.monotonic() < due:
                 continue
@@ -582,7 +582,7 @@ class LeaseKeeper:
         conn = self._connection()
         ids, workers = list(held), list(held.values())
         with conn.cursor() as cursor:
-            cursor.execute(_RENEW_SQL, [settings.AGENT_RUN_LEASE_SECONDS, ids, workers])
+            cursor.execute(_RENEW_SQL, [setting("AGENT_RUN_LEASE_SECONDS"), ids, workers])
             renewed = {row[0] for row in cursor.fetchall()}
             busy: set[str] = set()
             if len(renewed) < len(held):

@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 from typing import IO, Any
 
 import psycopg
-from django.conf import settings
 from django.core import signing
 from django.db import connection
-from django.db.models import F, Q, QuerySet, TextField
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from conversations.conf import setting
 from conversations.models import (
     VISIBLE_MESSAGE,
     AgentRun,
@@ -21,9 +21,9 @@ from conversations.models import (
     Message,
     ToolCall,
 )
-from yuxi_site.utils.connections import server_cursor
-from yuxi_site.utils.db_functions import ClockTimestamp, byte_length, text_prefix
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+from conversations.utils.connections import server_cursor
+from conversations.utils.db_functions import ClockTimestamp, byte_length, text_prefix
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 __all__ = [
     "EXPORT_FETCH_ROWS",
@@ -32,8 +32,11 @@ __all__ = [
     "RAW_CONTENT_BYTES",
     "RAW_MESSAGES_SHOWN",
     "RELATED_ROWS_SHOWN",
+    "MESSAGE_PAGE_MAX",
     "DialogueTurn",
+    "MessagePage",
     "PendingApproval",
+    "ThreadMessage",
     "RawMessage",
     "RawMessagesPage",
     "RelatedRows",
@@ -43,7 +46,10 @@ __all__ = [
     "expired_interrupts",
     "first_related",
     "get_chat_thread",
+    "get_listed_thread",
     "is_released_call",
+    "list_thread_messages",
+    "list_user_pending_approvals",
     "message_tool_calls",
     "pending_approval",
     "pending_approvals",
@@ -69,6 +75,21 @@ def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | Non
     if not is_storable_text(thread_id):
         return None  # no thread can have this id
     return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
+
+
+def chat_thread_entry(*, user_id: int | str, thread_id: str) -> tuple[Conversation | None, bool]:
+    """A turn's entry check in one query: `user_id`'s own visible thread with that id, if the
+    user is active (None otherwise, as `get_chat_thread`), and whether an approval in it waits
+    undecided (a new message declines it first)."""
+    if not is_storable_text(thread_id):
+        return None, False
+    conversation = (
+        Conversation.objects.visible_to(user_id)
+        .filter(thread_id=thread_id, user__is_active=True)
+        .annotate(undecided=Exists(undecided_interrupts(conversation_id=OuterRef("pk"))))
+        .first()
+    )
+    return conversation, bool(conversation is not None and conversation.undecided)
 
 
 @dataclass(frozen=True)
@@ -328,6 +349,131 @@ def list_user_threads(
     )
 
 
+# Messages a page of a thread's messages holds at most.
+MESSAGE_PAGE_MAX = 100
+
+# Keeps message-page cursors apart from thread-list cursors and every other signed value.
+_MESSAGE_CURSOR_SALT = "conversations.selectors.message-cursor"
+
+
+def get_listed_thread(*, user_id: int, thread_id: str) -> Conversation | None:
+    """`user_id`'s own thread with that id if their thread list may show it (any status); None
+    for another user's, an unknown one, a sub-agent's or agent traffic (no existence oracle)."""
+    if not is_storable_text(thread_id):
+        return None
+    return Conversation.objects.listed_to(user_id).filter(thread_id=thread_id).first()
+
+
+@dataclass(frozen=True)
+class ThreadMessage:
+    """A user or assistant text message as its owner reads it, with the tool calls (name and
+    status) its turn made before an assistant reply."""
+
+    id: int
+    role: str
+    content: str
+    created_at: datetime
+    tool_calls: list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    """Messages oldest first, and the cursor of the older page before them (None: the first)."""
+
+    messages: list[ThreadMessage]
+    next_cursor: str | None
+
+
+def _encode_message_cursor(message: dict[str, Any], *, user_id: int, thread_id: str) -> str:
+    """The page's oldest message, signed for this user and thread."""
+    return signing.dumps(
+        [user_id, thread_id, message["created_at"].isoformat(), message["id"]],
+        salt=_MESSAGE_CURSOR_SALT,
+    )
+
+
+def _decode_message_cursor(cursor: str, *, user_id: int, thread_id: str) -> Q:
+    """Messages older than the cursor's; anything this module did not sign for this user and
+    thread is an `InvalidCursor` before any value reaches the database."""
+    try:
+        owner, thread, stamp, pk = signing.loads(cursor, salt=_MESSAGE_CURSOR_SALT)
+        created_at = datetime.fromisoformat(stamp)
+    except (signing.BadSignature, ValueError, TypeError) as exc:
+        raise InvalidCursor("not a cursor of this thread") from exc
+    if owner != user_id or thread != thread_id:
+        raise InvalidCursor("not a cursor of this thread")
+    # Strictly before it in the thread's order, `(created_at, id)`: ids need not follow time.
+    return Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=pk)
+
+
+def list_thread_messages(
+    *, user_id: int, conversation: Conversation, cursor: str | None = None, limit: int = 50
+) -> MessagePage:
+    """A page of the thread's user and assistant text messages (`VISIBLE_MESSAGE`), the newest
+    first read and returned oldest first; `cursor` pages back towards the thread's start.
+
+    Each assistant message carries the calls stored after the previous text message and up to
+    it (its own, and those of tool-only replies of its turn). Two queries whatever the page's
+    depth: the page with one older row (which says whether there is more and bounds the first
+    message's calls), then those calls.
+    """
+    if not 1 <= limit <= MESSAGE_PAGE_MAX:
+        raise ValueError(f"limit must be between 1 and {MESSAGE_PAGE_MAX}")
+    thread_id = conversation.thread_id
+    messages = Message.objects.filter(VISIBLE_MESSAGE, conversation=conversation)
+    if cursor is not None:
+        messages = messages.filter(
+            _decode_message_cursor(cursor, user_id=user_id, thread_id=thread_id)
+        )
+    rows = list(
+        messages.order_by("-created_at", "-id").values("id", "role", "content", "created_at")[
+            : limit + 1
+        ]
+    )
+    older = rows[limit] if len(rows) > limit else None
+    rows = rows[:limit][::-1]
+    if not rows:
+        return MessagePage(messages=[], next_cursor=None)
+    newest = rows[-1]
+    window = Q(message__created_at__lt=newest["created_at"]) | Q(
+        message__created_at=newest["created_at"], message_id__lte=newest["id"]
+    )
+    if older is not None:
+        window &= Q(message__created_at__gt=older["created_at"]) | Q(
+            message__created_at=older["created_at"], message_id__gt=older["id"]
+        )
+    calls = (
+        ToolCall.objects.filter(window, message__conversation=conversation)
+        .order_by("message__created_at", "message_id", "created_at", "id")
+        .values_list("message__created_at", "message_id", "name", "status")
+    )
+    found: list[ThreadMessage] = []
+    pending = iter(calls)
+    call = next(pending, None)
+    for row in rows:
+        made = []
+        while call is not None and (call[0], call[1]) <= (row["created_at"], row["id"]):
+            made.append({"name": call[2], "status": call[3]})
+            call = next(pending, None)
+        found.append(
+            ThreadMessage(
+                id=row["id"],
+                role=row["role"],
+                content=row["content"],
+                created_at=row["created_at"],
+                tool_calls=made if row["role"] == Message.Role.ASSISTANT else [],
+            )
+        )
+    return MessagePage(
+        messages=found,
+        next_cursor=(
+            _encode_message_cursor(rows[0], user_id=user_id, thread_id=thread_id)
+            if older is not None
+            else None
+        ),
+    )
+
+
 # Rows fetched per round trip from an export's server-side cursors.
 EXPORT_FETCH_ROWS = 2000
 
@@ -477,7 +623,7 @@ class PendingApproval:
 
 
 def _approval_cutoff() -> Any:
-    seconds = settings.MEMORY_APPROVAL_TTL_SECONDS
+    seconds = setting("MEMORY_APPROVAL_TTL_SECONDS")
     if seconds <= 0:
         raise ValueError("MEMORY_APPROVAL_TTL_SECONDS must be positive")
     return ClockTimestamp() - timedelta(seconds=seconds)
@@ -538,6 +684,12 @@ def pending_approvals(**run_filters: Any) -> QuerySet:
         .values("thread_id", "run_id", "tool_call_id", "content", "replaces", "created_at")
         .order_by("created_at", "id")
     )
+
+
+def list_user_pending_approvals(*, user_id: int) -> list[PendingApproval]:
+    """Every memory write waiting for `user_id`'s decision, across their threads, oldest first
+    (at most one per thread)."""
+    return [PendingApproval(**row) for row in pending_approvals(user_id=user_id)]
 
 
 def pending_approval(*, conversation_id: int) -> PendingApproval | None:

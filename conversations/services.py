@@ -17,8 +17,8 @@ from django.db.models import Case, F, Value, When
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from yuxi_site.utils.db_functions import ClockTimestamp
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+from conversations.utils.db_functions import ClockTimestamp
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
 THREAD_TITLE_MAX_BYTES = 256
@@ -222,6 +222,13 @@ DECLINED_RESULT = json.dumps(
 )
 
 
+def not_run_result(ended: str) -> str:
+    """The stored output of a decided memory write whose resume run `ended` ("cancelled",
+    "failed") before the write ran: the decision was spent, nothing was saved."""
+    message = f"The run was {ended} before this memory write ran; nothing was saved."
+    return json.dumps({"status": "rejected", "message": message})
+
+
 def settle_pending_call(
     *,
     conversation: Conversation,
@@ -245,7 +252,7 @@ def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
 
     In one transaction: a `resume` run that `resumes` it, finished `cancelled` with `error`
     (unique, so a racing decision either came first, and this returns False, or finds it
-    decided); the pending call settled `error` ("declined") and its declining tool result
+    decided); the pending call settled `declined` and its declining tool result
     stored; the checkpoints under `key` deleted.
     """
     try:
@@ -271,7 +278,7 @@ def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
                 )
                 for call in pending
             ]
-            pending.update(status=ToolCall.Status.ERROR, error=DECLINED, output=DECLINED_RESULT)
+            pending.update(status=ToolCall.Status.DECLINED, error=DECLINED, output=DECLINED_RESULT)
             record_run_messages(
                 conversation=run.conversation, run_id=str(closing.run_id), messages=results
             )

@@ -5,7 +5,6 @@ rule, so the conversations app never imports it), the run's memory events, and a
 
 import uuid
 
-from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
 from django.contrib.auth import get_user_model
@@ -26,25 +25,7 @@ from conversations.admin import (
     related_list,
     time_cell,
 )
-from conversations.models import AgentRun, Conversation, Message, ToolCall
-from conversations.selectors import first_related, pending_approvals
-from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
-from memory_app.selectors import (
-    MEMORY_PROMPT_MAX_BYTES,
-    MemoryVersion,
-    MemoryVersionNotFound,
-    ledger_events,
-    list_memory_versions,
-    memory_write_refusal,
-    read_memory_for_prompt,
-    read_memory_version,
-    remember_calls_for,
-    user_ledger,
-)
-from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
-from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, INITIAL_VERSION_KIND
-from memory_app.workspace import WorkspaceError, WorkspacePathRefused
-from yuxi_site.admin import (
+from conversations.admin_base import (
     FIELD_EXCERPT_BYTES,
     ReadOnlyAdmin,
     UserFilter,
@@ -57,6 +38,30 @@ from yuxi_site.admin import (
     render_text,
     users_named,
 )
+from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.selectors import first_related, pending_approvals
+from conversations.utils.string_utils import truncate_utf8
+from memory_app.conf import setting
+from memory_app.credentials import find_credentials
+from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
+from memory_app.selectors import (
+    EARLIER,
+    MEMORY_PROMPT_MAX_BYTES,
+    LineOrigin,
+    MemoryVersion,
+    MemoryVersionNotFound,
+    ledger_events,
+    list_memory_versions,
+    memory_lines,
+    memory_write_refusal,
+    read_memory_for_prompt,
+    read_memory_version,
+    remember_calls_for,
+    user_ledger,
+)
+from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
+from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, INITIAL_VERSION_KIND
+from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 __all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin", "UserWithMemoryAdmin"]
 
@@ -134,9 +139,9 @@ class UserConfigAdmin(ReadOnlyAdmin):
             {
                 "description": "First MEMORY.md exactly as the agent's next run reads it, "
                 "then every recorded change to it, newest first, with the run, thread and "
-                "remember_memory call that made it, and the earlier versions kept for the "
-                "user's undo.",
-                "fields": (("memory_preview", "ledger"), "memory_versions"),
+                "remember_memory call that made it, where each line of the file came from, "
+                "and the earlier versions kept for the user's undo.",
+                "fields": (("memory_preview", "ledger"), "line_origins", "memory_versions"),
             },
         ),
     )
@@ -150,6 +155,11 @@ class UserConfigAdmin(ReadOnlyAdmin):
         "ledger": "MemoryEvent rows: who changed the memory, with which run, and the file's "
         "SHA-256 before and after. They hold no memory text; each change links to the version "
         "it replaced while that version is kept.",
+        "line_origins": "For each line of the whole file, the recorded change that brought "
+        "it, found by walking the ledger and the kept versions from the newest change back: "
+        "the same answer the user gets from GET /api/memory/lines/. 'earlier': no recorded "
+        "change can be shown to have brought it (older than the kept versions, forgotten, or "
+        "changed outside the app).",
         "memory_versions": "Earlier MEMORY.md files, kept in the user's workspace "
         "(agents/.memory-versions/) for undo: the newest MEMORY_VERSIONS_KEPT distinct ones. "
         "No agent reads them; the user restores or forgets them.",
@@ -228,7 +238,11 @@ class UserConfigAdmin(ReadOnlyAdmin):
         except WorkspaceError:
             context["refused"] = "Unavailable: the workspace could not be read."
         else:
-            context.update(snapshot=snapshot, text=render_text(snapshot.text))
+            warnings = [
+                f"line {finding.line}: looks like {finding.kind.label}"
+                for finding in find_credentials(snapshot.text)
+            ]
+            context.update(snapshot=snapshot, text=render_text(snapshot.text), warnings=warnings)
         return render_to_string("admin/memory_app/userconfig/memory_preview.html", context)
 
     @admin.display(description="memory ledger")
@@ -259,6 +273,30 @@ class UserConfigAdmin(ReadOnlyAdmin):
                 "toggles": sum(row["toggle"] for row in rows),
             },
         )
+
+    @admin.display(description="where each line came from")
+    def line_origins(self, obj: UserConfig) -> SafeString:
+        """Each line of MEMORY.md (at most `LINE_ORIGINS_SHOWN`) and the change that brought
+        it, from the selector the user's own page uses."""
+        context: dict[str, object] = {"shown_max": LINE_ORIGINS_SHOWN}
+        try:
+            found = memory_lines(user=obj.user)
+        except WorkspacePathRefused:
+            context["refused"] = (
+                "Refused: MEMORY.md, the versions directory or a directory above them is a "
+                "symlink or not a regular file, so no line is traced."
+            )
+        except WorkspaceError:
+            context["refused"] = "Unavailable: the workspace could not be read."
+        else:
+            shown = found.lines[:LINE_ORIGINS_SHOWN]
+            context.update(
+                problem=found.memory.problem,
+                total=len(found.lines),
+                rows=_origin_rows(shown),
+                earlier=sum(line.origin["kind"] == EARLIER for line in found.lines),
+            )
+        return render_to_string("admin/memory_app/userconfig/line_origins.html", context)
 
     @staticmethod
     def _versions(obj: UserConfig) -> tuple[list[MemoryVersion], str | None]:
@@ -304,7 +342,7 @@ class UserConfigAdmin(ReadOnlyAdmin):
             "rows": rows,
             "available": sum(version.available for version in found),
             "excerpt_bytes": FIELD_EXCERPT_BYTES,
-            "kept_max": settings.MEMORY_VERSIONS_KEPT,
+            "kept_max": setting("MEMORY_VERSIONS_KEPT"),
         }
         return render_to_string("admin/memory_app/userconfig/versions.html", context)
 
@@ -355,6 +393,41 @@ _VERSIONS_REFUSED = (
     "so no version is listed, and every change that would keep one is refused until staff "
     "repair the workspace."
 )
+
+
+# Most lines the config page traces, and most of each line's text it shows.
+LINE_ORIGINS_SHOWN = 500
+LINE_TEXT_SHOWN_BYTES = 240
+# Who made a change, as staff read it.
+_ORIGIN_BY = {"agent": "the agent", "you": "the user", "staff": "staff"}
+
+
+def _origin_rows(lines: list[LineOrigin]) -> list[dict[str, object]]:
+    """The rows of the lines table: the line, and its change's kind, time, author, run and
+    thread as links (one query for every run shown)."""
+    run_ids = {line.origin.get("run_id") for line in lines} - {None}
+    runs = dict(
+        AgentRun.objects.filter(run_id__in=run_ids).values_list("run_id", "pk") if run_ids else ()
+    )
+    rows = []
+    for line in lines:
+        origin = line.origin
+        text, cut = truncate_utf8(line.text, LINE_TEXT_SHOWN_BYTES)
+        row: dict[str, object] = {"line": line, "text": text, "cut": cut}
+        if origin["kind"] != EARLIER:
+            run_id = origin["run_id"]
+            row.update(
+                kind=MemoryEvent.Kind(origin["kind"]).label,
+                at=time_cell(origin["at"]),
+                by=_ORIGIN_BY[origin["by"]],
+                run=run_id and change_link(AgentRun, runs.get(uuid.UUID(run_id)), id_cell(run_id)),
+                thread=origin["thread_id"]
+                and changelist_link(
+                    Conversation, {"q": origin["thread_id"]}, id_cell(origin["thread_id"])
+                ),
+            )
+        rows.append(row)
+    return rows
 
 
 def _version_anchor(sha256: str) -> str:

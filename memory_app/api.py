@@ -1,5 +1,6 @@
-"""The JSON API under /api/ (django-ninja): chat, the user's own memory and its kept versions,
-settings, threads, export.
+"""The JSON API (django-ninja): chat, the user's own memory, its kept versions and where each
+of its lines came from, settings, threads, export; served at `api/` below wherever a host
+includes `memory_app.urls`.
 
 Thin adapters over the services and selectors. The user always comes from the Django session
 (CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import URLPattern, URLResolver
@@ -29,23 +31,21 @@ from pydantic import ConfigDict, StrictBool, StrictStr
 
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
+from conversations.utils.connections import release_connection
 from memory_app import selectors, services
-from memory_app.errors import MemoryVersionNotFound
+from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE
+from memory_app.credentials import CredentialKind
+from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
 from memory_app.runtime import (
-    ChatDecisionRefused,
+    INTERNAL_ERROR,
+    ChatError,
     ChatEvent,
-    ChatInputError,
-    ChatModelUnavailable,
-    ChatNothingToResume,
-    ChatRunLost,
-    ChatThreadNotFound,
     astream_chat,
     chat,
+    http_error,
     stream_chat,
 )
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
-from yuxi_site.errors import API_UNAVAILABLE_MESSAGE
-from yuxi_site.utils.connections import release_connection
 
 __all__ = ["API_UNAVAILABLE_MESSAGE", "CSRF_FAILED_MESSAGE", "api", "api_urls"]
 
@@ -76,12 +76,12 @@ api = NinjaAPI(
     title="Yuxi Memory API",
     version="1",
     description=(
-        "Log in at /accounts/login/ (Django's session cookie), then send the `csrftoken` "
+        "Log in on the site's login page (Django's session cookie), then send the `csrftoken` "
         "cookie's value as `X-CSRFToken` on every POST, PUT, PATCH and DELETE. Every error is "
         '`{"error": "..."}`.'
     ),
     auth=SessionCsrfAuth(),
-    urls_namespace="api",
+    urls_namespace=API_NAMESPACE,
 )
 
 
@@ -137,6 +137,18 @@ class MemoryOut(Schema):
     etag: str = Field(description="`sha256:` + the hex digest of MEMORY.md (sent as `If-Match`)")
 
 
+class MemoryWarning(Schema):
+    line: int = Field(description="1-based line of the text")
+    kind: str = Field(description="what it looks like: " + ", ".join(CredentialKind))
+
+
+class MemoryWrittenOut(MemoryOut):
+    warnings: list[MemoryWarning] = Field(
+        description="credentials the text holds: kept as written (your own write is never "
+        "refused for one), but memory is read into every prompt the agent gets"
+    )
+
+
 class MemoryProblem(Schema):
     error: str
     etag: str
@@ -173,6 +185,38 @@ class MemoryVersionTextOut(Schema):
     size_bytes: int
 
 
+class LineChangeOut(Schema):
+    kind: str = Field(
+        description="the ledger kind of the change that brought the line (agent_added, "
+        "agent_replaced, user_edited, user_restored)"
+    )
+    at: datetime = Field(description="when that change was made")
+    by: Literal["agent", "you", "staff"] = Field(
+        description="`agent` for the agent's write (decided by you or not), `you` for your own "
+        "edit or restore, `staff` for another person's"
+    )
+    run_id: str | None = Field(description="the agent run that wrote it (null: not the agent's)")
+    thread_id: str | None = Field(description="the thread of that run (null: not the agent's)")
+
+
+class EarlierOut(Schema):
+    kind: Literal["earlier"] = Field(
+        description="no recorded change can be shown to have brought the line: it is older "
+        "than the versions kept, the history was forgotten, or the file changed outside the app"
+    )
+
+
+class MemoryLineOut(Schema):
+    number: int = Field(description="1-based, as in the file")
+    text: str = Field(description="the line without its line ending")
+    origin: LineChangeOut | EarlierOut
+
+
+class MemoryLinesOut(Schema):
+    etag: str = Field(description="the etag of the file these lines are from (send as `If-Match`)")
+    lines: list[MemoryLineOut]
+
+
 class SettingsOut(Schema):
     enable_memory: bool
     memory_write_approval: bool
@@ -181,7 +225,7 @@ class SettingsOut(Schema):
 class SettingsBody(Body):
     enable_memory: StrictBool | None = None
     memory_write_approval: StrictBool | None = Field(
-        None, description="each memory write waits for your decision (`resume` on /api/chat/)"
+        None, description="each memory write waits for your decision (`resume` on chat/)"
     )
 
 
@@ -208,6 +252,23 @@ class ListedThreadOut(ThreadOut):
 class ThreadPageOut(Schema):
     threads: list[ListedThreadOut]
     next_cursor: str | None = Field(description="pass as `cursor` for the next page; null: done")
+
+
+class MessageOut(Schema):
+    id: int
+    role: str = Field(description="`user` or `assistant`")
+    content: str
+    created_at: datetime
+    tool_calls: list[ToolCallOutcome] = Field(
+        description="the tools the turn called before this reply (assistant messages only)"
+    )
+
+
+class MessagePageOut(Schema):
+    messages: list[MessageOut] = Field(description="oldest first within the page")
+    next_cursor: str | None = Field(
+        description="pass as `cursor` for the older page before these; null: the thread's start"
+    )
 
 
 class ThreadStatusIn(Body):
@@ -292,6 +353,10 @@ class ExportPendingApproval(Schema):
     created_at: datetime
 
 
+class ApprovalsOut(Schema):
+    approvals: list[ExportPendingApproval] = Field(description="oldest first, one per thread")
+
+
 class ExportDocument(Schema):
     user: ExportUser
     enable_memory: bool
@@ -329,7 +394,13 @@ def _quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
-NOTHING_TO_RESUME_MESSAGE = "no memory write is waiting for a decision in this thread"
+def _refusal(exc: ChatError) -> Status:
+    """The JSON answer to a turn's refusal (`CHAT_HTTP_ERRORS`); a refusal the table does not
+    name is the server's fault and is raised on."""
+    status, text = http_error(exc)
+    if (status, text) == INTERNAL_ERROR:
+        raise exc
+    return Status(status, {"error": text})
 
 
 @api.post(
@@ -345,18 +416,8 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
         return chat(
             user_id=request.auth.pk, message=body.message, thread_id=body.thread_id, resume=resume
         )
-    except ChatInputError as exc:
-        return Status(400, {"error": str(exc)})
-    except ChatThreadNotFound:
-        return Status(404, {"error": "no such thread"})
-    except ChatNothingToResume:
-        return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
-    except ChatDecisionRefused as exc:
-        return Status(409, {"error": str(exc)})
-    except ChatModelUnavailable:
-        return Status(502, {"error": "the model is unavailable, try again"})
-    except ChatRunLost:
-        return Status(503, {"error": "the run was interrupted, try again"})
+    except ChatError as exc:
+        return _refusal(exc)
 
 
 @api.post(
@@ -393,14 +454,8 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
             events = stream_chat(**turn)
             # Thread-sensitive: the WSGI request's own thread, which then reads the rest.
             stream = _sse(await sync_to_async(next)(events), events)
-    except ChatInputError as exc:
-        return Status(400, {"error": str(exc)})
-    except ChatThreadNotFound:
-        return Status(404, {"error": "no such thread"})
-    except ChatNothingToResume:
-        return Status(409, {"error": NOTHING_TO_RESUME_MESSAGE})
-    except ChatDecisionRefused as exc:
-        return Status(409, {"error": str(exc)})
+    except ChatError as exc:
+        return _refusal(exc)
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
@@ -467,6 +522,7 @@ def _memory_state(request: HttpRequest, response: HttpResponse, memory: Any) -> 
             "text": memory.text,
             "size_bytes": memory.size_bytes,
             "etag": memory.etag,
+            "warnings": [{"line": w.line, "kind": w.kind} for w in memory.warnings],
         },
     )
 
@@ -496,7 +552,7 @@ def _expected_etag(if_match: str | None) -> str:
 
 @api.put(
     "/memory/",
-    response={200: MemoryOut, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def put_memory(
@@ -505,7 +561,8 @@ def put_memory(
     body: MemoryIn,
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
-    """Replace the whole file, only if it is still the version `If-Match` names."""
+    """Replace the whole file, only if it is still the version `If-Match` names. A credential
+    in the text is kept as written, and listed in `warnings`."""
     memory = services.write_memory_file(
         user=request.auth, text=body.text, if_match=_expected_etag(if_match), actor=request.auth
     )
@@ -548,7 +605,7 @@ def get_memory_version(request: HttpRequest, sha256: str) -> Any:
 
 @api.post(
     "/memory/versions/{sha256}/restore/",
-    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
     tags=["memory"],
 )
 def post_memory_version_restore(
@@ -558,9 +615,61 @@ def post_memory_version_restore(
     if_match: str | None = Header(None, alias="If-Match"),
 ) -> Any:
     """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
-    names; the file it replaces is kept in turn. No body. `sha256` as for reading one."""
+    names; the file it replaces is kept in turn. No body. `sha256` as for reading one.
+    Credentials in the restored text are listed in `warnings`."""
     memory = services.restore_memory_version(
         user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
+    )
+    return _memory_state(request, response, memory)
+
+
+@api.get(
+    "/memory/lines/", response={200: MemoryLinesOut, 409: MemoryProblem, **_COMMON}, tags=["memory"]
+)
+def get_memory_lines(request: HttpRequest, response: HttpResponse) -> Any:
+    """Each line of your MEMORY.md and where it came from: the change that brought it (who, when,
+    and for the agent's writes the run and thread), or `earlier`. A file the agent cannot use
+    (too large, not UTF-8) is a 409, as for GET /api/memory/."""
+    found = selectors.memory_lines(user=request.auth)
+    if found.memory.problem is not None:
+        return _memory_state(request, response, found.memory)
+    # Written as JSON directly: a 128 KiB file has thousands of lines, and validating each
+    # against the schema would cost more than finding their origins. The lines share a few
+    # origins, each serialized once by the same encoder the API uses.
+    origins: dict[int, dict[str, Any]] = {}
+    lines = []
+    for line in found.lines:
+        origin = origins.get(id(line.origin))
+        if origin is None:
+            origin = origins[id(line.origin)] = _origin_json(line.origin)
+        lines.append({"number": line.number, "text": line.text, "origin": origin})
+    shaped = JsonResponse({"etag": found.memory.etag, "lines": lines})
+    shaped["ETag"] = _quoted(found.memory.etag)
+    return shaped
+
+
+def _origin_json(origin: selectors.Origin) -> dict[str, Any]:
+    """An origin as `LineChangeOut` or `EarlierOut` shows it (`at` as the API writes times)."""
+    if "at" not in origin:
+        return {"kind": origin["kind"]}
+    return {**origin, "at": DjangoJSONEncoder().default(origin["at"])}
+
+
+@api.delete(
+    "/memory/lines/{number}/",
+    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    tags=["memory"],
+)
+def delete_memory_line(
+    request: HttpRequest,
+    response: HttpResponse,
+    number: int,
+    if_match: str | None = Header(None, alias="If-Match"),
+) -> Any:
+    """Forget one line: remove line `number` of the file `If-Match` names (the etag the lines
+    came with), as your own edit; the file it replaces is kept as a version. No body."""
+    memory = services.delete_memory_line(
+        user=request.auth, number=number, if_match=_expected_etag(if_match), actor=request.auth
     )
     return _memory_state(request, response, memory)
 
@@ -628,6 +737,37 @@ def patch_thread(request: HttpRequest, thread_id: str, body: ThreadStatusIn) -> 
         return Status(404, {"error": "no such thread"})
 
 
+@api.get(
+    "/threads/{thread_id}/messages/",
+    response={200: MessagePageOut, 400: Error, 404: Error, **_COMMON},
+    tags=["threads"],
+)
+def list_thread_messages(
+    request: HttpRequest,
+    thread_id: str,
+    cursor: str | None = None,
+    limit: int = Query(50, ge=1, le=thread_selectors.MESSAGE_PAGE_MAX),
+) -> Any:
+    """A thread's conversation, newest page first (each page oldest first); follow
+    `next_cursor` towards its start. Any thread of your list, whatever its status."""
+    thread = thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
+    if thread is None:
+        return Status(404, {"error": "no such thread"})
+    try:
+        return thread_selectors.list_thread_messages(
+            user_id=request.auth.pk, conversation=thread, cursor=cursor, limit=limit
+        )
+    except thread_selectors.InvalidCursor:
+        return Status(400, {"error": "cursor is not one this list returned"})
+
+
+@api.get("/approvals/", response={200: ApprovalsOut, **_COMMON}, tags=["chat"])
+def list_approvals(request: HttpRequest) -> Any:
+    """The memory writes waiting for your decision, across your threads (decide with `resume`
+    on `/chat/` or `/chat/stream/`)."""
+    return {"approvals": thread_selectors.list_user_pending_approvals(user_id=request.auth.pk)}
+
+
 @api.get("/export/", response={200: ExportDocument, **_COMMON}, tags=["export"])
 def get_export(request: HttpRequest) -> Any:
     """Everything stored about you, as one JSON attachment (read from one consistent snapshot)."""
@@ -693,6 +833,10 @@ def _on_version_not_found(request: HttpRequest, exc: MemoryVersionNotFound) -> H
     return _error(404, "no such version is kept")
 
 
+def _on_line_not_found(request: HttpRequest, exc: MemoryLineNotFound) -> HttpResponse:
+    return _error(404, "the memory has no such line: GET /api/memory/lines/ again")
+
+
 def _on_workspace_error(request: HttpRequest, exc: WorkspaceError) -> HttpResponse:
     if isinstance(exc, WorkspacePathRefused):
         return _error(403, "your memory file is not a regular file: ask staff to repair it")
@@ -709,6 +853,7 @@ for _exception, _handler in (
     (DatabaseError, _on_database_error),
     (services.MemoryWriteError, _on_memory_error),
     (MemoryVersionNotFound, _on_version_not_found),
+    (MemoryLineNotFound, _on_line_not_found),
     (WorkspaceError, _on_workspace_error),
 ):
     api.add_exception_handler(_exception, _handler)

@@ -11,6 +11,7 @@ class MemoryAppConfig(AppConfig):
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
 
+        from memory_app import checks  # noqa: F401 - registers the host settings check
         from memory_app.login_sessions import recorded_on_login
 
         # Erasure deletes a user's sessions by the keys recorded at each login.

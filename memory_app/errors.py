@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 from django.db import Error as DatabaseError
 
+from memory_app.credentials import CredentialKind
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 __all__ = [
@@ -18,6 +19,8 @@ __all__ = [
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
+    "MemoryLineNotFound",
+    "MemorySensitiveContent",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
@@ -31,6 +34,15 @@ class MemoryWriteError(Exception):
 
 class MemoryInputError(MemoryWriteError):
     """`content`, `replaces` or a user's text is not acceptable (type, size, NUL, empty)."""
+
+
+class MemorySensitiveContent(MemoryInputError):
+    """The content holds a credential, which memory never stores. `kind` says what it looks
+    like; neither it nor the message holds the matched text."""
+
+    def __init__(self, kind: CredentialKind) -> None:
+        super().__init__(f"memory never stores credentials: this looks like {kind.label}")
+        self.kind = kind
 
 
 class MemoryConflict(MemoryWriteError):
@@ -66,6 +78,10 @@ class MemoryUnavailable(MemoryWriteError):
 class MemoryVersionNotFound(LookupError):
     """No kept version of MEMORY.md has that hash: never kept, removed (pruned or forgotten),
     not the user's, or its bytes no longer match it. A lookup that failed, not a write error."""
+
+
+class MemoryLineNotFound(LookupError):
+    """MEMORY.md has no line of that number (or is not text, so it has no lines at all)."""
 
 
 @contextmanager

@@ -3,13 +3,14 @@
 Everything else (messages, tool binding, the wire format, retries) is LangChain's.
 """
 
+import asyncio
 import json
 import re
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
@@ -19,13 +20,16 @@ from langchain_core.messages import (
     HumanMessage,
     ToolMessage,
 )
-from langchain_core.messages.tool import tool_call_chunk
+from langchain_core.messages.tool import ToolCallChunk, tool_call_chunk
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
+from openai import DefaultAsyncHttpxClient
+from pydantic import Field
 
+from memory_app.conf import setting
 from memory_app.middleware import injected_memory
 from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
@@ -33,25 +37,159 @@ from memory_app.tool_names import (
     SUBAGENT_TOOL_NAME,
 )
 
-__all__ = ["ScriptedChatModel", "chat_model_from_settings", "model_endpoint"]
+__all__ = [
+    "CompatibleChatOpenAI",
+    "PerLoopAsyncHttpClient",
+    "ScriptedChatModel",
+    "chat_model_from_settings",
+    "model_endpoint",
+]
 
 
 def chat_model_from_settings() -> BaseChatModel:
-    """`ChatOpenAI` for the OpenAI-compatible endpoint at `LLM_BASE_URL`, else the scripted
-    model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
+    """`CompatibleChatOpenAI` for the OpenAI-compatible endpoint at `LLM_BASE_URL`, else the
+    scripted model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
     `LLM_MAX_RETRIES` times; a streamed reply (async turns stream) may also go silent for at
     most `LLM_TIMEOUT_SECONDS` between chunks (`stream_chunk_timeout`, else 120 s)."""
-    if settings.LLM_BASE_URL:
-        return ChatOpenAI(
-            base_url=settings.LLM_BASE_URL,
+    if setting("LLM_BASE_URL"):
+        return CompatibleChatOpenAI(
+            base_url=setting("LLM_BASE_URL"),
             # The client refuses to start without a key; a keyless local endpoint ignores it.
-            api_key=settings.LLM_API_KEY or "unused",
-            model=settings.LLM_MODEL,
-            timeout=settings.LLM_TIMEOUT_SECONDS,
-            stream_chunk_timeout=settings.LLM_TIMEOUT_SECONDS,
-            max_retries=settings.LLM_MAX_RETRIES,
+            api_key=setting("LLM_API_KEY") or "unused",
+            model=setting("LLM_MODEL"),
+            timeout=setting("LLM_TIMEOUT_SECONDS"),
+            stream_chunk_timeout=setting("LLM_TIMEOUT_SECONDS"),
+            max_retries=setting("LLM_MAX_RETRIES"),
         )
     return ScriptedChatModel()
+
+
+class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
+    """The async HTTP client of `CompatibleChatOpenAI`: one real client (and so one connection
+    pool) per event loop, so a connection opened on one loop is never used from another.
+
+    langchain-openai otherwise shares one cached async client per endpoint in the process,
+    whose pooled connections belong to the loop that opened them: the next `asyncio.run(...)`
+    calling the same endpoint fails with "Event loop is closed". The Chat service runs every
+    turn on the process's one loop; a team's own agent may run on any loop (`aagent_run` in a
+    fresh `asyncio.run`). The clients of closed loops are dropped at the next request.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_loop: dict[asyncio.AbstractEventLoop, DefaultAsyncHttpxClient] = {}
+        self._by_loop_lock = threading.Lock()
+
+    def _for_this_loop(self) -> DefaultAsyncHttpxClient:
+        loop = asyncio.get_running_loop()
+        with self._by_loop_lock:
+            for closed in [other for other in self._by_loop if other.is_closed()]:
+                del self._by_loop[closed]
+            if loop not in self._by_loop:
+                self._by_loop[loop] = DefaultAsyncHttpxClient()
+            return self._by_loop[loop]
+
+    async def send(self, request: Any, **kwargs: Any) -> Any:
+        return await self._for_this_loop().send(request, **kwargs)
+
+    async def aclose(self) -> None:
+        """Close this loop's client (the others belong to their own loops)."""
+        loop = asyncio.get_running_loop()
+        with self._by_loop_lock:
+            client = self._by_loop.pop(loop, None)
+        if client is not None:
+            await client.aclose()
+
+
+# One for the process: each loop's connections are kept alive across the turns on that loop.
+_ASYNC_HTTP_CLIENT = PerLoopAsyncHttpClient()
+
+
+class CompatibleChatOpenAI(ChatOpenAI):
+    """`ChatOpenAI` that takes a streamed reply's tool calls as OpenAI-compatible servers send
+    them, so a streamed reply gives exactly the calls the same reply unstreamed gives.
+
+    langchain-openai reads the stream chunk by chunk and LangChain merges the chunks of one
+    call by `index`, concatenating their names: a server that repeats a call's `id` and name in
+    every chunk (llama.cpp's does) would give a call named `remember_memoryremember_memory...`,
+    and chunks without an `index` (one call, from some servers) would not merge at all. So
+    each chunk is cleaned before it merges: a missing index is the call's position in its
+    chunk, and a call's id and name are kept from its first chunk only. A call without a
+    usable id (none, or empty) gets a unique one from the run (`RunGuard`).
+
+    Its async requests go through `PerLoopAsyncHttpClient`, so it serves any event loop.
+    """
+
+    http_async_client: Any | None = Field(default=_ASYNC_HTTP_CLIENT, exclude=True)
+
+    def _convert_chunk_to_generation_chunk(
+        self,
+        chunk: dict,
+        default_chunk_class: type,
+        base_generation_info: dict | None,
+    ) -> ChatGenerationChunk | None:
+        return super()._convert_chunk_to_generation_chunk(
+            _indexed_tool_calls(chunk), default_chunk_class, base_generation_info
+        )
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        calls = _StreamedCalls()
+        for chunk in super()._stream(*args, **kwargs):
+            yield calls.clean(chunk)
+
+    async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
+        calls = _StreamedCalls()
+        async for chunk in super()._astream(*args, **kwargs):
+            yield calls.clean(chunk)
+
+
+def _indexed_tool_calls(chunk: dict) -> dict:
+    """`chunk` (a streamed chat-completion chunk) with an `index` on every tool-call delta:
+    its position in the delta when the server sent none."""
+    choices = chunk.get("choices") or ()
+    delta = choices[0].get("delta") if choices else None
+    calls = (delta or {}).get("tool_calls") or ()
+    if all(call.get("index") is not None for call in calls):
+        return chunk
+    indexed = [
+        call if call.get("index") is not None else {**call, "index": position}
+        for position, call in enumerate(calls)
+    ]
+    first = {**choices[0], "delta": {**delta, "tool_calls": indexed}}
+    return {**chunk, "choices": [first, *choices[1:]]}
+
+
+class _StreamedCalls:
+    """The tool calls of one streamed reply so far: the name each has, by index (a call's id
+    counts from its first chunk only)."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+
+    def clean(self, chunk: ChatGenerationChunk) -> ChatGenerationChunk:
+        message = chunk.message
+        if not isinstance(message, AIMessageChunk) or not message.tool_call_chunks:
+            return chunk
+        cleaned = [self._cleaned(call) for call in message.tool_call_chunks]
+        if cleaned == message.tool_call_chunks:
+            return chunk
+        fields = message.model_dump(exclude={"tool_calls", "invalid_tool_calls", "type"})
+        return ChatGenerationChunk(
+            message=AIMessageChunk(**{**fields, "tool_call_chunks": cleaned}),
+            generation_info=chunk.generation_info,
+        )
+
+    def _cleaned(self, call: ToolCallChunk) -> ToolCallChunk:
+        index, call_id, name = call.get("index"), call.get("id"), call.get("name")
+        if index in self.names:  # a later chunk of a call: only its arguments count
+            call_id = None
+            if name == self.names[index]:
+                name = None
+            elif name:  # a name streamed in pieces
+                self.names[index] += name
+        else:
+            self.names[index] = name or ""
+        return tool_call_chunk(name=name, args=call.get("args"), id=call_id, index=index)
 
 
 _REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?[\s:,]+(?P<arg>\S.*)$", re.I | re.S)

@@ -13,9 +13,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from functools import cache
 
-from django.conf import settings
 from django.db import connection
 
+from memory_app.conf import setting
 from memory_app.errors import MemoryUnavailable, memory_errors
 from memory_app.models import MemoryEvent
 from memory_app.workspace import MEMORY_LOCK_RELPATH, Workspace
@@ -75,7 +75,7 @@ def memory_lock_key(uid: str) -> int:
 
 
 def _lock_timeout_ms() -> int:
-    timeout_ms = int(settings.MEMORY_LOCK_TIMEOUT_MS)
+    timeout_ms = int(setting("MEMORY_LOCK_TIMEOUT_MS"))
     if timeout_ms <= 0:
         raise MemoryUnavailable("MEMORY_LOCK_TIMEOUT_MS must be positive")
     return timeout_ms

@@ -1,24 +1,54 @@
 """The memory file as its user sees it: its size limit, its etag and `MemoryFile`.
 
-A leaf: it reads MEMORY.md through the workspace and imports nothing else of the app, so the
+A leaf: it reads MEMORY.md through the workspace and imports nothing else of the app but the
+credential detector's finding type, so the
 write path, the reads and export/erasure all build on it without importing each other.
 """
 
 from dataclasses import dataclass
 from typing import Literal
 
+from memory_app.credentials import CredentialFinding
 from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 
 __all__ = [
+    "MEMORY_BULLET_MARKERS",
     "MEMORY_FILE_MAX_BYTES",
     "MemoryFile",
     "memory_etag",
     "memory_file_from",
     "read_memory_file",
+    "split_lines",
+    "unbulleted",
 ]
 
 # Largest MEMORY.md accepted as a source and produced as a result, in UTF-8 bytes.
 MEMORY_FILE_MAX_BYTES = 131072
+
+# The Markdown bullet markers a line of MEMORY.md may start with: `remember_memory` follows
+# them (a one-line fact appended after a bullet becomes a bullet with the same marker), and a
+# fact is the same line with or without one (for its dedupe and for where a line came from).
+MEMORY_BULLET_MARKERS = ("- ", "* ", "+ ")
+
+
+def unbulleted(line: str) -> str:
+    """`line` without its leading list marker (and the spaces after it), if it has one."""
+    return line[2:].lstrip(" ") if line.startswith(MEMORY_BULLET_MARKERS) else line
+
+
+def split_lines(text: str) -> list[str]:
+    """The lines of a MEMORY.md text, line `n` at index `n - 1`, each with its own ending.
+
+    Only "\n" ends a line (a "\r" before it belongs to the ending, so a CRLF file has the
+    same lines); the last line has no ending when the text does not end with one, and a text
+    ending with "\n" has no empty line after it. Joined, they are the text again, so removing
+    one line removes exactly that line and its ending.
+    """
+    pieces = text.split("\n")
+    lines = [f"{piece}\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
 
 
 @dataclass(frozen=True)
@@ -26,13 +56,15 @@ class MemoryFile:
     """MEMORY.md as its user sees it: the whole text, or None with the `problem` that hides it.
 
     `etag` is `sha256:` + the hex digest of the file's bytes (a missing file is empty), so an
-    edit can be made conditional on the version the user saw.
+    edit can be made conditional on the version the user saw. `warnings`: after a user's own
+    write, the credentials the written text holds (kept as written, but the user is told).
     """
 
     text: str | None
     etag: str
     size_bytes: int
     problem: Literal["too_large", "invalid_encoding"] | None
+    warnings: tuple[CredentialFinding, ...] = ()
 
 
 def memory_etag(sha256_hex: str) -> str:

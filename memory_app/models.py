@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from yuxi_site.utils.db_functions import ClockTimestamp
+from conversations.utils.db_functions import ClockTimestamp
 
 
 class UserConfig(models.Model):

@@ -2,8 +2,9 @@
 (`MemoryEvent`) as staff see it: where the chain of file hashes breaks.
 
 MEMORY.md as its user sees it (`MemoryFile`, `read_memory_file`) lives in `memory_file`, its
-kept versions (`list_memory_versions`, `read_memory_version`) in `versions` and the export in
-`user_data`; they are re-exported here, where the public API names them.
+kept versions (`list_memory_versions`, `read_memory_version`) in `versions`, where each of its
+lines came from (`memory_line_origins`) in `line_origins` and the export in `user_data`; they
+are re-exported here, where the public API names them.
 """
 
 import codecs
@@ -13,8 +14,17 @@ from django.db.models import QuerySet
 
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
+from conversations.utils.ids import parse_uid
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.errors import MemoryVersionNotFound
+from memory_app.line_origins import (
+    EARLIER,
+    LineOrigin,
+    MemoryLines,
+    Origin,
+    memory_line_origins,
+    memory_lines,
+)
 from memory_app.memory_file import (
     MEMORY_FILE_MAX_BYTES,
     MemoryFile,
@@ -32,25 +42,30 @@ from memory_app.versions import (
     version_sha256,
 )
 from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.ids import parse_uid
 
 __all__ = [
+    "EARLIER",
     "LEDGER_EVENTS_SHOWN",
     "MEMORY_FILE_MAX_BYTES",
     "MEMORY_PROMPT_MAX_BYTES",
     "REMEMBER_MEMORY_TOOL",
     "LedgerEntry",
     "LedgerPage",
+    "LineOrigin",
+    "MemoryLines",
     "MemoryFile",
     "MemorySnapshot",
     "MemoryVersion",
     "MemoryVersionNotFound",
+    "Origin",
     "export_user_data",
     "ledger_events",
     "list_memory_versions",
     "memory_enabled",
     "memory_etag",
     "memory_file_from",
+    "memory_line_origins",
+    "memory_lines",
     "memory_write_refusal",
     "read_memory_file",
     "read_memory_for_prompt",

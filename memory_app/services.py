@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from conversations import selectors as conversation_selectors
 from conversations.models import AgentRun
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 from memory_app import versions
 from memory_app.authorization import (
     MemoryRunRefused,
@@ -33,12 +34,15 @@ from memory_app.authorization import (
     grant_memory_run,
     read_memory_state,
 )
+from memory_app.credentials import CredentialFinding, credential_kinds, find_credentials
 from memory_app.errors import (
     MemoryAccessDenied,
     MemoryApprovalRequired,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemoryLineNotFound,
+    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryVersionNotFound,
     MemoryWriteError,
@@ -54,11 +58,17 @@ from memory_app.locks import (
     restore_lock_timeout,
     take_memory_lock,
 )
-from memory_app.memory_file import MEMORY_FILE_MAX_BYTES, MemoryFile, memory_etag
+from memory_app.memory_file import (
+    MEMORY_BULLET_MARKERS,
+    MEMORY_FILE_MAX_BYTES,
+    MemoryFile,
+    memory_etag,
+    split_lines,
+    unbulleted,
+)
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
-from memory_app.workspace import MEMORY_RELPATH, Workspace
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
+from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 
 __all__ = [
     "ADDED",
@@ -74,6 +84,8 @@ __all__ = [
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
+    "MemoryLineNotFound",
+    "MemorySensitiveContent",
     "MemoryUnavailable",
     "MemoryVersionNotFound",
     "MemoryWriteError",
@@ -82,6 +94,7 @@ __all__ = [
     "check_memory_write",
     "clear_memory",
     "current_tool_call_id",
+    "delete_memory_line",
     "erase_user",
     "forget_memory_versions",
     "hold_memory_locks",
@@ -184,7 +197,11 @@ def _publish_recorded(
     }
     run_pk = None if run is None else run.pk
     record = partial(record_event, held, size_bytes=len(data), run_id=run_pk, **fields)
-    workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    try:
+        workspace.publish(MEMORY_RELPATH, data, before_rename=record)
+    except BaseException:
+        versions.discard_new(workspace, keep)
+        raise
     versions.prune(workspace, keep)
     _log_change(run=None if run is None else run.run_id, **fields)
     return after
@@ -195,16 +212,6 @@ def _decode_memory(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise MemoryConflict(MemoryConflict.INVALID_ENCODING) from exc
-
-
-# The Markdown bullet markers `remember_memory` follows: a one-line fact appended to a file
-# whose last non-empty line is such a bullet becomes a bullet with the same marker.
-MEMORY_BULLET_MARKERS = ("- ", "* ", "+ ")
-
-
-def _unbulleted(line: str) -> str:
-    """`line` without its leading list marker (and the spaces after it), if it has one."""
-    return line[2:].lstrip(" ") if line.startswith(MEMORY_BULLET_MARKERS) else line
 
 
 def _appended(current: str, content: str) -> str | None:
@@ -220,8 +227,8 @@ def _appended(current: str, content: str) -> str | None:
     if f"\n{content}\n" in "\n" + "\n".join(lines) + "\n":
         return None
     if "\n" not in content:
-        fact = _unbulleted(content)
-        if any(_unbulleted(line) == fact for line in lines):
+        fact = unbulleted(content)
+        if any(unbulleted(line) == fact for line in lines):
             return None
         last = next((line for line in reversed(lines) if line), "")
         if content == fact and last.startswith(MEMORY_BULLET_MARKERS):
@@ -334,6 +341,11 @@ def _checked_write_arguments(content: object, replaces: object) -> tuple[str, st
     # NFC can grow a text (some characters recompose into longer forms): cap what is written.
     if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
         raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
+    # Memory never keeps a credential: refused before any lock, so nothing is written, kept
+    # as a version or recorded (and a decision to write one is refused before it is spent).
+    kinds = credential_kinds(content)
+    if kinds:
+        raise MemorySensitiveContent(kinds[0])
     if replaces is not None:
         # Exact text, checked only for size and storable text: whether it occurs once is the
         # file's say.
@@ -380,6 +392,7 @@ def remember_memory(
     other's facts. When the user approves each write (`memory_write_approval`), only the tool
     call (`current_tool_call_id`) that a decision released, in the `resume` run carrying it,
     writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
+    Content holding a credential is `MemorySensitiveContent`, before any lock is taken.
     """
     content, replaces = _checked_write_arguments(content, replaces)
     uid = getattr(ctx, "uid", None)
@@ -503,12 +516,38 @@ def _checked_user_text(text: object) -> bytes:
 
 
 def _replace_whole_file(
-    user_id: int, data: bytes, *, kind: str, actor, accept: Callable[[str], None]
+    user_id: int,
+    data: bytes,
+    *,
+    kind: str,
+    actor,
+    accept: Callable[[str], None],
+    warnings: tuple[CredentialFinding, ...] = (),
 ) -> MemoryFile:
-    """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees."""
+    """Replace MEMORY.md with `data` under the locks once `accept(current_etag)` agrees; the
+    result carries `warnings` (found before the locks: the text is the caller's)."""
+
+    def rewrite(current: DigestedRead) -> bytes:
+        accept(memory_etag(current.sha256))
+        return data
+
+    return _rewrite_file(user_id, rewrite, kind=kind, actor=actor, warnings=warnings)
+
+
+def _rewrite_file(
+    user_id: int,
+    rewrite: Callable[[DigestedRead], bytes],
+    *,
+    kind: str,
+    actor,
+    warnings: tuple[CredentialFinding, ...] = (),
+) -> MemoryFile:
+    """Publish `rewrite(current)` as MEMORY.md, `current` being the file as read under the
+    locks (`rewrite` raises to refuse); a result equal to the file changes and records
+    nothing."""
     with _user_write(user_id) as (workspace, held, _):
         current = workspace.read_digested(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
-        accept(memory_etag(current.sha256))
+        data = rewrite(current)
         unchanged = not current.truncated and current.data == data
         if not unchanged:
             _publish_recorded(
@@ -522,7 +561,11 @@ def _replace_whole_file(
             )
     digest = current.sha256 if unchanged else hashlib.sha256(data).hexdigest()
     return MemoryFile(
-        text=data.decode("utf-8"), etag=memory_etag(digest), size_bytes=len(data), problem=None
+        text=data.decode("utf-8"),
+        etag=memory_etag(digest),
+        size_bytes=len(data),
+        problem=None,
+        warnings=warnings,
     )
 
 
@@ -531,11 +574,17 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
 
     The etag is compared under the locks, so an agent write that landed after the user read
     makes the edit `MemoryConflict("stale")` instead of silently undoing it. Works whether the
-    switch is on or off; `text` is stored as given.
+    switch is on or off; `text` is stored as given, a credential in it included (the user's
+    own write is never refused for one: the result's `warnings` name its lines and kinds).
     """
     data = _checked_user_text(text)
     return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_EDITED, actor=actor, accept=_if_current(if_match)
+        user.pk,
+        data,
+        kind=MemoryEventKind.USER_EDITED,
+        actor=actor,
+        accept=_if_current(if_match),
+        warnings=tuple(find_credentials(text)),
     )
 
 
@@ -551,6 +600,34 @@ def _if_current(if_match: object) -> Callable[[str], None]:
     return accept
 
 
+def delete_memory_line(*, user, number: int, if_match: str, actor) -> MemoryFile:
+    """Remove line `number` (1-based, with its line ending) from `user`'s MEMORY.md, only if
+    `if_match` is current: a user edit like `write_memory_file` (ledger `user_edited`, the
+    replaced file kept as a version), so "forget this" can be undone by a restore.
+
+    The etag is compared under the locks first (stale: `MemoryConflict("stale")`), since a
+    line's number means something only in the file it was read from; then a number the file
+    has no line for, or a file that is not text, is `MemoryLineNotFound`.
+    """
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise MemoryInputError("number must be a line number")
+    accept = _if_current(if_match)
+
+    def without_line(current: DigestedRead) -> bytes:
+        accept(memory_etag(current.sha256))
+        try:
+            text = None if current.truncated else current.data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        lines = [] if text is None else split_lines(text)
+        if not 1 <= number <= len(lines):
+            raise MemoryLineNotFound(f"MEMORY.md has no line {number}")
+        del lines[number - 1]
+        return "".join(lines).encode("utf-8")
+
+    return _rewrite_file(user.pk, without_line, kind=MemoryEventKind.USER_EDITED, actor=actor)
+
+
 def clear_memory(*, user, actor) -> None:
     """Empty `user`'s MEMORY.md: the prompt then has no memory block, and the next
     `remember_memory` starts from an empty file. Works whatever the file held."""
@@ -564,12 +641,18 @@ def restore_memory_version(*, user, sha256: str, if_match: str, actor) -> Memory
 
     The rule of `write_memory_file`: the etag is compared under the locks (stale:
     `MemoryConflict("stale")`, nothing changed). The file it replaces is kept in turn, so a
-    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`.
+    restore can be undone too. Unknown, removed or mismatching: `MemoryVersionNotFound`. Like
+    the user's edit, never refused for a credential: the result's `warnings` name them.
     """
     accept = _if_current(if_match)
     data = versions.read_memory_version(user=user, sha256=sha256)
     return _replace_whole_file(
-        user.pk, data, kind=MemoryEventKind.USER_RESTORED, actor=actor, accept=accept
+        user.pk,
+        data,
+        kind=MemoryEventKind.USER_RESTORED,
+        actor=actor,
+        accept=accept,
+        warnings=tuple(find_credentials(data.decode("utf-8"))),
     )
 
 

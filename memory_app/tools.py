@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from conversations import repository as history
 from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.connections import in_worker_thread, release_connection
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
@@ -31,6 +33,7 @@ from memory_app.services import (
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryWriteStatus,
     current_tool_call_id,
@@ -42,8 +45,6 @@ from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
     SEARCH_THREAD_MESSAGES_TOOL,
 )
-from yuxi_site.utils.connections import in_worker_thread, release_connection
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 
 __all__ = [
     "JSON_MAX_DEPTH",
@@ -323,6 +324,9 @@ class RememberMemoryTool(RunBoundTool):
     def _call(self, arguments: RememberMemoryArguments) -> ToolResult:
         try:
             result = remember_memory(self.ctx, arguments.content, arguments.replaces)
+        except MemorySensitiveContent as exc:
+            # Its message names the kind only, never the matched text.
+            return ToolResult(ToolStatus.REJECTED, str(exc))
         except MemoryInputError:
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_input"])
         except MemoryFileTooLarge:

@@ -24,6 +24,7 @@ from conversations import runs
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import AgentRun
+from conversations.utils.connections import direct_connection, server_cursor
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.locks import hold_memory_locks
 from memory_app.login_sessions import delete_user_sessions
@@ -36,7 +37,6 @@ from memory_app.workspace import (
     Workspace,
     WorkspaceError,
 )
-from yuxi_site.utils.connections import direct_connection, server_cursor
 
 __all__ = [
     "ERASURE_RUN_ERROR",

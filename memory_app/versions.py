@@ -15,23 +15,27 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
-from django.conf import settings
+from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
+from memory_app.conf import setting
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent, MemoryEventKind
-from memory_app.workspace import Workspace, WorkspaceError
+from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspaceError
 
 __all__ = [
     "EMPTY_SHA256",
     "FILE_CHANGING_KINDS",
     "INITIAL_VERSION_KIND",
     "MEMORY_VERSIONS_DIR",
+    "KeptVersions",
     "MEMORY_VERSIONS_LISTED",
     "MemoryVersion",
+    "discard_new",
     "forget_kept_versions",
     "keep_replaced",
     "kept_version_hashes",
@@ -88,7 +92,7 @@ class MemoryVersion:
 
 def versions_kept() -> int:
     """`MEMORY_VERSIONS_KEPT`: how many distinct replaced versions a user keeps (0: none)."""
-    kept = int(settings.MEMORY_VERSIONS_KEPT)
+    kept = int(setting("MEMORY_VERSIONS_KEPT"))
     if kept < 0:
         raise MemoryUnavailable("MEMORY_VERSIONS_KEPT must be 0 or more")
     return kept
@@ -138,6 +142,20 @@ def _latest_replacements(user_id: int) -> QuerySet:
     return MemoryEvent.objects.filter(id__in=latest).order_by("-id")
 
 
+@cache
+def _window_sql() -> str:
+    """`_latest_replacements`' hashes (since the last forgetting, as `_file_changes`) as one
+    static statement: the write path compiles no query."""
+    table = MemoryEvent._meta.db_table
+    return (
+        "SELECT before_sha256 FROM (SELECT DISTINCT ON (before_sha256) before_sha256, id "
+        f'FROM "{table}" WHERE user_id = %s AND kind = ANY(%s) AND before_sha256 <> %s '
+        f'AND id > COALESCE((SELECT id FROM "{table}" WHERE user_id = %s AND kind = %s '
+        "ORDER BY id DESC LIMIT 1), 0) "
+        "ORDER BY before_sha256, id DESC) latest ORDER BY id DESC LIMIT %s"
+    )
+
+
 def _window(user_id: int, kept: int, *, replacing: str) -> frozenset[str]:
     """The newest `kept` distinct versions once the change replacing `replacing` is recorded.
 
@@ -148,7 +166,19 @@ def _window(user_id: int, kept: int, *, replacing: str) -> frozenset[str]:
     """
     if kept == 0:
         return frozenset()
-    newest = _latest_replacements(user_id).values_list("before_sha256", flat=True)[:kept]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _window_sql(),
+            [
+                user_id,
+                list(FILE_CHANGING_KINDS),
+                EMPTY_SHA256,
+                user_id,
+                MemoryEventKind.VERSIONS_FORGOTTEN,
+                kept,
+            ],
+        )
+        newest = [sha for (sha,) in cursor.fetchall()]
     ordered = [replacing, *(sha for sha in newest if sha != replacing)]
     return frozenset(ordered[:kept])
 
@@ -164,41 +194,67 @@ def _keepable(data: bytes | None) -> bool:
     return True
 
 
-def keep_replaced(
-    workspace: Workspace, *, sha256: str, data: bytes | None
-) -> frozenset[str] | None:
+@dataclass(frozen=True)
+class KeptVersions:
+    """What `keep_replaced` did: the versions `prune` keeps afterwards (None: nothing to
+    prune) and the one it added now, if any (`discard_new` removes it if the publish fails)."""
+
+    window: frozenset[str] | None
+    new: str | None
+
+
+def keep_replaced(workspace: Workspace, *, sha256: str, data: bytes | None) -> KeptVersions:
     """Keep the bytes a publish is about to replace; returns what `prune` keeps afterwards.
 
     For a writer holding the advisory lock and the file fence, after its bounded read and
     before its ledger row. `data` is the replaced file (None when it was too large to read
-    whole). It is published like any workspace file (no-follow temp file, fsync, rename,
-    directory fsync, 0600), unless the empty file, over the limit, not UTF-8, already kept, or
-    not among the newest. A symlinked versions directory or version file is refused
-    (`WorkspacePathRefused`), so the write fails with MEMORY.md untouched. None: replacing the
-    empty file changes no version, so there is nothing to prune.
+    whole), still MEMORY.md's bytes on disk: it is kept as a hard link to that file (0600,
+    its directory fsynced), or, for a file the write path did not publish, published like any
+    workspace file (no-follow temp file, fsync, rename, directory fsync, 0600); not at all
+    when it is empty, over the limit, not UTF-8, already kept, or not among the newest. A
+    symlinked versions directory or version file is refused (`WorkspacePathRefused`), so the
+    write fails with MEMORY.md untouched. Replacing the empty file changes no version, so
+    there is nothing to prune (a window of None).
     """
     if sha256 == EMPTY_SHA256:
-        return None
+        return KeptVersions(window=None, new=None)
     window = _window(workspace.uid, versions_kept(), replacing=sha256)
     if sha256 in window and _keepable(data):
         relpath = version_relpath(sha256)
+        # The replaced file itself, linked under its hash: its bytes are already durable, so
+        # keeping it costs one directory fsync. A file the write path did not publish (say,
+        # written by hand with another mode) is copied instead.
         if not workspace.file_exists(relpath):
-            workspace.publish(relpath, data)
-    return window
+            if not workspace.link_durably(MEMORY_RELPATH, relpath, size_bytes=len(data)):
+                workspace.publish(relpath, data)
+            return KeptVersions(window=window, new=sha256)
+    return KeptVersions(window=window, new=None)
 
 
-def prune(workspace: Workspace, keep: frozenset[str] | None) -> None:
-    """Remove every kept version not in `keep`, after a publish's directory fsync.
+def discard_new(workspace: Workspace, kept: KeptVersions) -> None:
+    """Remove the version `keep_replaced` just added, after the publish it was for failed, so
+    a failed write leaves the workspace as it was. Best effort, like `prune`."""
+    if kept.new is None:
+        return
+    try:
+        others = set(workspace.file_sizes(MEMORY_VERSIONS_DIR)) - {kept.new}
+        workspace.remove_files_except(MEMORY_VERSIONS_DIR, others, durable=False)
+    except WorkspaceError as exc:
+        logger.warning("event=versions_discard_failed user=%s error=%s", workspace.uid, exc)
+
+
+def prune(workspace: Workspace, kept: KeptVersions) -> None:
+    """Remove every kept version not in `kept.window`, after a publish's directory fsync.
 
     Best effort: MEMORY.md is already published, so a failure here is logged, never raised
     (the next change prunes again). Not fsynced: a crash may bring a pruned version back until
     the next change prunes it again, which saves every write a directory fsync (forgetting,
     which the user asked for, is durable).
     """
-    if keep is None:
+    if kept.window is None:
         return
     try:
-        workspace.remove_files_except(MEMORY_VERSIONS_DIR, keep, durable=False)
+        workspace.remove_files_except(MEMORY_VERSIONS_DIR, kept.window, durable=False)
     except WorkspaceError as exc:
         logger.warning("event=versions_prune_failed user=%s error=%s", workspace.uid, exc)
 

@@ -19,10 +19,9 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from django.conf import settings
-
-from yuxi_site.utils.ids import parse_uid
-from yuxi_site.utils.string_utils import truncate_utf8
+from conversations.utils.ids import parse_uid
+from conversations.utils.string_utils import truncate_utf8
+from memory_app.conf import setting
 
 __all__ = [
     "AGENTS_RELPATH",
@@ -126,7 +125,7 @@ class Workspace:
     @classmethod
     def for_user(cls, uid: int | str) -> "Workspace":
         """The workspace of `uid`; the root is read from settings now so tests can move it."""
-        return cls(root=Path(settings.WORKSPACE_ROOT), uid=_parse_uid(uid))
+        return cls(root=Path(setting("WORKSPACE_ROOT")), uid=_parse_uid(uid))
 
     @contextmanager
     def _directory(self, components: list[str], *, create: bool) -> Iterator[int | None]:
@@ -257,6 +256,58 @@ class Workspace:
         components, name = _split_relpath(relpath)
         with self._directory(components, create=False) as dir_fd:
             return dir_fd is not None and _target_exists(dir_fd, name)
+
+    def link_durably(self, relpath: str, link_relpath: str, *, size_bytes: int) -> bool:
+        """Give the file at `relpath` the second name `link_relpath` and make that name durable.
+
+        A hard link (no bytes copied, so no file fsync: they were made durable when the file
+        was published), then an fsync of the link's directory, created if missing. Only for a
+        private (0600), single-named regular file of `size_bytes` bytes, which every publish
+        makes and replaces by a rename, never in place; for any other (or a missing one),
+        nothing is done and the answer is False, so the caller copies. A name already there
+        is kept (True) if it is a regular file; a symlink or anything else there is refused.
+        """
+        components, name = _split_relpath(relpath)
+        link_components, link_name = _split_relpath(link_relpath)
+        with self._directory(components, create=False) as dir_fd:
+            if dir_fd is None:
+                return False
+            try:
+                info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise WorkspaceError(f"inspecting a workspace file failed: {exc.strerror}") from exc
+            if not (
+                stat.S_ISREG(info.st_mode)
+                and stat.S_IMODE(info.st_mode) == FILE_MODE
+                and info.st_nlink == 1
+                and info.st_size == size_bytes
+            ):
+                return False
+            with self._directory(link_components, create=True) as link_dir_fd:
+                try:
+                    os.link(
+                        name,
+                        link_name,
+                        src_dir_fd=dir_fd,
+                        dst_dir_fd=link_dir_fd,
+                        follow_symlinks=False,
+                    )
+                except FileExistsError:
+                    return _target_exists(link_dir_fd, link_name)
+                except OSError as exc:
+                    raise WorkspaceError(
+                        f"linking a workspace file failed: {exc.strerror}"
+                    ) from exc
+                try:
+                    os.fsync(link_dir_fd)
+                except OSError as exc:
+                    _unlink_quietly(link_name, link_dir_fd)
+                    raise WorkspaceError(
+                        f"syncing a workspace directory failed: {exc.strerror}"
+                    ) from exc
+        return True
 
     def file_sizes(self, directory: str) -> dict[str, int]:
         """Name and size of every regular file in a workspace directory, none followed.

@@ -1,8 +1,13 @@
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection, connections
 
 from conversations import checkpoints
+from memory_app.runtime.loop import run_sync
 from tests.factories import StaffUserFactory
+from tests.wire_model import WireModel
+from yuxi_site import warmup
 
 
 @pytest.fixture(autouse=True)
@@ -11,6 +16,19 @@ def _fast_and_isolated(settings, tmp_path):
     settings.LLM_BASE_URL = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
+
+
+@pytest.fixture
+def wire_model(settings, _fast_and_isolated) -> Iterator[WireModel]:
+    """A local OpenAI-compatible server the app's model talks to (`LLM_BASE_URL` points at it),
+    answering like the scripted model unless the test queues or scripts its replies."""
+    with WireModel() as model:
+        settings.LLM_BASE_URL = model.url
+        settings.LLM_API_KEY = "wire-key"
+        settings.LLM_MODEL = "wire-model"
+        settings.LLM_TIMEOUT_SECONDS = 10.0
+        settings.LLM_MAX_RETRIES = 1
+        yield model
 
 
 @pytest.fixture
@@ -36,8 +54,17 @@ def _fresh_pool_after_a_leak():
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _a_warm_process(django_db_setup, django_db_blocker):
+    """The test process answers requests as a server's warm worker does (`/healthz` answers
+    only once the process has warmed up, as `yuxi_site.asgi` and `yuxi_site.wsgi` do on load)."""
+    with django_db_blocker.unblock():
+        warmup.warm_up()
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _checkpoint_pool_closed_at_the_end(django_db_setup):
-    """The checkpointer's own pool holds connections to the test database: close it before
+    """The checkpointers' own pools hold connections to the test database: close them before
     pytest-django drops that database."""
     yield
     checkpoints.close_checkpointer()
+    run_sync(checkpoints.close_async_checkpointer())  # the process loop's saver

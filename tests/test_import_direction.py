@@ -1,10 +1,11 @@
-"""Imports run one way: memory_app -> conversations -> yuxi_site, and down the layers inside
-each app; there is no import circle, and no import inside a function or below a module's code.
+"""Imports run one way: yuxi_site (the reference site, a host) -> memory_app -> conversations,
+and down the layers inside each app; there is no import circle, and no import inside a function
+or below a module's code.
 
-`conversations` never imports `memory_app`; `yuxi_site` imports neither app, except where it
-wires the site together (stated below). Inside an app every module has a layer (`LAYERS`): it
-imports only modules of lower layers, so leaves stay leaves and a new module must be placed.
-Every import statement counts, including those inside functions.
+Neither app imports `yuxi_site` (migrations included): they install without it, into any host.
+`conversations` never imports `memory_app`. Inside a package every module has a layer
+(`LAYERS`): it imports only modules of lower layers, so leaves stay leaves and a new module
+must be placed. Every import statement counts, including those inside functions.
 """
 
 import ast
@@ -17,13 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("memory_app", "conversations", "yuxi_site")
 # What each package may not import.
 FORBIDDEN = {
-    "memory_app": set(),
-    "conversations": {"memory_app"},
-    "yuxi_site": {"memory_app", "conversations"},
+    "memory_app": {"yuxi_site"},
+    "conversations": {"memory_app", "yuxi_site"},
+    "yuxi_site": set(),
 }
-# The URL configuration routes requests to the apps' views: site wiring, not a dependency of
-# the site's utilities on an app.
-WIRING = {"yuxi_site/urls.py"}
 
 
 def _imported_packages(path: Path, package: str) -> set[str]:
@@ -42,14 +40,12 @@ def _violations() -> set[tuple[str, str]]:
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
             name = path.relative_to(ROOT).as_posix()
-            if name in WIRING:
-                continue
             for imported in _imported_packages(path, package) & FORBIDDEN[package]:
                 violations.add((name, imported))
     return violations
 
 
-def test_imports_run_from_memory_app_to_conversations_to_yuxi_site():
+def test_neither_app_imports_the_site_and_conversations_never_imports_memory_app():
     assert _violations() == set()
 
 
@@ -60,6 +56,7 @@ def test_imports_run_from_memory_app_to_conversations_to_yuxi_site():
         ("def f():\n    import memory_app.services\n", "conversations", {"memory_app"}),
         ("from . import models", "conversations", {"conversations"}),
         ("from .utils import ids", "yuxi_site", {"yuxi_site"}),
+        ("import yuxi_site.utils.db_functions\n", "memory_app", {"yuxi_site"}),
     ],
 )
 def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
@@ -74,16 +71,23 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
 # its own app (package `__init__`s count as modules; `runtime` is ranked inside memory_app).
 LAYERS = {
     "memory_app": [
+        # the settings the app reads, each with its default, and the check of those a host sets
+        {"memory_app.conf", "memory_app.checks"},
         # leaves: the models, the file system, the names and limits everything shares
-        {"memory_app", "memory_app.models", "memory_app.workspace"},
-        {"memory_app.tool_names", "memory_app.memory_file", "memory_app.errors"},
+        {"memory_app", "memory_app.models", "memory_app.workspace", "memory_app.credentials"},
+        {
+            "memory_app.tool_names",
+            "memory_app.memory_file",
+            "memory_app.errors",
+            "memory_app.api_edge",
+        },
         {
             "memory_app.context",
             "memory_app.authorization",
             "memory_app.locks",
             "memory_app.versions",
         },
-        {"memory_app.login_sessions"},
+        {"memory_app.login_sessions", "memory_app.line_origins"},
         # export and erasure: leaves and the conversations app only
         {"memory_app.user_data"},
         # the memory write and the reads
@@ -93,13 +97,15 @@ LAYERS = {
         {"memory_app.middleware"},
         {"memory_app.llm"},
         # the Chat service, part by part
-        {"memory_app.runtime.limits"},
+        {"memory_app.runtime.limits", "memory_app.runtime.loop"},
         {"memory_app.runtime.errors"},
         {"memory_app.runtime.guard"},
         {"memory_app.runtime.approval"},
         {"memory_app.runtime.graphs"},
         {"memory_app.runtime.turns"},
-        {"memory_app.runtime.subagent"},
+        {"memory_app.runtime.opening", "memory_app.runtime.agent_phase"},
+        {"memory_app.runtime.closing"},
+        {"memory_app.runtime.team", "memory_app.runtime.subagent"},
         {"memory_app.runtime.service"},
         {"memory_app.runtime.streaming"},
         {"memory_app.runtime"},
@@ -107,6 +113,7 @@ LAYERS = {
         {
             "memory_app.apps",
             "memory_app.api",
+            "memory_app.views",
             "memory_app.user_admin",
             "memory_app.management",
             "memory_app.management.commands",
@@ -117,9 +124,22 @@ LAYERS = {
             "memory_app.admin",
             "memory_app.management.commands.chat",
             "memory_app.management.commands.erase_user",
+            # the app's URLs: the page and the API, for a host to include
+            "memory_app.urls",
         },
     ],
     "conversations": [
+        # helpers both apps use, and the settings the app reads, each with its default
+        {
+            "conversations.conf",
+            "conversations.utils",
+            "conversations.utils.connections",
+            "conversations.utils.db_functions",
+            "conversations.utils.ids",
+            "conversations.utils.log_format",
+            "conversations.utils.statements",
+            "conversations.utils.string_utils",
+        },
         {"conversations", "conversations.apps", "conversations.models"},
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
@@ -128,6 +148,8 @@ LAYERS = {
         {"conversations.services"},
         # run identity and leases (its reaper declines expired approvals through the writes)
         {"conversations.runs"},
+        # the read-only admin base both apps' admins build on
+        {"conversations.admin_base"},
         {
             "conversations.admin",
             "conversations.management",
@@ -136,32 +158,24 @@ LAYERS = {
         },
     ],
     "yuxi_site": [
+        {"yuxi_site", "yuxi_site.moved", "yuxi_site.utils"},
+        # old paths of what moved into the apps, forwarding there for one release
         {
-            "yuxi_site",
-            "yuxi_site.utils",
+            "yuxi_site.admin",
+            "yuxi_site.api_edge",
+            "yuxi_site.errors",
+            "yuxi_site.log_format",
             "yuxi_site.utils.connections",
             "yuxi_site.utils.db_functions",
             "yuxi_site.utils.ids",
             "yuxi_site.utils.statements",
             "yuxi_site.utils.string_utils",
         },
-        # the /api/ edge middleware (whose prefix the error views share), the log format
-        # (whose event logger the settings name), the login throttle and the CSP middleware the
-        # settings name
-        {
-            "yuxi_site.api_edge",
-            "yuxi_site.content_security",
-            "yuxi_site.log_format",
-            "yuxi_site.login_throttle",
-        },
-        {
-            "yuxi_site.admin",
-            "yuxi_site.errors",
-            "yuxi_site.health",
-            "yuxi_site.settings",
-            "yuxi_site.wsgi",
-            "yuxi_site.asgi",
-        },
+        # the login throttle and the CSP middleware the settings name
+        {"yuxi_site.content_security", "yuxi_site.login_throttle"},
+        # warming a server process before it serves (health reports it, the entry points run it)
+        {"yuxi_site.warmup"},
+        {"yuxi_site.health", "yuxi_site.settings", "yuxi_site.wsgi", "yuxi_site.asgi"},
         {"yuxi_site.urls"},
     ],
 }

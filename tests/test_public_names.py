@@ -19,9 +19,21 @@ _DOTTED = re.compile(r"`((?:memory_app|conversations|yuxi_site)(?:\.[A-Za-z_]\w*
 
 # The public names by module, as the contract's layout table and `docs/python-api.md` list them.
 DOCUMENTED = {
+    # The old paths (forwarding, with a DeprecationWarning, for one release) and the new ones.
     "yuxi_site.utils.string_utils": ["truncate_utf8"],
     "yuxi_site.utils.connections": ["release_connection", "direct_connection"],
     "yuxi_site.utils.statements": ["count_statements"],
+    "conversations.utils.string_utils": ["truncate_utf8", "is_storable_text"],
+    "conversations.utils.connections": [
+        "release_connection",
+        "direct_connection",
+        "in_worker_thread",
+    ],
+    "conversations.utils.statements": ["count_statements"],
+    "conversations.admin_base": ["ReadOnlyAdmin"],
+    "memory_app.api_edge": ["ApiEdgeMiddleware", "not_found", "server_error"],
+    "memory_app.conf": ["setting", "DEFAULTS"],
+    "conversations.conf": ["setting", "DEFAULTS"],
     "conversations.models": ["Conversation", "Message", "ToolCall", "AgentRun", "VISIBLE_THREAD"],
     "memory_app.models": ["UserConfig", "MemoryEvent"],
     "conversations.runs": [

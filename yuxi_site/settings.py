@@ -8,7 +8,7 @@ from pathlib import Path
 import environ
 from csp.constants import NONE, SELF
 
-from yuxi_site.log_format import EVENT_LOGGER
+from conversations.utils.log_format import EVENT_LOGGER
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -95,8 +95,10 @@ MIDDLEWARE = [
     # django-csp's policy, on error pages under DEBUG too (yuxi_site.content_security).
     "yuxi_site.content_security.PolicyOnEveryResponseMiddleware",
     # Before the session and CSRF middleware: a non-JSON body under /api/ is refused unread.
-    "yuxi_site.api_edge.ApiEdgeMiddleware",
+    "memory_app.api_edge.ApiEdgeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # The page's language: the one the user chose (set_language), else the browser's.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -111,7 +113,7 @@ ROOT_URLCONF = "yuxi_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        # Site-level templates (login pages, the admin parts every app shares).
+        # Site-level templates (the login pages, the lockout page).
         "DIRS": [BASE_DIR / "yuxi_site" / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
@@ -157,6 +159,10 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
     )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# After a login a user lands on their own page; staff reach /admin/ through its own login.
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "memory_page"
 
 # django-axes checks every login (the site's and the admin's) before the password is tried.
 AUTHENTICATION_BACKENDS = [
@@ -210,13 +216,13 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# The languages of the user's page (its catalogues ship in memory_app/locale/).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-# Site-level static files (the admin styles every app shares).
-STATICFILES_DIRS = [BASE_DIR / "yuxi_site" / "static"]
 STATIC_ROOT = env.path("STATIC_ROOT", default=str(BASE_DIR / "var" / "static"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -256,13 +262,18 @@ LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=60.0)
 # Retries of a failed model request (ChatOpenAI's max_retries), all within the timeout above.
 LLM_MAX_RETRIES = env.int("LLM_MAX_RETRIES", default=1)
 
-# One `key=value` line per event (yuxi_site.log_format). `yuxi.runs` logs run failures and
+# The chat agent's role prompt; unset or empty: the app's own ("You are Yuxi, ..."). The memory
+# rules are added after it whatever it says.
+if _agent_instructions := env.str("YUXI_AGENT_INSTRUCTIONS", default=""):
+    YUXI_AGENT_INSTRUCTIONS = _agent_instructions
+
+# One `key=value` line per event (conversations.utils.log_format). `yuxi.runs` logs run failures and
 # `yuxi.memory` every memory change (never memory text), at INFO.
 LOG_LEVEL = env.str("LOG_LEVEL", default="WARNING")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"keyvalue": {"()": "yuxi_site.log_format.KeyValueFormatter"}},
+    "formatters": {"keyvalue": {"()": "conversations.utils.log_format.KeyValueFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "keyvalue"}},
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {

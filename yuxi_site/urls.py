@@ -1,23 +1,25 @@
-"""The site's URLs: the admin, the login pages, the API, health, and the error handlers."""
+"""The site's URLs: the admin, the login pages, the language switch, health, the app (its
+page at `/`, its API under `/api/`), and the error handlers."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
-from django.views.generic import RedirectView
+from django.urls import include, path
 
-from memory_app.api import api_urls
 from yuxi_site.health import healthz
 
 # The staff site's name, on every admin page (Django's default says "Django administration").
 admin.site.site_header = "Yuxi Memory"
 admin.site.site_title = "Yuxi Memory staff"
 admin.site.index_title = "Users, memory and conversations"
+# Changelists need the page's width for their columns more than a list of every app beside them
+# (the home page and breadcrumbs still list the apps).
+admin.site.enable_nav_sidebar = False
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path(
         "accounts/login/",
-        auth_views.LoginView.as_view(template_name="accounts/login.html", next_page="/api/docs"),
+        auth_views.LoginView.as_view(template_name="accounts/login.html"),
         name="login",
     ),
     path(
@@ -25,10 +27,10 @@ urlpatterns = [
         auth_views.LogoutView.as_view(template_name="accounts/logged_out.html"),
         name="logout",
     ),
-    path("api/", api_urls()),
+    path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", healthz, name="healthz"),
-    path("", RedirectView.as_view(url="/admin/", permanent=False)),
+    path("", include("memory_app.urls")),
 ]
 
-handler404 = "yuxi_site.errors.not_found"
-handler500 = "yuxi_site.errors.server_error"
+handler404 = "memory_app.api_edge.not_found"
+handler500 = "memory_app.api_edge.server_error"

@@ -10,28 +10,44 @@ Its parts, each importing only those above it in this list:
 - `limits` — the run's bounds (message size, model calls, tool calls per reply, reply text
   and tool-argument sizes, sub-agent delegations).
 - `errors` — `ChatError` and its children (`ChatDecisionInvalid` and `ChatDecisionRefused`:
-  a decision refused before it is spent), and the run guard's in-run signals.
+  a decision refused before it is spent), the run guard's in-run signals, and
+  `CHAT_HTTP_ERRORS`: the one table of what HTTP answers each refusal.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
 - `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
   `remember_memory`), the check that refuses a decision that could not be carried out, and
   the resume command of a user's decision.
 - `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
-- `turns` — a turn's three phases, the seams an async or streamed turn reuses:
-  `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with the user's
-  message, lease keeper registration); `run_agent(turn, prepare=) -> TurnOutcome` (build the
-  graph and its input, run the agent; failures travel in the outcome); `close_turn(turn,
-  outcome)` (finish the run and persist through `conversations.services`, or raise the
-  refusal). Also `agent_run`, the same open and close around a team's own loop. For async
-  callers: the database phases on worker threads, the agent phase as `astream_agent` /
-  `arun_agent`, `cancel_turn` for a caller that stopped waiting, and `aagent_run`.
+- `loop` — the process's one event loop (a daemon thread) every turn runs on, and the
+  adapters sync and async callers reach it through (`run_sync`, `on_process_loop`).
+- `turns` — a turn's parts (`Turn`, `AgentRunHandle`, `AgentInput`, `TurnOutcome`,
+  `ChatEvent`) and the cancellation policy (`cancellation`).
+- `opening` — `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with
+  the user's message, lease keeper registration), `open_resume_turn`, `open_subagent_turn`.
+- `agent_phase` — `astream_agent` / `arun_agent` (the agent's `astream`; failures travel in
+  the outcome), and `run_agent`, its sync adapter.
+- `closing` — `close_turn(turn, outcome)` (finish the run and persist through
+  `conversations.services`, or raise the refusal), `cancel_turn` for a caller that stopped
+  waiting.
+- `team` — `agent_run` / `aagent_run`: the same open and close around a team's own loop.
 - `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
-- `service` — `chat`, `achat` and `ChatTurn`: the three phases for one user message or
-  decision.
+- `service` — `aturn` (the one implementation of a turn) and its adapters `chat`, `achat`
+  (and `ChatTurn`).
 - `streaming` — `astream_chat`, `stream_chat`: the same turn as `ChatEvent`s as it happens.
 """
 
 from conversations.runs import ToolRuntimeContext
+from memory_app.runtime.agent_phase import (
+    agent_config,
+    arun_agent,
+    astream_agent,
+    outcome_of,
+    resume_start,
+    run_agent,
+)
+from memory_app.runtime.closing import cancel_turn, close_turn
 from memory_app.runtime.errors import (
+    CHAT_HTTP_ERRORS,
+    INTERNAL_ERROR,
     ChatDecisionInvalid,
     ChatDecisionRefused,
     ChatError,
@@ -40,6 +56,7 @@ from memory_app.runtime.errors import (
     ChatNothingToResume,
     ChatRunLost,
     ChatThreadNotFound,
+    http_error,
 )
 from memory_app.runtime.graphs import (
     CHATBOT_PROMPT,
@@ -58,6 +75,13 @@ from memory_app.runtime.limits import (
     MAX_TOOL_CALLS_PER_REPLY,
     TOOL_ARGUMENTS_MAX_BYTES,
 )
+from memory_app.runtime.opening import (
+    check_decision,
+    check_message,
+    open_resume_turn,
+    open_subagent_turn,
+    open_turn,
+)
 from memory_app.runtime.service import (
     DIALOGUE_CUT_MARKER,
     ChatRequest,
@@ -73,32 +97,21 @@ from memory_app.runtime.subagent import (
     DelegateToSubagentTool,
     subagent_input,
 )
+from memory_app.runtime.team import TeamRun, aagent_run, agent_run
 from memory_app.runtime.turns import (
     AgentInput,
     AgentRunHandle,
     ChatEvent,
     Turn,
     TurnOutcome,
-    aagent_run,
-    agent_config,
-    agent_run,
-    arun_agent,
-    astream_agent,
-    cancel_turn,
-    check_decision,
-    check_message,
-    close_turn,
     logger,
-    open_resume_turn,
-    open_subagent_turn,
-    open_turn,
-    outcome_of,
-    resume_start,
-    run_agent,
 )
 from memory_app.tool_names import SUBAGENT_TOOL_NAME
 
 __all__ = [
+    "CHAT_HTTP_ERRORS",
+    "INTERNAL_ERROR",
+    "http_error",
     "ASSISTANT_TEXT_MAX_BYTES",
     "CHATBOT_PROMPT",
     "CHAT_MESSAGE_MAX_BYTES",
@@ -108,6 +121,7 @@ __all__ = [
     "MAX_TOOL_CALLS_PER_REPLY",
     "SUBAGENT_PROMPT",
     "SUBAGENT_TOOL_NAME",
+    "TeamRun",
     "TOOL_ARGUMENTS_MAX_BYTES",
     "AgentGraph",
     "AgentInput",

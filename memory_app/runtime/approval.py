@@ -23,6 +23,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from conversations.selectors import PendingApproval
+from memory_app.credentials import credential_kinds
 from memory_app.errors import (
     MemoryAccessDenied,
     MemoryConflict,
@@ -118,9 +119,14 @@ class ApprovalGate(AgentMiddleware):
 
 def _is_first_write(request: ToolCallRequest) -> bool:
     """Only the reply's first `remember_memory` is put to the user (the same answer when the
-    graph resumes: it reads the same state)."""
+    graph resumes: it reads the same state), and never one whose content holds a credential:
+    that call runs at once, and the tool refuses it (`rejected`) before any lock."""
     first = _first_write(_last_reply(request.state["messages"]))
-    return first is not None and first["id"] == request.tool_call["id"]
+    return (
+        first is not None
+        and first["id"] == request.tool_call["id"]
+        and not credential_kinds(first["args"]["content"])
+    )
 
 
 def approval_middleware() -> list[AgentMiddleware]:

@@ -1,9 +1,11 @@
-"""The Chat service's errors: the public refusals (`ChatError` and its children) and the two
-signals the run guard raises inside a run, which the turn's close turns into refusals.
+"""The Chat service's errors: the public refusals (`ChatError` and its children), the two
+signals the run guard raises inside a run, which the turn's close turns into refusals, and
+the one table saying what HTTP answers each refusal (`CHAT_HTTP_ERRORS`).
 
 A leaf of the runtime package: it imports nothing of the runtime but its limits.
 """
 
+from django.db import DatabaseError
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 
 from memory_app.runtime.limits import MAX_MODEL_CALLS
@@ -66,3 +68,27 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, ModelCallLimitExceededError):
         return f"the model did not answer within {MAX_MODEL_CALLS} model calls"
     return f"internal error ({type(exc).__name__})"
+
+
+# What HTTP answers a turn's refusal or failure: (error type, status, text; None: the error's
+# own message), first match wins. The one table `POST /api/chat/`, `POST /api/chat/stream/`
+# (before its stream starts) and a stream's `error` event all answer from.
+CHAT_HTTP_ERRORS: tuple[tuple[type[BaseException], int, str | None], ...] = (
+    (ChatInputError, 400, None),
+    (ChatThreadNotFound, 404, "no such thread"),
+    (ChatNothingToResume, 409, "no memory write is waiting for a decision in this thread"),
+    (ChatDecisionRefused, 409, None),
+    (ChatModelUnavailable, 502, "the model is unavailable, try again"),
+    (ChatRunLost, 503, "the run was interrupted, try again"),
+    (DatabaseError, 503, "the service is unavailable, try again"),
+)
+# Anything else: the server's fault.
+INTERNAL_ERROR = (500, "internal error")
+
+
+def http_error(exc: BaseException) -> tuple[int, str]:
+    """(HTTP status, text) for `exc`, from `CHAT_HTTP_ERRORS`; `INTERNAL_ERROR` otherwise."""
+    for kind, status, text in CHAT_HTTP_ERRORS:
+        if isinstance(exc, kind):
+            return status, str(exc) if text is None else text
+    return INTERNAL_ERROR

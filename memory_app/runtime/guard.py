@@ -5,6 +5,7 @@ and bounded) and raises `ModelFailure` / `LeaseLost` for the turn's close to set
 finishes a run itself.
 """
 
+import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -25,6 +26,8 @@ from langgraph.types import Command
 from conversations import runs
 from conversations.models import ToolCall
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.connections import release_connection
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 from memory_app.llm import model_endpoint
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import (
@@ -33,8 +36,6 @@ from memory_app.runtime.limits import (
     TOOL_ARGUMENTS_MAX_BYTES,
 )
 from memory_app.tools import ToolResult, ToolStatus, is_storable_json, lease_lost_refusal
-from yuxi_site.utils.connections import release_connection
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
 
 _TOOL_CALL_LABEL_MAX_CHARS = min(
     ToolCall._meta.get_field("tool_call_id").max_length, ToolCall._meta.get_field("name").max_length
@@ -64,6 +65,9 @@ class RunGuard(AgentMiddleware):
         self.ctx = ctx
         self.tools = []
         self._refused_calls: set[str] = set()
+        # The run's tool calls under `ainvoke`/`astream`, by id: each runs to its end even when
+        # the turn is cancelled (its effect is committed or not; the turn's close says which).
+        self._calls: dict[str, asyncio.Future] = {}
 
     def before_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
         if runs.lease_keeper().lease_lost(self.ctx.run_id):
@@ -159,7 +163,22 @@ class RunGuard(AgentMiddleware):
         refusal = self._refusal(request)
         if refusal is not None:
             return _tool_message(request, refusal)
-        return await handler(request)
+        call = asyncio.ensure_future(handler(request))
+        self._calls[request.tool_call["id"]] = call
+        return await asyncio.shield(call)
+
+    def tool_calls(self) -> tuple[dict[str, ToolMessage], dict[str, asyncio.Future]]:
+        """The run's tool calls so far: the results of those that ended, by id, and those
+        still running (a cancelled turn waits for them)."""
+        ended, running = {}, {}
+        for call_id, call in self._calls.items():
+            if not call.done():
+                running[call_id] = call
+            elif not call.cancelled() and isinstance(
+                call.exception() or call.result(), ToolMessage
+            ):
+                ended[call_id] = call.result()
+        return ended, running
 
     def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
         lost = lease_lost_refusal(self.ctx.run_id)

@@ -1,15 +1,17 @@
 """The Chat service: `chat(...)` answers one user message (or carries one decision about a
 pending memory write) as one turn of the chat agent.
 
-`chat` is the three turn phases in order (`open_turn` or `open_resume_turn`, `run_agent` with
-`chatbot_input`, `close_turn`); `achat` is the same phases for async code (the database phases
-on worker threads, the agent through `astream`); `chatbot_input` is what a turn of the chat
-agent starts from: the thread's earlier dialogue, the user's message, and the graph with its
-sub-agent tool — or, for a resume, the interrupted graph's shape and the user's decision.
+`aturn` is the one implementation of a turn (open, the agent phase, cancellation, close), on
+the process's event loop; `chat` (sync) and `achat` (any loop) adapt it, as the streamed entry
+points do. `chatbot_input` is what a turn of the chat agent starts from: the thread's earlier
+dialogue, the user's message, and the graph with its sub-agent tool — or, for a resume, the
+interrupted graph's shape and the user's decision.
 """
 
 import asyncio
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -19,24 +21,22 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Message
 from memory_app.llm import chat_model_from_settings
+from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
+from memory_app.runtime.closing import aopen, cancel_turn, close_turn, settle_late_calls
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import build_chatbot_graph, build_resume_graph
+from memory_app.runtime.loop import on_database, on_process_loop, run_sync
+from memory_app.runtime.opening import open_resume_turn, open_turn
 from memory_app.runtime.subagent import DelegateToSubagentTool
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
     AgentInput,
+    ChatEvent,
     Turn,
     TurnOutcome,
-    aopen,
-    arun_agent,
-    cancel_turn,
-    close_turn,
-    open_resume_turn,
-    open_turn,
-    run_agent,
+    cancellation,
 )
-from yuxi_site.utils.connections import in_worker_thread
 
 # Ends an earlier message of the thread that was cut for the prompt.
 DIALOGUE_CUT_MARKER = "[cut: the rest of this earlier message is not shown]"
@@ -66,8 +66,8 @@ class ChatRequest:
     thread_id: str | None = None
     resume: dict[str, Any] | None = None
     model: BaseChatModel | None = None
-    # Where a graph with approval keeps its checkpoints (None: the process's sync saver; an
-    # async turn brings its loop's async saver).
+    # Where a graph with approval keeps its checkpoints (None: the process loop's async
+    # saver).
     checkpointer: BaseCheckpointSaver | None = None
 
     def open(self) -> Turn:
@@ -84,6 +84,49 @@ class ChatRequest:
         return chatbot_input(turn, model=self.model, checkpointer=self.checkpointer)
 
 
+async def aturn(request: ChatRequest, *, events: bool, reason: str) -> AsyncIterator[Any]:
+    """The one implementation of a chat turn, on the process's event loop, which every entry
+    point adapts: open (its database work through `on_database`), the `run` event, the agent
+    phase (its `ChatEvent`s when `events`), then the close; yields the `ChatTurn` last.
+
+    A cancellation (`reason` unless whoever cancelled gave one) or a consumer that stops
+    reading cancels the run (`cancellation`); a failure after the open is raised by the close
+    (`ChatModelUnavailable`, `ChatRunLost`, or the original error), the run finished first.
+    """
+    if request.checkpointer is None:
+        request = replace(request, checkpointer=await checkpoints.async_checkpointer())
+    turn = await aopen(on_database(request.open)(), reason=reason)
+    outcome = TurnOutcome()
+    try:
+        yield run_event(turn)
+        async with aclosing(astream_agent(turn, prepare=request.prepare, events=events)) as steps:
+            async for step in steps:
+                if isinstance(step, TurnOutcome):
+                    outcome = step
+                else:
+                    yield step
+    except (asyncio.CancelledError, GeneratorExit) as exc:
+        await on_database(cancel_turn)(turn, reason=cancellation(exc, default=reason))
+        await settle_late_calls(turn)
+        raise
+    tool_calls = await on_database(close_turn)(turn, outcome)
+    yield chat_turn(turn, outcome, tool_calls)
+
+
+def run_event(turn: Turn) -> ChatEvent:
+    """The first event of a streamed turn: its thread and run."""
+    conversation = turn.handle.conversation
+    return {"event": "run", "thread_id": conversation.thread_id, "run_id": turn.handle.run_id}
+
+
+async def _settled(request: ChatRequest) -> ChatTurn:
+    """The turn's `ChatTurn`, once it is over (no events)."""
+    async with aclosing(aturn(request, events=False, reason=CANCELLED_BY_CALLER)) as steps:
+        async for step in steps:
+            settled = step
+    return settled
+
+
 def chat(
     *,
     user_id: int,
@@ -96,6 +139,7 @@ def chat(
     the user's decision `resume` (`{"decision": "approve" | "edit" | "reject", "content",
     "replaces"}`) about the memory write pending in `thread_id`, in a `resume` run.
 
+    The turn runs on the process's event loop (`aturn`); its database work on this thread.
     Raises `ChatInputError` (bad message or decision, or both or neither given), `ChatError`
     (inside a transaction, inactive user), `ChatThreadNotFound`, `ChatNothingToResume`
     (no approval pending in the thread), `ChatModelUnavailable` (model failure or limits: the
@@ -105,9 +149,7 @@ def chat(
     request = ChatRequest(
         user_id=user_id, message=message, thread_id=thread_id, resume=resume, model=model
     )
-    turn = request.open()
-    outcome = run_agent(turn, prepare=request.prepare)
-    return chat_turn(turn, outcome, close_turn(turn, outcome))
+    return run_sync(_settled(request))
 
 
 async def achat(
@@ -118,28 +160,17 @@ async def achat(
     resume: dict[str, Any] | None = None,
     model: BaseChatModel | None = None,
 ) -> ChatTurn:
-    """`chat` for async code: the same turn, its database, lock and file work on worker
-    threads (never on the event loop), the agent through `astream` (a graph with approval
-    keeps its checkpoints through the loop's `AsyncPostgresSaver`), so many `achat` calls run
-    concurrently on one loop. Cancelled while the agent runs, the run ends `cancelled`.
+    """`chat` for async code on any event loop (a new `asyncio.run` each time included): the
+    same turn, on the process's loop, its database, lock and file work on worker threads
+    (never on an event loop), so many `achat` calls run concurrently. Cancelled, the run ends
+    `cancelled`.
 
     Raises what `chat` raises (its database work never joins a transaction of the caller).
     """
     request = ChatRequest(
-        user_id=user_id,
-        message=message,
-        thread_id=thread_id,
-        resume=resume,
-        model=model,
-        checkpointer=await checkpoints.async_checkpointer(),
+        user_id=user_id, message=message, thread_id=thread_id, resume=resume, model=model
     )
-    turn = await aopen(in_worker_thread(request.open)())
-    try:
-        outcome = await arun_agent(turn, prepare=request.prepare)
-    except asyncio.CancelledError:
-        await in_worker_thread(cancel_turn)(turn, reason=CANCELLED_BY_CALLER)
-        raise
-    return chat_turn(turn, outcome, await in_worker_thread(close_turn)(turn, outcome))
+    return await on_process_loop(_settled(request), reason=CANCELLED_BY_CALLER)
 
 
 def chat_turn(turn: Turn, outcome: TurnOutcome, tool_calls: list[dict[str, str]]) -> ChatTurn:

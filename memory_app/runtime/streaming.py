@@ -12,48 +12,27 @@ A refusal before the run opens (bad message, unknown thread, database down) is r
 first step, as `chat` raises it; every later failure is the `error` event.
 
 A consumer that stops reading (closes the iterator, or a client that disconnects) cancels the
-turn: the run ends `cancelled`, nothing the agent produced is stored.
+turn: the run ends `cancelled`, nothing the agent produced is stored. Both are adapters over
+the one turn (`aturn`) on the process's event loop.
 """
 
-import asyncio
-import threading
-from collections.abc import AsyncIterator, Coroutine, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any
 
-from django.db import DatabaseError
 from langchain_core.language_models import BaseChatModel
 
-from conversations import checkpoints
-from memory_app.runtime.errors import ChatModelUnavailable, ChatRunLost
-from memory_app.runtime.service import ChatRequest, ChatTurn, chat_turn
-from memory_app.runtime.turns import (
-    CANCELLED_BY_READER,
-    ChatEvent,
-    TurnOutcome,
-    aopen,
-    astream_agent,
-    cancel_turn,
-    close_turn,
-)
-from yuxi_site.utils.connections import in_worker_thread
-
-T = TypeVar("T")
-
-# A failure after the run opened → (HTTP status, message): what `/api/chat/` answers for it.
-_FAILURES: tuple[tuple[type[BaseException], int, str], ...] = (
-    (ChatModelUnavailable, 502, "the model is unavailable, try again"),
-    (ChatRunLost, 503, "the run was interrupted, try again"),
-    (DatabaseError, 503, "the service is unavailable, try again"),
-)
+from memory_app.runtime.errors import http_error
+from memory_app.runtime.loop import iterate_sync, relay
+from memory_app.runtime.service import ChatRequest, ChatTurn, aturn
+from memory_app.runtime.turns import CANCELLED_BY_READER, ChatEvent
 
 
 def error_event(exc: BaseException) -> ChatEvent:
-    """The `error` event that ends a stream whose turn failed with `exc`."""
-    for kind, status_code, message in _FAILURES:
-        if isinstance(exc, kind):
-            return {"event": "error", "error": message, "status_code": status_code}
-    return {"event": "error", "error": "internal error", "status_code": 500}
+    """The `error` event that ends a stream whose turn failed with `exc`: what `/api/chat/`
+    would answer (`CHAT_HTTP_ERRORS`)."""
+    status_code, message = http_error(exc)
+    return {"event": "error", "error": message, "status_code": status_code}
 
 
 def done_event(turn: ChatTurn) -> ChatEvent:
@@ -68,6 +47,21 @@ def done_event(turn: ChatTurn) -> ChatEvent:
     }
 
 
+async def _events(request: ChatRequest) -> AsyncIterator[ChatEvent]:
+    """The turn's events on the process's loop: `aturn`'s, its `ChatTurn` as `done`, a
+    failure after the open as `error`."""
+    opened = False
+    async with aclosing(aturn(request, events=True, reason=CANCELLED_BY_READER)) as steps:
+        try:
+            async for step in steps:
+                opened = True
+                yield done_event(step) if isinstance(step, ChatTurn) else step
+        except Exception as exc:
+            if not opened:
+                raise
+            yield error_event(exc)
+
+
 async def astream_chat(
     *,
     user_id: int,
@@ -76,43 +70,18 @@ async def astream_chat(
     resume: dict[str, Any] | None = None,
     model: BaseChatModel | None = None,
 ) -> AsyncIterator[ChatEvent]:
-    """`chat` as an async iterator of `ChatEvent`s (same arguments, same turn); no database
-    call on the event loop.
+    """`chat` as an async iterator of `ChatEvent`s (same arguments, same turn), from any
+    event loop: the turn runs on the process's loop; no database call on an event loop.
 
     Raises, from its first step, what `chat` raises before the run opens (`ChatInputError`,
     `ChatError`, `ChatThreadNotFound`, `django.db.DatabaseError`).
     """
     request = ChatRequest(
-        user_id=user_id,
-        message=message,
-        thread_id=thread_id,
-        resume=resume,
-        model=model,
-        checkpointer=await checkpoints.async_checkpointer(),
+        user_id=user_id, message=message, thread_id=thread_id, resume=resume, model=model
     )
-    turn = await aopen(in_worker_thread(request.open)(), reason=CANCELLED_BY_READER)
-    outcome = TurnOutcome()
-    try:
-        yield {
-            "event": "run",
-            "thread_id": turn.handle.conversation.thread_id,
-            "run_id": turn.handle.run_id,
-        }
-        async with aclosing(astream_agent(turn, prepare=request.prepare)) as steps:
-            async for step in steps:
-                if isinstance(step, TurnOutcome):
-                    outcome = step
-                else:
-                    yield step
-    except (asyncio.CancelledError, GeneratorExit):
-        await in_worker_thread(cancel_turn)(turn, reason=CANCELLED_BY_READER)
-        raise
-    try:
-        tool_calls = await in_worker_thread(close_turn)(turn, outcome)
-    except Exception as exc:  # the turn failed: the stream says so, as its last event
-        yield error_event(exc)
-        return
-    yield done_event(chat_turn(turn, outcome, tool_calls))
+    async with aclosing(relay(_events(request), reason=CANCELLED_BY_READER)) as events:
+        async for event in events:
+            yield event
 
 
 def stream_chat(
@@ -123,43 +92,15 @@ def stream_chat(
     resume: dict[str, Any] | None = None,
     model: BaseChatModel | None = None,
 ) -> Iterator[ChatEvent]:
-    """`astream_chat` for sync code: the same events, from an iterator.
-
-    It drives `astream_chat` on a private event loop in a helper thread, one event per step
-    asked for, so a consumer that stops reading stops the turn there. (The agent's own sync
-    `stream` cannot give tokens: LangGraph 1.2's sync `stream` in `messages` or `custom` mode
-    deadlocks at `max_concurrency=1`, its stream waiter taking the pool's only slot.)
+    """`astream_chat` for sync code: the same events, from an iterator, one turn step per
+    event asked for (on the process's loop; the turn's database work on this thread), so a
+    consumer that stops reading stops the turn there. (The agent's own sync `stream` cannot
+    give tokens: LangGraph 1.2's sync `stream` in `messages` or `custom` mode deadlocks at
+    `max_concurrency=1`, its stream waiter taking the pool's only slot.)
 
     Raises what `astream_chat` raises.
     """
-    loop = asyncio.new_event_loop()
-    helper = threading.Thread(target=loop.run_forever, name="yuxi-stream-chat", daemon=True)
-    helper.start()
-
-    def on_loop(step: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(step, loop).result()
-
-    events = astream_chat(
+    request = ChatRequest(
         user_id=user_id, message=message, thread_id=thread_id, resume=resume, model=model
     )
-    try:
-        while True:
-            try:
-                event = on_loop(_next(events))
-            except StopAsyncIteration:
-                return
-            yield event
-    finally:
-        try:
-            on_loop(events.aclose())
-            on_loop(checkpoints.close_async_checkpointer())  # its pool belongs to this loop
-            on_loop(loop.shutdown_asyncgens())
-            on_loop(loop.shutdown_default_executor())
-        finally:
-            loop.call_soon_threadsafe(loop.stop)
-            helper.join()
-            loop.close()
-
-
-async def _next(events: AsyncIterator[ChatEvent]) -> ChatEvent:
-    return await anext(events)
+    yield from iterate_sync(_events(request))

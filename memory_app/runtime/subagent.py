@@ -12,17 +12,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage
 from pydantic import PrivateAttr
 
+from memory_app.runtime.agent_phase import run_agent
+from memory_app.runtime.closing import close_turn
 from memory_app.runtime.errors import ChatError, ChatInputError
 from memory_app.runtime.graphs import build_subagent_graph
 from memory_app.runtime.limits import MAX_SUBAGENT_CALLS_PER_RUN
-from memory_app.runtime.turns import (
-    AgentInput,
-    AgentRunHandle,
-    Turn,
-    close_turn,
-    open_subagent_turn,
-    run_agent,
-)
+from memory_app.runtime.opening import open_subagent_turn
+from memory_app.runtime.turns import AgentInput, AgentRunHandle, Turn
 from memory_app.tool_names import SUBAGENT_TOOL_NAME
 from memory_app.tools import RunBoundTool, StrictArguments, ToolResult, ToolStatus
 

@@ -103,7 +103,7 @@ def test_users_are_the_auth_user_model():
     [
         (Conversation, "status", {"active", "archived", "deleted"}),
         (Message, "role", {"user", "assistant", "system", "tool"}),
-        (ToolCall, "status", {"pending", "success", "error"}),
+        (ToolCall, "status", {"pending", "success", "error", "declined"}),
         (AgentRun, "run_type", {"chat", "resume", "subagent"}),
         (
             AgentRun,

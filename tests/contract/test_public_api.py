@@ -28,9 +28,12 @@ def test_truncate_utf8_refuses_a_negative_budget_with_value_error():
 
 def test_repository_functions_have_the_spec_signatures():
     search = inspect.signature(search_thread_messages).parameters
-    assert list(search) == ["uid", "query", "limit"]
-    assert search["limit"].kind is inspect.Parameter.KEYWORD_ONLY
-    assert search["limit"].default == 5
+    assert list(search) == ["uid", "query", "limit", "since", "until"]
+    assert all(
+        search[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("limit", "since", "until")
+    )
+    defaults = {name: search[name].default for name in ("limit", "since", "until")}
+    assert defaults == {"limit": 5, "since": None, "until": None}
     read = inspect.signature(read_thread_messages).parameters
     assert list(read) == ["uid", "thread_id", "message_id", "limit", "include_tools"]
     defaults = {name: read[name].default for name in ("message_id", "limit", "include_tools")}

@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from conversations.admin_base import FIELD_EXCERPT_BYTES
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs import claim_run
 from memory_app.runtime import chat
@@ -18,7 +19,6 @@ from tests.factories import (
     ToolCallFactory,
     UserConfigFactory,
 )
-from yuxi_site.admin import FIELD_EXCERPT_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -292,7 +292,7 @@ def _analyse(model) -> None:
 def test_a_big_table_shows_the_planners_estimate_and_is_never_counted(staff_client, monkeypatch):
     MessageFactory.create_batch(3)
     _analyse(Message)
-    monkeypatch.setattr("yuxi_site.admin.ESTIMATED_COUNT_FROM_ROWS", 1)
+    monkeypatch.setattr("conversations.admin_base.ESTIMATED_COUNT_FROM_ROWS", 1)
     html, sql = _queries_of(staff_client, _changelist(Message))
     assert "(estimated)" in html and "about " in html
     assert not [q for q in sql if "COUNT(" in q.upper()]
@@ -479,8 +479,8 @@ def test_rows_past_an_estimate_that_falls_short_are_still_reached(staff_client, 
     # page after it count exactly, so no row is out of reach and no page is cut short.
     messages = MessageFactory.create_batch(120)
     _analyse(Message)
-    monkeypatch.setattr("yuxi_site.admin.ESTIMATED_COUNT_FROM_ROWS", 1)
-    monkeypatch.setattr("yuxi_site.admin.planner_row_estimate", lambda queryset: 60)
+    monkeypatch.setattr("conversations.admin_base.ESTIMATED_COUNT_FROM_ROWS", 1)
+    monkeypatch.setattr("conversations.admin_base.planner_row_estimate", lambda queryset: 60)
     first = staff_client.get(_changelist(Message))
     assert "about 60 messages (estimated)" in first.content.decode()
     pages = {}

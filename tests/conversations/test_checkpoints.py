@@ -8,6 +8,7 @@ from django.db import connection
 
 from conversations import checkpoints
 from memory_app.runtime import chat
+from memory_app.runtime.loop import run_sync
 from tests.factories import AgentRunFactory, UserConfigFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,18 +39,20 @@ def test_migrate_set_the_tables_up_in_the_default_schema_of_the_test_database():
 
 
 def test_the_pool_opens_on_first_use_and_holds_at_most_checkpoint_pool_max(settings):
-    checkpoints.close_checkpointer()
+    # Every turn runs on the process's event loop, with that loop's async saver.
+    run_sync(checkpoints.close_async_checkpointer())
     settings.CHECKPOINT_POOL_MAX = 2
     plain = UserConfigFactory(enable_memory=True).user
     chat(user_id=plain.pk, message="remember that I like tea")
     # A turn without approval never connects for a checkpoint.
-    assert checkpoints.checkpointer().conn.closed
+    pool = run_sync(checkpoints.async_checkpointer()).conn
+    assert pool.get_stats()["pool_size"] == 0
     asking = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
     turn = chat(user_id=asking.pk, message="remember that I like tea")
-    pool = checkpoints.checkpointer().conn
     assert not pool.closed and pool.max_size == 2
+    assert pool.get_stats()["pool_size"] >= 1
     assert rows_under(turn.run_id)["checkpoints"] > 0
-    checkpoints.close_checkpointer()
+    run_sync(checkpoints.close_async_checkpointer())
 
 
 def test_deleting_by_key_removes_checkpoints_blobs_and_writes_of_that_key_only():

@@ -5,8 +5,8 @@ import pytest
 from django.core.management import call_command
 
 from conversations.models import AgentRun
+from conversations.utils.db_functions import ClockTimestamp
 from tests.factories import RunningAgentRunFactory
-from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,9 @@ import pytest
 
 from conversations import runs
 from conversations.models import AgentRun
+from conversations.utils.db_functions import ClockTimestamp
 from tests.concurrency import row_locked_elsewhere
 from tests.factories import ConversationFactory
-from yuxi_site.utils.db_functions import ClockTimestamp
 
 # The keeper's own connection must see the rows: committed, not in a test transaction.
 pytestmark = pytest.mark.django_db(transaction=True)

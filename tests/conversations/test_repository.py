@@ -33,8 +33,8 @@ from conversations.repository import (
     search_thread_messages,
     to_json,
 )
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from tests.factories import ConversationFactory, MessageFactory, ToolCallFactory, UserFactory
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from conversations.runs import (
     RunContextInvalid,
     RunNotFound,
 )
+from conversations.utils.db_functions import ClockTimestamp
 from tests.concurrency import race, row_locked_elsewhere
 from tests.factories import AgentRunFactory, ConversationFactory, context_for
-from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 

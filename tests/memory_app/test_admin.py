@@ -9,7 +9,9 @@ import pytest
 from django.conf import settings
 from django.urls import reverse
 
+from conversations.admin_base import FIELD_EXCERPT_BYTES
 from conversations.models import AgentRun, ToolCall
+from memory_app.admin import LINE_ORIGINS_SHOWN, LINE_TEXT_SHOWN_BYTES
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
 from memory_app.selectors import (
@@ -18,15 +20,21 @@ from memory_app.selectors import (
     MEMORY_PROMPT_MAX_BYTES,
     read_memory_file,
 )
-from memory_app.services import clear_memory, forget_memory_versions, write_memory_file
+from memory_app.services import (
+    clear_memory,
+    forget_memory_versions,
+    remember_memory,
+    write_memory_file,
+)
 from tests.factories import (
     AgentRunFactory,
     MemoryEventFactory,
+    RunningAgentRunFactory,
     ToolCallFactory,
     UserConfigFactory,
+    context_for,
     memory_user,
 )
-from yuxi_site.admin import FIELD_EXCERPT_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -347,6 +355,68 @@ def test_config_page_lists_pending_approvals_with_their_run_escaped(staff_client
     )
 
 
+# --- where each line came from ------------------------------------------------------------------
+
+
+def _line_origins(html: str) -> str:
+    return html.split('class="yuxi-line-origins"', 1)[1].split('class="yuxi-memory-versions"')[0]
+
+
+def test_each_line_shows_the_change_that_brought_it_linked_to_its_run_and_thread(staff_client):
+    config = UserConfigFactory()
+    user = config.user
+    _write_memory(user.pk, f"from before {MARKER}\n".encode())
+    run = RunningAgentRunFactory(conversation__user=user)
+    remember_memory(context_for(run), "drinks oolong tea")
+    _user_write(user, read_memory_file(user=user).text + "- has a cat\n")
+    panel = _line_origins(_page(staff_client, config))
+    assert "All 3 lines; 1 earlier than the recorded history." in panel
+    rows = panel.split("<tr>")[2:]
+    assert "from before &lt;script&gt;" in rows[0]
+    assert "<em>earlier</em>: before the recorded" in rows[0]
+    assert "<script>alert" not in panel
+    assert "drinks oolong tea" in rows[1] and "the agent" in rows[1]
+    assert reverse("admin:conversations_agentrun_change", args=[run.pk]) in rows[1]
+    assert run.conversation.thread_id in rows[1]
+    assert "- has a cat" in rows[2] and "the user" in rows[2] and "—" in rows[2]
+
+
+def test_line_origins_are_bounded_and_say_so(staff_client):
+    config = UserConfigFactory()
+    long_line = "记" * LINE_TEXT_SHOWN_BYTES
+    _user_write(config.user, long_line + "\n" + "fact\n" * (LINE_ORIGINS_SHOWN + 10))
+    panel = _line_origins(_page(staff_client, config))
+    assert f"The first {LINE_ORIGINS_SHOWN} of {LINE_ORIGINS_SHOWN + 11} lines" in panel
+    assert panel.count("<tr>") == LINE_ORIGINS_SHOWN + 1
+    assert "记" * (LINE_TEXT_SHOWN_BYTES // 3) + "</code> <em>(cut)</em>" in panel
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [(None, "missing or empty"), (b"caf\xe9\n", "not valid UTF-8"), (b"x\n" * 70000, "over 128")],
+)
+def test_a_file_without_lines_says_why(staff_client, data, said):
+    config = UserConfigFactory()
+    if data is not None:
+        _write_memory(config.user_id, data)
+    assert said in _line_origins(_page(staff_client, config))
+
+
+def test_a_symlinked_versions_directory_is_reported_not_traced(staff_client, tmp_path):
+    config = UserConfigFactory()
+    _user_write(config.user, "one\n")
+    _user_write(config.user, "one\ntwo\n")
+    versions = _agents_dir(config.user_id) / ".memory-versions"
+    for name in os.listdir(versions):
+        (versions / name).unlink()
+    versions.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    versions.symlink_to(tmp_path / "elsewhere")
+    assert "Refused: MEMORY.md, the versions directory" in _line_origins(
+        _page(staff_client, config)
+    )
+
+
 # -- admin copy: words a person reads -----------------------------------------------------------
 
 
@@ -419,3 +489,19 @@ def test_an_approved_runs_page_shows_what_was_written(staff_client):
     ).content.decode()
     assert "approved: written (added)" in html
     assert "text written: <q>my PIN is in the drawer</q>" in html
+
+
+def test_preview_lists_the_credentials_of_the_file_by_line_and_kind_not_their_text(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- tea\n- my PIN: 4821\n")
+    html = _page(staff_client, config)
+    warning = html.split('yuxi-memory-credentials">', 1)[1].split("</div>", 1)[0]
+    assert "line 2: looks like a password or PIN" in warning
+    assert "4821" not in warning  # the warning names the line and kind, never the text
+    assert "4821" in html  # the file's own text (preview, line origins) is still shown
+
+
+def test_preview_of_a_file_without_credentials_has_no_warning(staff_client):
+    config = UserConfigFactory(enable_memory=True)
+    _write_memory(config.user_id, b"- order 2024112588231\n")
+    assert "yuxi-memory-credentials" not in _page(staff_client, config)

@@ -35,11 +35,15 @@ OPERATIONS = [
     ("patch", "/api/settings/", {"enable_memory": True}),
     ("get", "/api/threads/", None),
     ("patch", f"/api/threads/{FOREIGN}/", {"status": "archived"}),
+    ("get", f"/api/threads/{FOREIGN}/messages/", None),
+    ("get", "/api/approvals/", None),
     ("get", "/api/export/", None),
     ("get", "/api/memory/versions/", None),
     ("delete", "/api/memory/versions/", None),
     ("get", f"/api/memory/versions/{VERSION}/", None),
     ("post", f"/api/memory/versions/{VERSION}/restore/", None),
+    ("get", "/api/memory/lines/", None),
+    ("delete", "/api/memory/lines/1/", None),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
@@ -185,6 +189,7 @@ def test_the_csrf_403_says_which_header_to_send_and_where_its_token_comes_from(a
     assert "X-CSRFToken" in error and "csrftoken cookie" in error and "/accounts/login/" in error
 
 
+@pytest.mark.django_db
 class TestThreads:
     def test_list_holds_own_visible_threads_newest_first_in_pages(self, api_client, user):
         threads = [ConversationFactory(user=user, title=f"t{i}") for i in range(5)]
@@ -367,7 +372,12 @@ class TestDocuments:
             if method != "parameters"
         }
         assert operations == {
-            (method.upper(), path.replace(FOREIGN, "{thread_id}").replace(VERSION, "{sha256}"))
+            (
+                method.upper(),
+                path.replace(FOREIGN, "{thread_id}")
+                .replace(VERSION, "{sha256}")
+                .replace("/lines/1/", "/lines/{number}/"),
+            )
             for method, path, _ in OPERATIONS
         }
 
@@ -386,7 +396,7 @@ def test_a_non_staff_user_logs_in_and_out_with_the_plain_pages():
         "/accounts/login/",
         {"username": user.username, "password": "s3cret-pass", "csrfmiddlewaretoken": token},
     )
-    assert (login.status_code, login["Location"]) == (302, "/api/docs")
+    assert (login.status_code, login["Location"]) == (302, "/")  # the user's own page
     assert client.get("/api/settings/").json() == {
         "enable_memory": False,
         "memory_write_approval": False,

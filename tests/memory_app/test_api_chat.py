@@ -10,12 +10,12 @@ from django.test import Client
 from langchain_core.messages import AIMessage
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
 from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 URL = "/api/chat/"
 # Any 32 alphanumerics form a valid CSRF secret; Django checks that cookie and header agree.

@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.models import MemoryEvent
 from memory_app.runtime import build_chatbot_graph
 from memory_app.services import MEMORY_FILE_MAX_BYTES
@@ -18,7 +19,6 @@ from tests.factories import (
     UserConfigFactory,
     context_for,
 )
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 CSRF_TOKEN = "c" * 32
 URL = "/api/memory/"
@@ -392,3 +392,35 @@ def test_a_version_url_takes_the_bare_hex_or_the_etag_form(session, memory_file,
     restored = restore(session, name, f'"{current}"')
     assert restored.status_code == 200 and memory_file.read_bytes() == b"A\n"
     assert session.get(f"{VERSIONS_URL}sha256:{'0' * 64}/").status_code == 404
+
+
+# --- credentials in the user's own writes ---------------------------------------------------
+
+
+def test_the_users_own_write_of_a_credential_is_kept_with_a_warning(session, memory_file):
+    memory_file.write_bytes(b"")
+    text = "I drink oolong tea\nwifi password: Tr0ub4dor&3\n\nVisa 4111 1111 1111 1111\n"
+    response = put(session, {"text": text}, etag(b""))
+    assert response.status_code == 200
+    assert memory_file.read_bytes() == text.encode()
+    assert response.json()["warnings"] == [
+        {"line": 2, "kind": "password"},
+        {"line": 4, "kind": "payment_card"},
+    ]
+    assert "Tr0ub4dor" not in json.dumps(response.json()["warnings"])
+
+
+def test_a_write_without_credentials_has_no_warnings(session, memory_file):
+    memory_file.write_bytes(b"")
+    response = put(session, {"text": "Order 2024112588231 arrives Friday\n"}, etag(b""))
+    assert response.json()["warnings"] == []
+
+
+def test_a_restore_of_a_credential_is_kept_with_a_warning(session, memory_file):
+    original = "tea\n身份证 11010519491231002X\n".encode()
+    memory_file.write_bytes(b"")
+    put(session, {"text": original.decode()}, etag(b""))
+    session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    restored = restore(session, _sha(original), etag(b""))
+    assert restored.status_code == 200 and memory_file.read_bytes() == original
+    assert restored.json()["warnings"] == [{"line": 2, "kind": "resident_id"}]

@@ -4,7 +4,9 @@ import logging
 import pytest
 from django.core.management import CommandError, call_command
 
-from conversations.models import Conversation, Message
+from conversations.models import Conversation, Message, ToolCall
+from conversations.selectors import list_user_pending_approvals
+from memory_app.selectors import read_memory_file
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -62,3 +64,65 @@ def test_unknown_user_and_unknown_thread_are_command_errors():
         run_chat("--user", "nobody", "hi")
     with pytest.raises(CommandError, match="no such thread"):
         run_chat("--user", "mei", "--thread", "thread-unknown", "hi")
+
+
+# --- a write waiting for approval, decided on the command's own input ------------------------
+
+
+def approving_user():
+    user = UserConfigFactory(user__username="mei", memory_write_approval=True).user
+    return user
+
+
+def chat_deciding(stdin: str) -> str:
+    out = io.StringIO()
+    call_command(
+        "chat",
+        "--user",
+        "mei",
+        "remember that I drink oolong tea",
+        stdin=io.StringIO(stdin),
+        stdout=out,
+    )
+    return out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("answers", "memory"),
+    [
+        ("a\n", "I drink oolong tea\n"),
+        ("approve\n", "I drink oolong tea\n"),
+        ("e\nI drink green tea\n", "I drink green tea\n"),
+    ],
+)
+def test_a_pending_write_is_approved_or_edited_at_the_prompt(answers, memory):
+    user = approving_user()
+    output = chat_deciding(answers)
+    assert "The assistant wants to remember: I drink oolong tea" in output
+    assert "approve, edit or reject? [a/e/r] " in output
+    assert "[tool remember_memory: success]" in output
+    assert read_memory_file(user=user).text == memory
+    assert list_user_pending_approvals(user_id=user.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_answer_is_asked_again_and_reject_writes_nothing():
+    user = approving_user()
+    output = chat_deciding("y\nr\n")
+    assert "answer a (approve), e (edit) or r (reject)" in output
+    assert output.count("approve, edit or reject? [a/e/r] ") == 2
+    assert read_memory_file(user=user).text == ""
+    assert list_user_pending_approvals(user_id=user.pk) == []
+    [call] = ToolCall.objects.filter(name="remember_memory")
+    assert call.status != ToolCall.Status.SUCCESS
+
+
+@pytest.mark.django_db(transaction=True)
+def test_end_of_input_leaves_the_write_waiting():
+    user = approving_user()
+    output = chat_deciding("")
+    assert "(the write is still waiting for your decision)" in output
+    [pending] = list_user_pending_approvals(user_id=user.pk)
+    assert pending.content == "I drink oolong tea"
+    assert read_memory_file(user=user).text == ""

@@ -1,4 +1,5 @@
 import asyncio
+from dataclasses import replace
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -10,7 +11,7 @@ from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.selectors import MemorySnapshot
 from tests.factories import RunningAgentRunFactory, context_for
-from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
+from tests.wire_model import SHAPES, Call, Reply
 
 
 @tool
@@ -44,34 +45,32 @@ def test_settings_choose_chat_openai_only_when_a_base_url_is_set(settings):
     assert model.stream_chunk_timeout == 7.5
 
 
-def test_chat_openai_posts_messages_and_function_tools_in_the_wire_format(settings):
+def test_chat_openai_posts_messages_and_function_tools_in_the_wire_format(settings, wire_model):
     settings.LLM_API_KEY = "sk-test"
-    with WireServer([completion({"role": "assistant", "content": "hello"})]) as server:
-        settings.LLM_BASE_URL = server.url
-        settings.LLM_MODEL = "m-1"
-        model = llm.chat_model_from_settings().bind_tools([remember_memory])
-        reply = model.invoke([SystemMessage("rules"), HumanMessage("hi")])
-    sent = server.requests[0]
-    assert sent["path"] == "/v1/chat/completions"
-    assert sent["authorization"] == "Bearer sk-test"
-    assert sent["body"]["model"] == "m-1"
-    assert sent["body"]["messages"] == [
+    settings.LLM_MODEL = "m-1"
+    wire_model.answer(Reply(text="hello"))
+    model = llm.chat_model_from_settings().bind_tools([remember_memory])
+    reply = model.invoke([SystemMessage("rules"), HumanMessage("hi")])
+    sent = wire_model.requests[0]
+    assert sent.path == "/v1/chat/completions"
+    assert sent.authorization == "Bearer sk-test"
+    assert sent.body["model"] == "m-1"
+    assert sent.body["messages"] == [
         {"role": "system", "content": "rules"},
         {"role": "user", "content": "hi"},
     ]
-    [spec] = sent["body"]["tools"]
+    [spec] = sent.body["tools"]
     assert (spec["type"], spec["function"]["name"]) == ("function", "remember_memory")
     assert reply.text == "hello"
 
 
-def test_chat_openai_parses_tool_calls_and_keeps_unparsable_arguments_apart(settings):
-    message = tool_calls_message(
-        ("call_1", "remember_memory", '{"content": "茶"}'),
-        ("call_2", "search_thread_messages", "[1, 2"),
+def test_chat_openai_parses_tool_calls_and_keeps_unparsable_arguments_apart(wire_model):
+    calls = (
+        Call("remember_memory", '{"content": "茶"}', id="call_1"),
+        Call("search_thread_messages", "[1, 2", id="call_2"),
     )
-    with WireServer([completion(message)]) as server:
-        settings.LLM_BASE_URL = server.url
-        reply = llm.chat_model_from_settings().invoke([HumanMessage("x")])
+    wire_model.answer(Reply(calls=calls))
+    reply = llm.chat_model_from_settings().invoke([HumanMessage("x")])
     assert [(c["id"], c["name"], c["args"]) for c in reply.tool_calls] == [
         ("call_1", "remember_memory", {"content": "茶"})
     ]
@@ -165,3 +164,81 @@ def test_scripted_model_streams_the_same_chunks_asynchronously():
         return [chunk.text async for chunk in scripted().astream([HumanMessage("hi you")])]
 
     assert [text for text in asyncio.run(collect()) if text] == ["You ", "said: ", "hi ", "you"]
+
+
+# --- streamed tool calls as OpenAI-compatible servers send them -----------------------------
+
+TEA = Call("remember_memory", '{"content": "I drink oolong tea, 乌龙茶"}', id="call_tea")
+RAIN = Call("search_thread_messages", '{"query": "rain"}', id="call_rain")
+
+
+def _streamed(model, messages) -> AIMessage:
+    chunks = list(model.stream(messages))
+    whole = chunks[0]
+    for chunk in chunks[1:]:
+        whole += chunk
+    return whole
+
+
+async def _astreamed(model, messages) -> AIMessage:
+    whole = None
+    async for chunk in model.astream(messages):
+        whole = chunk if whole is None else whole + chunk
+    return whole
+
+
+def _calls(message: AIMessage) -> tuple:
+    return (message.text, message.tool_calls, message.invalid_tool_calls)
+
+
+REPLIES = {
+    "one call": Reply(calls=(TEA,)),
+    "text and a call": Reply(text="Saving that. ", calls=(TEA,)),
+    "two calls": Reply(calls=(TEA, RAIN)),
+    "no role chunk, two usage chunks": Reply(calls=(TEA,), role_chunk=False, usage_chunks=2),
+}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(replace(reply, shape=shape), id=f"{shape}: {label}")
+        for shape in SHAPES
+        for label, reply in REPLIES.items()
+        # A server sends calls without an index only one at a time.
+        if not (shape == "no_index" and len(reply.calls) > 1)
+    ],
+)
+def test_a_streamed_reply_gives_exactly_the_calls_of_the_same_reply_unstreamed(wire_model, reply):
+    wire_model.answer(reply, reply, reply)
+    model = llm.chat_model_from_settings().bind_tools([remember_memory, search_thread_messages])
+    question = [HumanMessage("remember that I drink oolong tea")]
+    unstreamed = model.invoke(question)
+    assert [call["name"] for call in unstreamed.tool_calls] == [c.name for c in reply.calls]
+    assert _calls(_streamed(model, question)) == _calls(unstreamed)
+    assert _calls(asyncio.run(_astreamed(model, question))) == _calls(unstreamed)
+    assert [r.stream for r in wire_model.requests] == [False, True, True]
+
+
+def test_the_streamed_text_comes_in_several_chunks_and_adds_up_to_the_reply(wire_model):
+    wire_model.answer(Reply(text="Tea is a fine drink."))
+    chunks = list(llm.chat_model_from_settings().stream([HumanMessage("hi")]))
+    texts = [chunk.text for chunk in chunks if chunk.text]
+    assert texts == ["Tea ", "is ", "a ", "fine ", "drink."]
+
+
+def test_the_model_serves_a_new_event_loop_each_time_and_keeps_a_loops_connection(wire_model):
+    # langchain-openai's own async client is shared by the process, its pooled connections bound
+    # to the loop that opened them: the second asyncio.run failed with "Event loop is closed".
+    model = llm.chat_model_from_settings()
+    for _ in range(3):
+        assert asyncio.run(model.ainvoke([HumanMessage("hi")])).text == "You said: hi"
+
+    async def twice() -> None:
+        for _ in range(2):
+            await model.ainvoke([HumanMessage("hi")])
+
+    asyncio.run(twice())
+    ports = [request.client_port for request in wire_model.requests]
+    assert len(set(ports[:3])) == 3  # a loop's connection is never used from another loop
+    assert ports[3] == ports[4]  # HTTP/1.1 keep-alive within a loop

@@ -196,3 +196,9 @@ def test_the_remember_tool_writes_under_the_runs_lease(memory_file):
     remember = YuxiMemoryMiddleware.for_run(ctx).tools[0]
     assert json.loads(remember.invoke({"content": "I like jasmine tea"}))["status"] == "added"
     assert memory_file(int(ctx.uid)).read_text() == "I like jasmine tea\n"
+
+
+def test_the_rules_name_the_credentials_the_write_path_refuses():
+    for kind in ("passwords", "PINs", "API keys", "tokens", "payment card or identity numbers"):
+        assert kind in MEMORY_RULES
+    assert "remember_memory refuses them" in MEMORY_RULES

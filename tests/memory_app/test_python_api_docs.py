@@ -1,6 +1,7 @@
 """What docs/python-api.md tells a backend engineer, done as they would do it."""
 
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -13,9 +14,9 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
-from conversations.models import AgentRun
+from conversations.models import AgentRun, ToolCall
 from memory_app.middleware import YuxiMemoryMiddleware
-from memory_app.runtime import agent_run
+from memory_app.runtime import ChatNothingToResume, agent_run
 from memory_app.services import remember_memory
 from tests.factories import UserConfigFactory
 
@@ -30,7 +31,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "yuxi_site.settings")
 django.setup()
 
-from memory_app.runtime import agent_run
+from memory_app.runtime import ChatNothingToResume, agent_run
 
 with agent_run(user_id={user_id}, thread_id=None) as run:
     print(run.run_id)
@@ -83,6 +84,52 @@ def test_a_model_without_bind_tools_fails_with_a_bare_not_implemented_error():
 
 def test_a_test_model_whose_bind_tools_returns_itself_answers():
     assert _answer(_ToolCapableFakeModel(messages=iter([AIMessage("hello")]))) == "hello"
+
+
+# --- approval in your own agent ---------------------------------------------------------------
+
+
+def _recipe(section: str) -> str:
+    """The first Python code block under `## <section>` in docs/python-api.md."""
+    text = (Path(settings.BASE_DIR) / "docs" / "python-api.md").read_text(encoding="utf-8")
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return body.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_approval_recipe_interrupts_the_teams_write_then_the_users_decision_writes_it(
+    agents_file,
+):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
+    namespace: dict = {}
+    exec(_recipe("Approval in your own agent"), namespace)
+    team_turn = namespace["team_turn"]
+
+    thread_id, _, approval = team_turn(user.pk, text="remember that I drink oolong tea")
+    assert approval["content"] == "I drink oolong tea"
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+    stopped = AgentRun.objects.get(user=user)
+    assert stopped.status == AgentRun.Status.INTERRUPTED
+    call = ToolCall.objects.get(tool_call_id=approval["tool_call_id"])
+    assert call.status == ToolCall.Status.PENDING
+
+    _, reply, approval = team_turn(user.pk, thread_id, decision={"decision": "approve"})
+    assert approval is None
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\n"
+    call.refresh_from_db()
+    assert call.status == ToolCall.Status.SUCCESS
+    assert json.loads(call.output)["status"] == "added"  # never `denied`
+    resume = AgentRun.objects.get(resumes=stopped)
+    assert (resume.run_type, resume.status) == ("resume", AgentRun.Status.SUCCEEDED)
+    assert "added" in reply
+
+
+def test_a_decision_for_a_thread_with_nothing_pending_is_refused_as_chat_refuses_it():
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
+    with agent_run(user_id=user.pk, thread_id=None) as run:
+        thread_id = run.ctx.thread_id
+    decided = agent_run(user_id=user.pk, thread_id=thread_id, resume={"decision": "approve"})
+    with pytest.raises(ChatNothingToResume), decided:
+        pass  # pragma: no cover
 
 
 def test_docs_show_remember_memorys_real_signature_and_the_id_travels_in_a_context_variable():

@@ -6,13 +6,13 @@ from datetime import timedelta
 import pytest
 from django.db import OperationalError
 from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.repository import read_thread_messages
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
+from conversations.utils.db_functions import ClockTimestamp
 from memory_app import runtime
 from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
@@ -44,41 +44,13 @@ from tests.factories import (
     UserFactory,
     context_for,
 )
-from yuxi_site.utils.db_functions import ClockTimestamp
+from tests.memory_app.models import RecordingModel, tool_reply
 
 pytestmark = pytest.mark.django_db
 # Tools run on LangGraph's pool threads, which cannot see a test's transaction.
 tools_run = pytest.mark.django_db(transaction=True)
 
 MEMORY_TOOLS = ["remember_memory", "search_thread_messages", "read_thread_messages"]
-
-
-class RecordingModel(ScriptedChatModel):
-    """The scripted model, recording what each call was shown; `before_step(n)` runs first and
-    `replies` (AIMessages) answer before the script does."""
-
-    calls: list = Field(default_factory=list)
-    replies: list = Field(default_factory=list)
-    before_step: object = None
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
-        self.calls.append({"messages": list(messages), "tools": list(self.bound_tools)})
-        if self.before_step:
-            self.before_step(len(self.calls))
-        if self.replies:
-            return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-    def system_prompt(self, step: int = 0) -> str:
-        return self.calls[step]["messages"][0].text
-
-    def tool_names(self, step: int = 0) -> list[str]:
-        return self.calls[step]["tools"]
-
-
-def tool_reply(*calls: tuple) -> AIMessage:
-    """A model reply asking for tool calls `(id, name, args)`."""
-    return AIMessage(content="", tool_calls=[{"id": i, "name": n, "args": a} for i, n, a in calls])
 
 
 def memory_user(enable_memory: bool = True):

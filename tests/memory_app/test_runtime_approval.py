@@ -14,6 +14,7 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 from conversations import checkpoints, runs
 from conversations.models import AgentRun, Message, ToolCall
 from conversations.services import DECLINED, DECLINED_RESULT
+from conversations.utils.db_functions import ClockTimestamp
 from memory_app.middleware import MEMORY_WRITE_APPROVAL_RULE
 from memory_app.models import MemoryEvent
 from memory_app.runtime import (
@@ -36,8 +37,7 @@ from memory_app.services import (
     set_memory_write_approval,
 )
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
-from yuxi_site.utils.db_functions import ClockTimestamp
+from tests.memory_app.models import RecordingModel, tool_reply
 
 # Tools run on LangGraph's pool threads and the checkpointer on its own connections: both must
 # see what the test wrote.
@@ -213,7 +213,7 @@ def test_reject_writes_nothing_and_tells_the_model(agents_file):
     assert decided.status == "succeeded"
     assert memory_bytes(agents_file, user) is None
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error == DECLINED
+    assert row.status == "declined" and row.error == DECLINED
     assert "rejected" in model.calls[-1]["messages"][-1].text
     assert not MemoryEvent.objects.filter(kind="agent_added").exists()
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
@@ -367,7 +367,7 @@ def test_a_new_message_declines_the_pending_approval_first(agents_file):
     # One model call for the new message: declining needed none.
     assert len(model.calls) == 2
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error == DECLINED
+    assert row.status == "declined" and row.error == DECLINED
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     # The declined call is answered before the new message, in the stored history.
     kinds = list(
@@ -394,7 +394,7 @@ def test_an_expired_approval_is_declined_by_fail_expired_runs(settings, agents_f
     assert checkpoints.checkpoint_exists(interrupted.run_id)
     assert runs.fail_expired_runs() == 1
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error == DECLINED
+    assert row.status == "declined" and row.error == DECLINED
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     closing = AgentRun.objects.get(resumes__run_id=interrupted.run_id)
     assert closing.error == runs.EXPIRED_APPROVAL_ERROR
@@ -503,7 +503,7 @@ def test_a_resume_that_fails_before_its_graph_runs_spends_the_decision(monkeypat
         chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
     assert AgentRun.objects.get(resumes__run_id=interrupted.run_id).status == "failed"
     row = pending_row(interrupted)
-    assert row.status == "error" and row.error.startswith("not run")
+    assert row.status == "declined" and row.error.startswith("not run")
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     assert memory_bytes(agents_file, user) is None
 
@@ -607,7 +607,7 @@ def test_a_streamed_turn_ends_interrupted_and_a_streamed_reject_writes_nothing(a
     decided = asyncio.run(reject())
     assert decided[-1]["event"] == "done" and decided[-1]["status"] == "succeeded"
     assert memory_bytes(agents_file, user) is None
-    assert pending_row(interrupted_run_turn(events[0]["run_id"])).status == "error"
+    assert pending_row(interrupted_run_turn(events[0]["run_id"])).status == "declined"
     assert not checkpoints.checkpoint_exists(events[0]["run_id"])
     with pytest.raises(ChatNothingToResume):
         list(
@@ -620,3 +620,49 @@ def test_a_streamed_turn_ends_interrupted_and_a_streamed_reject_writes_nothing(a
 def interrupted_run_turn(run_id: str):
     """What `pending_row` needs of a turn: its run id."""
     return type("Turn", (), {"run_id": run_id})()
+
+
+# --- credentials --------------------------------------------------------------------------------
+
+SECRET_CALL = ("call_s", "remember_memory", {"content": "My bank PIN is 4821"})
+
+
+@pytest.mark.parametrize("approval", [False, True])
+def test_a_credential_is_rejected_through_a_chat_turn_and_never_put_to_the_user(
+    agents_file, approval
+):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    model = RecordingModel(replies=[tool_reply(SECRET_CALL)])
+    turn = chat(user_id=user.pk, message="remember my PIN 4821", model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    row = ToolCall.objects.get(tool_call_id="call_s")
+    result = json.loads(row.output)
+    assert result == {
+        "status": "rejected",
+        "message": "memory never stores credentials: this looks like a password or PIN",
+    }
+    assert "4821" not in row.output
+    assert memory_bytes(agents_file, user) is None
+    assert not MemoryEvent.objects.exists()
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+    # The model was told, and replied.
+    assert len(model.calls) == 2
+
+
+def test_an_edit_that_holds_a_credential_is_refused_before_it_is_spent_and_stays_pending(
+    agents_file,
+):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionRefused) as refused:
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={"decision": "edit", "content": "my PIN is 4821", "replaces": None},
+        )
+    assert (
+        str(refused.value) == "memory never stores credentials: this looks like a password or PIN"
+    )
+    assert memory_bytes(agents_file, user) is None
+    assert_still_pending(interrupted)

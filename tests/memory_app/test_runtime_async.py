@@ -13,6 +13,7 @@ from langchain_core.messages import HumanMessage
 
 from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
+from conversations.utils.connections import direct_connection, in_worker_thread
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime import (
     ChatRunLost,
@@ -23,8 +24,7 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
-from yuxi_site.utils.connections import direct_connection, in_worker_thread
+from tests.memory_app.models import RecordingModel, tool_reply
 
 # The turn's database work runs on worker threads, which cannot see a test's transaction.
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,7 @@ import pytest
 from conversations.models import ToolCall
 from memory_app.runtime import chat
 from tests.factories import UserConfigFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
+from tests.memory_app.models import RecordingModel, tool_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -2,6 +2,7 @@
 `agent_run`, `ChatOpenAI` on the wire, the run's limits over HTTP, leases and query budgets."""
 
 import asyncio
+import dataclasses
 import json
 from urllib.parse import urlsplit
 
@@ -15,6 +16,7 @@ from pydantic import Field
 
 from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
+from conversations.utils.statements import count_statements
 from memory_app import runtime
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
@@ -28,9 +30,8 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
-from tests.memory_app.test_runtime import RecordingModel, tool_reply
-from tests.memory_app.wire_server import WireServer, completion, tool_calls_message
-from yuxi_site.utils.statements import count_statements
+from tests.memory_app.models import RecordingModel, tool_reply
+from tests.wire_model import Call, Reply
 
 # Tools run on LangGraph's pool threads, which cannot see a test's transaction.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,19 +173,17 @@ def say(client: Client, message: str):
     )
 
 
-def test_chat_drives_chat_openai_through_a_tool_round_trip(settings, agents_file):
+def test_chat_drives_chat_openai_through_a_tool_round_trip(wire_model, agents_file):
     user = memory_user()
-    answers = [
-        completion(tool_calls_message(("call_9", "remember_memory", '{"content": "I like rain"}'))),
-        completion({"role": "assistant", "content": "Saved."}),
-    ]
-    with WireServer(answers) as server:
-        settings.LLM_BASE_URL = server.url
-        turn = chat(user_id=user.pk, message="remember that I like rain")
+    wire_model.answer(
+        Reply(calls=(Call("remember_memory", '{"content": "I like rain"}', id="call_9"),)),
+        Reply(text="Saved."),
+    )
+    turn = chat(user_id=user.pk, message="remember that I like rain")
     assert turn.reply == "Saved."
     assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
     assert agents_file(user.pk, "MEMORY.md").read_text() == "I like rain\n"
-    first, second = (request["body"] for request in server.requests)
+    first, second = (request.body for request in wire_model.requests)
     assert [tool["function"]["name"] for tool in first["tools"]] == [
         *MEMORY_TOOLS,
         SUBAGENT_TOOL_NAME,
@@ -194,66 +193,65 @@ def test_chat_drives_chat_openai_through_a_tool_round_trip(settings, agents_file
     assert (tool_message["role"], tool_message["tool_call_id"]) == ("tool", "call_9")
     assert json.loads(tool_message["content"])["status"] == "added"
     run = AgentRun.objects.get(run_id=turn.run_id)
-    wire = json.dumps(server.requests)
+    wire = json.dumps([dataclasses.asdict(request) for request in wire_model.requests])
     assert turn.run_id not in wire and run.request_id not in wire and run.worker_id is None
 
 
 def test_an_http_error_of_the_model_fails_the_run_with_its_error_and_the_api_answers_502(
-    settings,
+    settings, wire_model
 ):
     settings.LLM_MAX_RETRIES = 0
     user = memory_user()
-    with WireServer([(500, b'{"error": {"message": "boom"}}')]) as server:
-        settings.LLM_BASE_URL = server.url
-        response = say(logged_in(user), "hi")
+    wire_model.answer(Reply(status=500))
+    response = say(logged_in(user), "hi")
     assert (response.status_code, response.json()) == (
         502,
         {"error": "the model is unavailable, try again"},
     )
     run = AgentRun.objects.get()
     assert (run.status, run.worker_id) == ("failed", None)
-    assert "HTTP 500" in run.error and "boom" not in run.error
+    # The provider's own message ("wire model error 500") may echo the request: never kept.
+    assert "HTTP 500" in run.error and "wire model error" not in run.error
 
 
-def test_a_model_failure_names_the_model_the_endpoints_host_and_the_causes_class(settings):
+def test_a_model_failure_names_the_model_the_endpoints_host_and_the_causes_class(
+    settings, wire_model
+):
     settings.LLM_MAX_RETRIES = 0
     settings.LLM_MODEL = "smol-test"
     user = memory_user()
-    with WireServer([(500, b'{"error": {"message": "boom"}}')]) as server:
-        settings.LLM_BASE_URL = server.url
-        host = urlsplit(server.url).netloc
-        with pytest.raises(ChatModelUnavailable) as refused:
-            chat(user_id=user.pk, message="hi")
+    wire_model.answer(Reply(status=500))
+    host = urlsplit(wire_model.url).netloc
+    with pytest.raises(ChatModelUnavailable) as refused:
+        chat(user_id=user.pk, message="hi")
     message = str(refused.value)
     assert f"smol-test at {host}" in message and "InternalServerError" in message
-    assert "boom" not in message
+    assert "wire model error" not in message
     # Staff see the same on the run's page.
     assert f"the model call to smol-test at {host} failed" in AgentRun.objects.get().error
 
 
-def test_a_model_timeout_is_retried_llm_max_retries_times_then_fails_the_run(settings):
+def test_a_model_timeout_is_retried_llm_max_retries_times_then_fails_the_run(settings, wire_model):
     settings.LLM_TIMEOUT_SECONDS = 0.5
     settings.LLM_MAX_RETRIES = 1
     user = memory_user()
-    with WireServer([(200, b"", "hang"), (200, b"", "hang")]) as server:
-        settings.LLM_BASE_URL = server.url
-        with pytest.raises(ChatModelUnavailable):
-            chat(user_id=user.pk, message="hi")
-        requests = len(server.requests)
-    assert requests == 1 + settings.LLM_MAX_RETRIES
+    never = Reply(text="too late", first_token_after=60)  # until the server stops
+    wire_model.answer(never, never)
+    with pytest.raises(ChatModelUnavailable):
+        chat(user_id=user.pk, message="hi")
+    assert len(wire_model.requests) == 1 + settings.LLM_MAX_RETRIES
     run = AgentRun.objects.get()
     assert run.status == "failed" and "Timeout" in run.error
 
 
-def test_a_reply_with_nine_tool_calls_fails_the_run_with_502_and_none_runs(settings, agents_file):
+def test_a_reply_with_nine_tool_calls_fails_the_run_with_502_and_none_runs(wire_model, agents_file):
     user = memory_user()
     calls = [
-        (f"c{i}", "remember_memory", json.dumps({"content": f"fact {i}"}))
+        Call("remember_memory", json.dumps({"content": f"fact {i}"}), id=f"c{i}")
         for i in range(MAX_TOOL_CALLS_PER_REPLY + 1)
     ]
-    with WireServer([completion(tool_calls_message(*calls))]) as server:
-        settings.LLM_BASE_URL = server.url
-        response = say(logged_in(user), "remember many things")
+    wire_model.answer(Reply(calls=tuple(calls)))
+    response = say(logged_in(user), "remember many things")
     assert response.status_code == 502
     run = AgentRun.objects.get()
     assert run.status == "failed" and str(MAX_TOOL_CALLS_PER_REPLY) in run.error
@@ -261,18 +259,13 @@ def test_a_reply_with_nine_tool_calls_fails_the_run_with_502_and_none_runs(setti
     assert not agents_file(user.pk, "MEMORY.md").exists()
 
 
-def test_a_ninth_model_call_fails_the_run_with_502(settings):
+def test_a_ninth_model_call_fails_the_run_with_502(wire_model):
     user = memory_user()
-    answers = [
-        completion(tool_calls_message((f"c{i}", "no_such_tool", "{}")))
-        for i in range(MAX_MODEL_CALLS + 1)
-    ]
-    with WireServer(answers) as server:
-        settings.LLM_BASE_URL = server.url
-        response = say(logged_in(user), "loop forever")
-        requests = len(server.requests)
+    calls = [Call("no_such_tool", "{}", id=f"c{i}") for i in range(MAX_MODEL_CALLS + 1)]
+    wire_model.answer(*(Reply(calls=(call,)) for call in calls))
+    response = say(logged_in(user), "loop forever")
     assert response.status_code == 502
-    assert requests == MAX_MODEL_CALLS
+    assert len(wire_model.requests) == MAX_MODEL_CALLS
     run = AgentRun.objects.get()
     assert run.status == "failed" and f"{MAX_MODEL_CALLS} model calls" in run.error
     assert ToolCall.objects.filter(status="error").count() == MAX_MODEL_CALLS
@@ -326,11 +319,11 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
 
 # --- query budget ---------------------------------------------------------------------------
 
-PLAIN_TURN_MAX_STATEMENTS = 12
+PLAIN_TURN_MAX_STATEMENTS = 9
 REMEMBER_TURN_MAX_STATEMENTS = 20
 
 
-def test_a_plain_turn_in_an_existing_thread_sends_at_most_12_statements_on_all_connections():
+def test_a_plain_turn_in_an_existing_thread_sends_at_most_9_statements_on_all_connections():
     user = memory_user()
     first = chat(user_id=user.pk, message="hello")
     with count_statements() as counted:

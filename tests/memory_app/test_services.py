@@ -15,8 +15,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from conversations.models import AgentRun
+from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app import workspace as workspace_module
-from memory_app.models import UserConfig
+from memory_app.models import MemoryEvent, UserConfig
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
     MEMORY_FILE_MAX_BYTES,
@@ -24,6 +25,7 @@ from memory_app.services import (
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryWriteError,
     MemoryWriteResult,
@@ -43,7 +45,6 @@ from tests.factories import (
     memory_user,
 )
 from tests.memory_app.writer_process import append_facts
-from yuxi_site.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 
 pytestmark = pytest.mark.django_db
 
@@ -815,3 +816,66 @@ def test_inside_a_callers_transaction_one_more_statement_restores_its_lock_timeo
         with CaptureQueriesContext(connection) as captured:
             assert remember_memory(context_for(run), "fact").status == "unchanged"
         assert len(_statements(captured)) == 4
+
+
+# -- credentials -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "kind", "secret"),
+    [
+        ("server key -----BEGIN RSA PRIVATE KEY-----", "private_key", "BEGIN RSA PRIVATE KEY"),
+        ("AWS key AKIAIOSFODNN7EXAMPLE", "api_key", "AKIAIOSFODNN7EXAMPLE"),
+        ("token ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "access_token", "a1B2c3D4"),
+        ("My password is hunter2", "password", "hunter2"),
+        ("银行卡密码是 739164", "password", "739164"),
+        ("Card 4111 1111 1111 1111", "payment_card", "4111"),
+        ("身份证 11010519491231002X", "resident_id", "11010519491231002X"),
+        ("api key: sk-test-4f9a2b7c1d", "secret", "sk-test-4f9a2b7c1d"),
+    ],
+)
+def test_a_credential_is_refused_and_nothing_is_kept(settings, run, content, kind, secret):
+    # A file with history, so a write would keep a version and add a ledger row.
+    remember_memory(context_for(run), "Prefers tea.")
+    remember_memory(context_for(run), "Lives in Hangzhou.")
+    events = list(MemoryEvent.objects.values_list("id", flat=True))
+    error = _assert_refused(settings, run, MemorySensitiveContent, content=content)
+    assert isinstance(error, MemoryInputError) and error.kind == kind
+    assert str(error) == f"memory never stores credentials: this looks like {error.kind.label}"
+    assert secret not in str(error)
+    assert list(MemoryEvent.objects.values_list("id", flat=True)) == events
+
+
+def test_a_credential_on_a_later_line_of_the_content_is_refused(settings, run):
+    _assert_refused(
+        settings, run, MemorySensitiveContent, content="Works at Acme\nwifi password: Tr0ub4dor&3"
+    )
+
+
+def test_a_credential_is_refused_before_any_lock_or_statement(run):
+    with CaptureQueriesContext(connection) as queries, pytest.raises(MemorySensitiveContent):
+        remember_memory(context_for(run), "PIN: 4821")
+    assert len(queries) == 0
+
+
+@pytest.mark.parametrize(
+    "fact",
+    [
+        "Order 2024112588231 arrives Friday",
+        "顺丰运单号 SF1402867352179",
+        "Phone +86 138 0013 8000",
+        "sha256 of thesis.pdf: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "Uses Python 3.12.4 and API v2.14.3",
+        "住在上海市浦东新区张江路 88 号 3 栋 1201 室",
+    ],
+)
+def test_ordinary_facts_with_long_numbers_are_kept(settings, run, fact):
+    assert remember_memory(context_for(run), fact).status == "added"
+    assert _memory(settings, run.user_id) == f"{fact}\n".encode()
+
+
+def test_replacing_a_line_that_holds_a_credential_is_allowed(settings, run):
+    _seed(run.user_id, b"wifi password: Tr0ub4dor&3\n")
+    result = remember_memory(context_for(run), "Has home wifi", "wifi password: Tr0ub4dor&3")
+    assert result.status == "replaced"
+    assert _memory(settings, run.user_id) == b"Has home wifi\n"

@@ -10,6 +10,7 @@ from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
 from conversations.repository import read_thread_messages, search_thread_messages, to_json
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.db_functions import ClockTimestamp
 from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
 from memory_app.runtime import chat
@@ -22,7 +23,6 @@ from tests.factories import (
     UserConfigFactory,
     UserFactory,
 )
-from yuxi_site.utils.db_functions import ClockTimestamp
 
 pytestmark = pytest.mark.django_db
 

@@ -47,7 +47,7 @@ from tests.factories import (
     context_for,
     memory_user,
 )
-from tests.memory_app.test_runtime import RecordingModel
+from tests.memory_app.models import RecordingModel
 
 pytestmark = pytest.mark.django_db
 
@@ -140,6 +140,72 @@ def test_the_agents_append_and_replacement_keep_what_they_replaced(settings):
     ]
 
 
+def test_the_replaced_file_is_kept_by_a_hard_link_to_it_not_a_copy(settings):
+    user = memory_user()
+    ctx = context_for(_agent_run(user))
+    remember_memory(ctx, "I drink oolong tea")
+    replaced = (_agents(settings, user.pk) / "MEMORY.md").stat()
+    remember_memory(ctx, "I live in Lyon")
+    kept = (_agents(settings, user.pk) / ".memory-versions" / _sha(b"I drink oolong tea\n")).stat()
+    assert kept.st_ino == replaced.st_ino
+    assert stat.S_IMODE(kept.st_mode) == 0o600 and kept.st_nlink == 1
+
+
+def test_an_append_that_keeps_a_version_fsyncs_three_times(monkeypatch):
+    """The version's directory, the new file, MEMORY.md's directory: the replaced bytes are
+    already durable, so keeping them needs no file fsync."""
+    user = memory_user()
+    ctx = context_for(_agent_run(user))
+    remember_memory(ctx, "I drink oolong tea")
+    synced: list[bool] = []
+    real_fsync = os.fsync
+
+    def fsync(fd):
+        synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(workspace_module.os, "fsync", fsync)
+    remember_memory(ctx, "I live in Lyon")
+    assert synced == [True, False, True]
+
+
+def test_a_file_written_by_hand_is_kept_as_a_private_copy(settings):
+    user = memory_user()
+    path = _agents(settings, user.pk) / "MEMORY.md"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"written by hand\n")
+    path.chmod(0o644)
+    remember_memory(context_for(_agent_run(user)), "I live in Lyon")
+    kept = path.parent / ".memory-versions" / _sha(b"written by hand\n")
+    assert kept.read_bytes() == b"written by hand\n"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_write_path_compiles_no_orm_query(monkeypatch):
+    """Every statement of an append is static SQL: no queryset is built or cloned per call
+    (outside a caller's transaction, as the tool calls it)."""
+    from django.db.models import QuerySet
+
+    user = memory_user()
+    ctx = context_for(_agent_run(user))
+    remember_memory(ctx, "I drink oolong tea")
+    clones: list[object] = []
+    real_clone = QuerySet._clone
+
+    def clone(self, *args, **kwargs):
+        clones.append(self.model)
+        return real_clone(self, *args, **kwargs)
+
+    monkeypatch.setattr(QuerySet, "_clone", clone)
+    with CaptureQueriesContext(connection) as queries:
+        remember_memory(ctx, "I live in Lyon")
+    assert clones == []
+    statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
+    # The advisory lock, the run row, the state, the versions window, the ledger row.
+    assert len(statements) == 5
+
+
 def test_the_empty_file_is_never_kept_nor_listed(settings):
     user = memory_user()
     remember_memory(context_for(_agent_run(user)), "first fact")  # replaces a missing file
@@ -182,11 +248,16 @@ def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
         _write(user, text)
     settings.MEMORY_VERSIONS_KEPT = 1
     steps: list[str] = []
-    real_rename, real_unlink = os.rename, os.unlink
+    real_rename, real_unlink, real_link = os.rename, os.unlink, os.link
 
     def rename(source, target, *args, **kwargs):
         steps.append(f"rename {target if target == 'MEMORY.md' else 'version'}")
         return real_rename(source, target, *args, **kwargs)
+
+    def link(source, target, *args, **kwargs):
+        if len(target) == 64:
+            steps.append("link version")
+        return real_link(source, target, *args, **kwargs)
 
     def unlink(name, *args, **kwargs):
         if len(name) == 64:
@@ -195,13 +266,15 @@ def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
 
     monkeypatch.setattr(workspace_module.os, "rename", rename)
     monkeypatch.setattr(workspace_module.os, "unlink", unlink)
+    monkeypatch.setattr(workspace_module.os, "link", link)
     with CaptureQueriesContext(connection) as queries:
         _write(user, b"D\n")
     ledger_at = next(i for i, q in enumerate(queries) if "INSERT INTO" in q["sql"])
     # (The test's own transaction makes the write's a savepoint: its release is the commit.)
     after_ledger = [q["sql"] for q in queries[ledger_at + 1 :]]
     assert [sql for sql in after_ledger if not sql.startswith("RELEASE SAVEPOINT")] == []
-    assert steps == ["rename version", "rename MEMORY.md", "prune", "prune"]
+    # The replaced file is kept by a hard link to it (its bytes are already durable).
+    assert steps == ["link version", "rename MEMORY.md", "prune", "prune"]
     assert _kept(settings, user.pk) == {_sha(b"C\n"): b"C\n"}
 
 

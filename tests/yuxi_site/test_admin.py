@@ -287,7 +287,7 @@ def test_a_table_postgresql_never_analysed_is_counted_exactly_not_guessed(
             [UserConfig._meta.db_table],
         )
         assert cursor.fetchone()[0] < 0  # never analysed
-    monkeypatch.setattr("yuxi_site.admin.ESTIMATED_COUNT_FROM_ROWS", 1)
+    monkeypatch.setattr("conversations.admin_base.ESTIMATED_COUNT_FROM_ROWS", 1)
     response = staff_client.get(_url(UserConfig, "changelist"))
     html = response.content.decode()
     assert "3 user configs" in html

@@ -1,12 +1,14 @@
-"""/api/docs in a real headless chromium, as a user who just logged in sees it: Swagger UI drawn
-from our own static files under the Content-Security-Policy, no request to another origin."""
+"""/api/docs in a real headless chromium, as a logged-in user sees it: Swagger UI drawn from our
+own static files under the Content-Security-Policy, no request to another origin."""
 
 from urllib.parse import urlsplit
 
 from django.urls import reverse
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.browser import ARTIFACTS, BROWSER_TESTS, log_in
+from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, log_in
 from tests.factories import UserFactory
 
 pytestmark = BROWSER_TESTS
@@ -17,10 +19,13 @@ DOCS_WIDTH = 1280
 def test_the_api_docs_render_from_our_own_assets(browser, live_server):
     user = UserFactory()
     browser.set_window_size(DOCS_WIDTH, 2000)
-    # The login lands on /api/docs; Swagger UI draws one block per operation.
+    # The login lands on the user's page; Swagger UI draws one block per operation.
     url = live_server.url + reverse("login")
-    log_in(browser, url, user.username, submit='button[type="submit"]', landed=".opblock")
-    assert urlsplit(browser.current_url).path == "/api/docs"
+    log_in(browser, url, user.username, submit='button[type="submit"]', landed="#memory-panel")
+    browser.get(live_server.url + "/api/docs")
+    WebDriverWait(browser, PAGE_WAIT_SECONDS).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, ".opblock"))
+    )
     ARTIFACTS.mkdir(exist_ok=True)
     browser.save_screenshot(str(ARTIFACTS / f"api-docs-{DOCS_WIDTH}.png"))
     assert "Yuxi Memory API" in browser.find_element(By.CSS_SELECTOR, ".info .title").text

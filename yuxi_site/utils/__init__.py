@@ -1,1 +1,2 @@
-"""Utilities both apps share: connections, statement counting, ids, text and database functions."""
+"""Old home of the helpers both apps share, now `conversations.utils`; its modules forward
+there for one release."""

@@ -1,21 +1,46 @@
-"""Chat with the agent from the terminal as a given user (through the same Chat service)."""
+"""Chat with the agent from the terminal as a given user (through the same Chat service).
+
+Ctrl-C while a turn runs cancels that turn (the run ends `cancelled`, as the runtime's
+cancellation policy says) and ends the command with exit status 130."""
+
+import sys
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.utils.log_format import quiet_event_logs
 from memory_app.management.commands.memory import find_user
-from memory_app.runtime import ChatError, chat
-from yuxi_site.log_format import quiet_event_logs
+from memory_app.runtime import ChatError, ChatNothingToResume, ChatTurn, chat
+
+# The shell's exit status for a command ended by Ctrl-C (128 + SIGINT).
+INTERRUPTED_EXIT_STATUS = 130
+
+# The answers the decision prompt takes, and the decision each one is.
+DECISION_ANSWERS = {
+    "a": "approve",
+    "approve": "approve",
+    "e": "edit",
+    "edit": "edit",
+    "r": "reject",
+    "reject": "reject",
+}
 
 
 class Command(BaseCommand):
-    help = "Chat with the agent as USERNAME; interactive (one line per turn) without a message."
+    help = (
+        "Chat with the agent as USERNAME; interactive (one line per turn) without a message. A "
+        "memory write waiting for approval asks approve / edit / reject on standard input."
+    )
+    # call_command(..., stdin=...) feeds the decision prompt, as createsuperuser's own.
+    stealth_options = ("stdin",)
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--user", required=True, help="username to chat as")
         parser.add_argument("--thread", help="thread id to continue (default: a new thread)")
         parser.add_argument("message", nargs="?", help="one message; omit for interactive mode")
 
-    def handle(self, *args: object, **options: object) -> None:
+    def handle(self, *args: object, **options: Any) -> None:
+        self.stdin = options.get("stdin") or sys.stdin
         with quiet_event_logs(verbosity=options["verbosity"]):
             self._handle(options)
 
@@ -40,8 +65,58 @@ class Command(BaseCommand):
             turn = chat(user_id=user_id, message=message, thread_id=thread_id)
         except ChatError as exc:
             raise CommandError(str(exc)) from exc
+        except KeyboardInterrupt as exc:
+            raise CommandError(
+                "interrupted: the turn was cancelled", returncode=INTERRUPTED_EXIT_STATUS
+            ) from exc
         for call in turn.tool_calls:
             self.stdout.write(f"[tool {call['name']}: {call['status']}]")
         self.stdout.write(f"yuxi> {turn.reply}")
         self.stdout.write(f"(thread {turn.thread_id})")
+        self._decide(user_id, turn)
         return turn.thread_id
+
+    def _decide(self, user_id: int, turn: ChatTurn) -> None:
+        """Put a memory write that waits for approval to the user, and carry their decision
+        (a refused decision leaves it waiting, so it is asked again); end of input leaves it
+        waiting for a later decision."""
+        while turn.status == "interrupted" and turn.approval:
+            self.stdout.write(f"The assistant wants to remember: {turn.approval['content']}")
+            if turn.approval.get("replaces"):
+                self.stdout.write(f"  replacing: {turn.approval['replaces']}")
+            answer = self._ask("approve, edit or reject? [a/e/r] ")
+            if answer is None:
+                self.stdout.write("(the write is still waiting for your decision)")
+                return
+            decision = DECISION_ANSWERS.get(answer.strip().lower())
+            if decision is None:
+                self.stdout.write("answer a (approve), e (edit) or r (reject)")
+                continue
+            resume: dict[str, Any] = {"decision": decision}
+            if decision == "edit":
+                content = self._ask("text to remember> ")
+                if content is None:
+                    self.stdout.write("(the write is still waiting for your decision)")
+                    return
+                resume |= {"content": content, "replaces": turn.approval.get("replaces")}
+            try:
+                turn = chat(user_id=user_id, thread_id=turn.thread_id, resume=resume)
+            except ChatNothingToResume as exc:
+                raise CommandError(str(exc)) from exc
+            except ChatError as exc:
+                self.stdout.write(f"refused: {exc}")
+                continue
+            except KeyboardInterrupt as exc:
+                raise CommandError(
+                    "interrupted: the turn was cancelled", returncode=INTERRUPTED_EXIT_STATUS
+                ) from exc
+            for call in turn.tool_calls:
+                self.stdout.write(f"[tool {call['name']}: {call['status']}]")
+            self.stdout.write(f"yuxi> {turn.reply}")
+
+    def _ask(self, prompt: str) -> str | None:
+        """One line of the command's input after `prompt`; None at the end of input."""
+        self.stdout.write(prompt, ending="")
+        self.stdout.flush()
+        line = self.stdin.readline()
+        return line.rstrip("\n") if line else None

@@ -6,8 +6,8 @@ import sys
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from conversations.utils.log_format import quiet_event_logs
 from memory_app import selectors, services
-from yuxi_site.log_format import quiet_event_logs
 
 
 def find_user(username: str, *, flag: str = "--user") -> object:

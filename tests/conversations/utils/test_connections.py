@@ -1,7 +1,7 @@
 import pytest
 from django.db import connection
 
-from yuxi_site.utils.connections import direct_connection
+from conversations.utils.connections import direct_connection
 
 
 @pytest.mark.django_db

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from conversations.utils.log_format import KeyValueFormatter, quiet_event_logs
 from memory_app.models import MemoryEvent
 from memory_app.selectors import read_memory_file
 from memory_app.services import remember_memory, write_memory_file
@@ -16,7 +17,6 @@ from tests.factories import (
     UserConfigFactory,
     context_for,
 )
-from yuxi_site.log_format import KeyValueFormatter, quiet_event_logs
 
 
 def _line(message: str, *args: object, exc_info: object = None, **extra: object) -> str:

@@ -1,6 +1,6 @@
 import pytest
 
-from yuxi_site.utils.ids import parse_uid
+from conversations.utils.ids import parse_uid
 
 
 @pytest.mark.parametrize(

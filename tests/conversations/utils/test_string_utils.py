@@ -2,7 +2,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from yuxi_site.utils.string_utils import is_storable_text, truncate_utf8
+from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 # Text mixing 1- to 4-byte code points, combining marks and ZWJ emoji sequences.
 SAMPLES = ["a", "é", "e\u0301", "中", "€", "😀", "👩\u200d👩\u200d👧", "🏳️\u200d🌈", "\n", '"', "\\"]

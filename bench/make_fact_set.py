@@ -1,0 +1,270 @@
+"""Generate the labelled set of ordinary facts `bench/false_refusals.py` measures (deterministic).
+
+    python bench/make_fact_set.py   (writes bench/fact_set/ordinary_facts.json)
+
+Facts a user asks the agent to remember that hold long numbers, codes and hashes but no
+credential, in English and Chinese, as `remember_memory` would receive them: dates, street
+addresses, phone numbers, order numbers, parcel tracking numbers, version strings, hashes of
+files, and other reference numbers (flights, bookings, invoices, licence plates, postcodes).
+Some name a credential word in passing ("the API version", "the key fob", "我改了密码") without
+holding one. Each fact is labelled with its language and category; none is a credential.
+Standard library only; the same seed always writes the same bytes.
+"""
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+SEED = 20261201
+OUTPUT = Path(__file__).resolve().parent / "fact_set" / "ordinary_facts.json"
+PER_TEMPLATE = 15  # facts drawn from each template
+
+EN_STREETS = ["Baker Street", "Washington Ave", "Elm Road", "Rue de Rivoli", "Kingsway"]
+EN_CITIES = ["London", "Houston, TX", "Toronto, ON", "Melbourne VIC", "Dublin"]
+ZH_CITIES = ["上海市浦东新区", "北京市海淀区", "深圳市南山区", "杭州市西湖区", "成都市武侯区"]
+ZH_ROADS = ["张江路", "中关村大街", "科技园南路", "文三路", "天府大道"]
+MONTHS = ["January", "March", "May", "July", "September", "November", "December"]
+FILES = ["thesis.pdf", "backup.tar.gz", "photos-2024.zip", "contract.docx", "ubuntu.iso"]
+ZH_FILES = ["论文.pdf", "备份.tar.gz", "照片.zip", "合同.docx", "系统镜像.iso"]
+PRODUCTS = ["Django", "PostgreSQL", "Node.js", "Kubernetes", "Python", "Redis", "nginx"]
+CARRIERS = ["UPS", "FedEx", "DHL", "USPS", "Royal Mail"]
+ZH_CARRIERS = ["顺丰", "中通", "圆通", "京东物流", "EMS"]
+SHOPS = ["Amazon", "eBay", "IKEA", "Zalando", "Best Buy"]
+ZH_SHOPS = ["淘宝", "京东", "拼多多", "天猫", "唯品会"]
+
+
+def _digits(rng: random.Random, count: int) -> str:
+    return str(rng.randint(1, 9)) + "".join(str(rng.randint(0, 9)) for _ in range(count - 1))
+
+
+def _date(rng: random.Random, pattern: str) -> str:
+    """A random date written by `pattern` (fields `y`, `m`, `d`)."""
+    return pattern.format(y=rng.randint(1950, 2035), m=rng.randint(1, 12), d=rng.randint(1, 28))
+
+
+def _hex(rng: random.Random, length: int) -> str:
+    return hashlib.sha512(str(rng.random()).encode()).hexdigest()[:length]
+
+
+def _tracking(rng: random.Random) -> str:
+    shapes = [
+        lambda: "1Z" + "".join(rng.choice("0123456789ABCDEFGHJKLMNPRSTUVWXYZ") for _ in range(16)),
+        lambda: _digits(rng, 12),
+        lambda: _digits(rng, 22),
+        lambda: "JD" + _digits(rng, 13),
+        lambda: "SF" + _digits(rng, 13),
+        lambda: "YT" + _digits(rng, 13),
+        lambda: "RR" + _digits(rng, 9) + "CN",
+    ]
+    return rng.choice(shapes)()
+
+
+def _phone(rng: random.Random) -> str:
+    shapes = [
+        lambda: f"+1 ({_digits(rng, 3)}) {_digits(rng, 3)}-{rng.randint(0, 9999):04d}",
+        lambda: f"+44 20 {_digits(rng, 4)} {rng.randint(0, 9999):04d}",
+        lambda: (
+            f"1{rng.choice('3578')}{rng.randint(0, 9)} {rng.randint(0, 9999):04d} "
+            f"{rng.randint(0, 9999):04d}"
+        ),
+        lambda: f"+86 1{rng.choice('3578')}{rng.randint(0, 9)}{rng.randint(0, 99999999):08d}",
+        lambda: f"0{rng.randint(10, 99)}-{_digits(rng, 8)}",
+        lambda: (
+            f"+33 6 {rng.randint(10, 99)} {rng.randint(10, 99)} {rng.randint(10, 99)} "
+            f"{rng.randint(10, 99)}"
+        ),
+    ]
+    return rng.choice(shapes)()
+
+
+def _version(rng: random.Random) -> str:
+    major, minor, patch = rng.randint(0, 30), rng.randint(0, 40), rng.randint(0, 30)
+    suffix = rng.choice(["", "", "-rc1", "-beta.2", ".post1", "+build.7"])
+    return f"{major}.{minor}.{patch}{suffix}"
+
+
+def _templates(rng: random.Random) -> dict[tuple[str, str], list]:
+    """(language, category) -> templates, each a function of the random source."""
+    return {
+        ("en", "date"): [
+            lambda: _date(rng, "My daughter's birthday is {y}-{m:02d}-{d:02d}."),
+            lambda: (
+                f"Passport expires on {rng.choice(MONTHS)} {rng.randint(1, 28)}, "
+                f"{rng.randint(2026, 2036)}."
+            ),
+            lambda: _date(rng, "Wedding anniversary: {m:02d}/{d:02d}/{y}"),
+            lambda: _date(rng, "Car insurance renews {y}.{m:02d}.{d:02d}"),
+            lambda: (
+                f"Started at the company on {rng.randint(1, 28)} {rng.choice(MONTHS)} "
+                f"{rng.randint(1990, 2025)}"
+            ),
+            lambda: _date(rng, "Key date for the visa appointment: {y}-{m:02d}-{d:02d} at 9:30"),
+        ],
+        ("zh", "date"): [
+            lambda: _date(rng, "我的生日是 {y} 年 {m} 月 {d} 日"),
+            lambda: _date(rng, "护照 {y}-{m:02d}-{d:02d} 到期"),
+            lambda: _date(rng, "结婚纪念日是 {y}/{m:02d}/{d:02d}"),
+            lambda: _date(rng, "女儿 {y}年{m}月{d}日 入学"),
+            lambda: _date(rng, "下次体检约在 {y}.{m:02d}.{d:02d} 上午"),
+        ],
+        ("en", "address"): [
+            lambda: (
+                f"Lives at {rng.randint(1, 9999)} {rng.choice(EN_STREETS)}, "
+                f"Apt {rng.randint(1, 40)}{rng.choice('ABCD')}, {rng.choice(EN_CITIES)} "
+                f"{_digits(rng, 5)}"
+            ),
+            lambda: (
+                f"Office: {rng.randint(1, 300)} {rng.choice(EN_STREETS)}, floor "
+                f"{rng.randint(1, 60)}, {rng.choice(EN_CITIES)}"
+            ),
+            lambda: f"Ship gifts to PO Box {_digits(rng, 5)}, {rng.choice(EN_CITIES)}",
+            lambda: (
+                f"Parents live at {rng.randint(1, 999)}B {rng.choice(EN_STREETS)}, "
+                f"London NW{rng.randint(1, 11)} {rng.randint(1, 9)}XE"
+            ),
+            lambda: (
+                f"The storage unit is #{rng.randint(100, 9999)} at "
+                f"{rng.randint(1, 9999)} {rng.choice(EN_STREETS)}"
+            ),
+        ],
+        ("zh", "address"): [
+            lambda: (
+                f"住在{rng.choice(ZH_CITIES)}{rng.choice(ZH_ROADS)} {rng.randint(1, 999)} 号 "
+                f"{rng.randint(1, 30)} 栋 {rng.randint(101, 3205)} 室"
+            ),
+            lambda: (
+                f"公司地址：{rng.choice(ZH_CITIES)}{rng.choice(ZH_ROADS)}"
+                f"{rng.randint(1, 999)}号，邮编 {_digits(rng, 6)}"
+            ),
+            lambda: (
+                f"父母家在{rng.choice(ZH_CITIES)}，门牌 {rng.randint(1, 99)}-"
+                f"{rng.randint(1, 30)}-{rng.randint(101, 2800)}"
+            ),
+            lambda: (
+                f"快递寄到{rng.choice(ZH_CITIES)}{rng.choice(ZH_ROADS)}"
+                f"{rng.randint(1, 999)}号菜鸟驿站"
+            ),
+        ],
+        ("en", "phone"): [
+            lambda: f"Dentist's phone: {_phone(rng)}",
+            lambda: f"My mom's number is {_phone(rng)}",
+            lambda: f"Call the landlord at {_phone(rng)} after 6 pm",
+            lambda: f"Work mobile {_phone(rng)}, extension {rng.randint(100, 9999)}",
+        ],
+        ("zh", "phone"): [
+            lambda: f"妈妈的手机号是 {_phone(rng)}",
+            lambda: f"物业电话：{_phone(rng)}",
+            lambda: f"牙医诊所电话 {_phone(rng)}，周一休息",
+            lambda: f"我的新号码 {_phone(rng)}",
+        ],
+        ("en", "order"): [
+            lambda: (
+                f"{rng.choice(SHOPS)} order number {_digits(rng, 3)}-{_digits(rng, 7)}-"
+                f"{_digits(rng, 7)}"
+            ),
+            lambda: f"Order #{_digits(rng, rng.randint(8, 19))} arrives on Friday",
+            lambda: f"The refund for order {_digits(rng, rng.randint(10, 19))} is pending",
+            lambda: f"Invoice {_digits(rng, rng.randint(10, 18))} was paid in full",
+            lambda: (
+                f"Booking confirmation {rng.choice('ABCDEFGHJK')}{_digits(rng, rng.randint(6, 12))}"
+            ),
+        ],
+        ("zh", "order"): [
+            lambda: f"{rng.choice(ZH_SHOPS)}订单号 {_digits(rng, rng.randint(16, 19))}",
+            lambda: f"退货的订单 {_digits(rng, rng.randint(12, 19))} 还没退款",
+            lambda: f"发票号码 {_digits(rng, rng.randint(8, 20))}",
+            lambda: f"上周买的显示器，订单编号：{_digits(rng, rng.randint(15, 19))}",
+        ],
+        ("en", "tracking"): [
+            lambda: f"{rng.choice(CARRIERS)} tracking number {_tracking(rng)}",
+            lambda: f"The parcel {_tracking(rng)} is held at the depot",
+            lambda: f"Tracking: {_tracking(rng)}",
+            lambda: f"Return label {_tracking(rng)}, drop off by Monday",
+        ],
+        ("zh", "tracking"): [
+            lambda: f"{rng.choice(ZH_CARRIERS)}快递单号 {_tracking(rng)}",
+            lambda: f"运单号：{_tracking(rng)}",
+            lambda: f"包裹 {_tracking(rng)} 在驿站",
+            lambda: f"物流单号 {_tracking(rng)}，下周到",
+        ],
+        ("en", "version"): [
+            lambda: f"Our API runs on {rng.choice(PRODUCTS)} {_version(rng)}",
+            lambda: f"Pin {rng.choice(PRODUCTS)} at v{_version(rng)} for the project",
+            lambda: f"The API version is v{rng.randint(1, 9)}.{rng.randint(0, 40)}",
+            lambda: f"Build {_version(rng)} fixed the auth bug",
+            lambda: (
+                f"Laptop firmware {rng.choice('ABFN')}{rng.randint(10, 99)}."
+                f"{rng.randint(0, 99)}.{_digits(rng, 4)}"
+            ),
+        ],
+        ("zh", "version"): [
+            lambda: f"项目用的是 {rng.choice(PRODUCTS)} {_version(rng)}",
+            lambda: f"手机系统版本 {_version(rng)}",
+            lambda: f"接口版本 v{rng.randint(1, 9)}.{rng.randint(0, 40)}，别升级",
+            lambda: f"我改了密码，客户端升级到 {_version(rng)} 了",
+        ],
+        ("en", "hash"): [
+            lambda: f"sha256 of {rng.choice(FILES)}: {_hex(rng, 64)}",
+            lambda: f"The MD5 checksum of {rng.choice(FILES)} is {_hex(rng, 32)}",
+            lambda: f"Release commit {_hex(rng, 40)}",
+            lambda: f"SHA-1 hash of the signing key file: {_hex(rng, 40)}",
+            lambda: f"Deployed commit {_hex(rng, rng.choice([7, 8, 12]))} on Tuesday",
+        ],
+        ("zh", "hash"): [
+            lambda: f"{rng.choice(ZH_FILES)} 的 SHA256 是 {_hex(rng, 64)}",
+            lambda: f"{rng.choice(ZH_FILES)} 的 md5 校验和：{_hex(rng, 32)}",
+            lambda: f"上线的 commit 是 {_hex(rng, 40)}",
+            lambda: f"密钥文件的哈希 {_hex(rng, 64)}",
+        ],
+        ("en", "reference"): [
+            lambda: (
+                f"Flight {rng.choice(['BA', 'UA', 'LH', 'CA'])}{rng.randint(10, 9999)} "
+                f"departs at {rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}"
+            ),
+            lambda: (
+                f"Licence plate {rng.choice('ABCDEFGH')}{rng.randint(10, 99)} "
+                f"{rng.choice('ABCDEFGH')}{rng.choice('ABCDEFGH')}{rng.choice('ABCDEFGH')}"
+            ),
+            lambda: f"Library card {_digits(rng, rng.randint(10, 14))}",
+            lambda: f"Frequent flyer number {_digits(rng, rng.randint(9, 12))}",
+            lambda: f"The key fob for the garage is number {rng.randint(1, 999)}",
+        ],
+        ("zh", "reference"): [
+            lambda: (
+                f"航班 {rng.choice(['CA', 'MU', 'CZ', 'HU'])}{rng.randint(100, 9999)}，"
+                f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d} 起飞"
+            ),
+            lambda: f"车牌号 沪{rng.choice('ABCDEF')}{rng.randint(10000, 99999)}",
+            lambda: f"会员卡号 {_digits(rng, rng.randint(10, 16))}",
+            lambda: f"社保电脑号 {_digits(rng, rng.randint(8, 12))}",
+        ],
+    }
+
+
+def build() -> list[dict[str, str]]:
+    rng = random.Random(SEED)
+    facts: list[dict[str, str]] = []
+    for (language, category), templates in _templates(rng).items():
+        for number, template in enumerate(templates):
+            for draw in range(PER_TEMPLATE):
+                facts.append(
+                    {
+                        "id": f"{language}-{category}-{number}-{draw}",
+                        "language": language,
+                        "category": category,
+                        "text": template(),
+                    }
+                )
+    return facts
+
+
+def main() -> None:
+    facts = build()
+    OUTPUT.parent.mkdir(exist_ok=True)
+    OUTPUT.write_text(json.dumps(facts, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
+    print(f"wrote {len(facts)} facts to {OUTPUT}")
+
+
+if __name__ == "__main__":
+    main()

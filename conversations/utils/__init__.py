@@ -1,0 +1,1 @@
+"""Utilities both apps share: connections, statement counting, ids, text and database functions."""

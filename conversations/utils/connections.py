@@ -1,0 +1,94 @@
+"""Database connections outside Django's own: handing one back early, opening a direct one,
+and a server-side cursor on one for reads too big to fetch at once, and running database work
+for async callers on worker threads that own their connections."""
+
+import functools
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import ParamSpec, TypeVar
+
+import psycopg
+from asgiref.sync import sync_to_async
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+
+__all__ = ["direct_connection", "in_worker_thread", "release_connection", "server_cursor"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def direct_connection(**kwargs: object) -> psycopg.Connection:
+    """A new psycopg connection to the default database, outside Django's pool.
+
+    For work that must not hold or wait for a pooled connection (the lease keeper's renewals,
+    a bench's monitor); `kwargs` (e.g. `autocommit`, `application_name`) go to `psycopg.connect`.
+    The caller closes it.
+    """
+    params = connections[DEFAULT_DB_ALIAS].settings_dict
+    return psycopg.connect(
+        dbname=params["NAME"],
+        user=params["USER"] or None,
+        password=params["PASSWORD"] or None,
+        host=params["HOST"] or None,
+        port=params["PORT"] or None,
+        **kwargs,
+    )
+
+
+def release_connection() -> None:
+    """Close this thread's connection (back to the pool) unless a transaction still needs it.
+
+    Agent runs do their database work from several threads (LangGraph runs tools on pool
+    threads) and then wait on a model for seconds: a connection kept across that wait would
+    tie one up per chat instead of per query.
+    """
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def server_cursor(
+    pg: psycopg.Connection, name: str, sql: str, params: Sequence[object], *, fetch_rows: int
+) -> psycopg.ServerCursor:
+    """`sql` executed on a named server-side cursor of `pg` (inside its transaction), fetching
+    `fetch_rows` rows per round trip: memory stays bounded whatever the result's size."""
+    cursor = pg.cursor(name=name)
+    cursor.itersize = fetch_rows
+    cursor.execute(sql, params)
+    return cursor
+
+
+@functools.cache
+def _database_workers(pid: int) -> ThreadPoolExecutor:
+    """This process's worker threads for async callers' database work, as many as the pool has
+    connections (a worker never waits for a connection another worker of ours holds idle).
+    Keyed by process id: a forked worker process never uses its parent's threads."""
+    pool = connections[DEFAULT_DB_ALIAS].settings_dict["OPTIONS"].get("pool") or {}
+    return ThreadPoolExecutor(
+        max_workers=pool.get("max_size", 16), thread_name_prefix=f"yuxi-db-{pid}"
+    )
+
+
+def in_worker_thread(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`func` for async callers: awaited, it runs on one of the process's database worker
+    threads and hands that thread's connection back to the pool before it returns.
+
+    Django's ORM may not run on an event loop. `sync_to_async(thread_sensitive=False)`: each
+    call owns its connection from start to end, so calls need no shared thread, and they run
+    side by side (the default, thread-sensitive mode runs them one at a time on a single
+    thread, where one memory write waiting on a user's lock would hold up every other turn's
+    database work). Such a call never joins a transaction of the caller's thread.
+    """
+
+    def owned(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            release_connection()
+
+    @functools.wraps(func)
+    async def awaited(*args: P.args, **kwargs: P.kwargs) -> R:
+        workers = _database_workers(os.getpid())
+        return await sync_to_async(owned, thread_sensitive=False, executor=workers)(*args, **kwargs)
+
+    return awaited

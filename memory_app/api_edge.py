@@ -1,0 +1,110 @@
+"""The edge of the API: every answer under the API's path is JSON, even to a request no
+endpoint could take, wherever a host includes `memory_app.urls`.
+
+Two things Django would otherwise answer in HTML, or crash on, before the API sees the
+request: a body that is not JSON (the CSRF check reads a form body as `request.POST`, and a
+multipart one without a boundary is an HTML 400, with one a 500 once the body was read), and
+a path missing its trailing slash (`CommonMiddleware` redirects with an HTML 301, which a
+client's POST does not follow). And Django turns an exception raised in middleware (the session
+lookup or save, when the database is down) into a response through the root URLconf's
+`handler500` before any outer middleware sees it, so the error views here are where such a
+failure becomes the API's JSON 503 instead of an HTML page.
+
+The API's path is found from the URLs (`api_path_prefix`), never assumed: under the reference
+site it is `/api/`, in a host that includes the app under `memory/` it is `/memory/api/`.
+"""
+
+import functools
+import sys
+
+from django.conf import settings
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, is_valid_path, reverse
+from django.utils.deprecation import MiddlewareMixin
+from django.views import defaults
+
+__all__ = [
+    "API_NAMESPACE",
+    "API_UNAVAILABLE_MESSAGE",
+    "JSON_CONTENT_TYPE",
+    "ApiEdgeMiddleware",
+    "api_path_prefix",
+    "not_found",
+    "server_error",
+]
+
+# The URL namespace of the API's views (django-ninja's `urls_namespace`).
+API_NAMESPACE = "api"
+# The one body type the API reads.
+JSON_CONTENT_TYPE = "application/json"
+# The body of every 503 the API sends when the database (or a lock) is unavailable.
+API_UNAVAILABLE_MESSAGE = "the service is unavailable, try again"
+
+
+@functools.cache
+def _api_path_prefix(urlconf: object, script_prefix: str) -> str | None:
+    try:
+        url = reverse(f"{API_NAMESPACE}:api-root", urlconf=urlconf)
+    except NoReverseMatch:
+        return None
+    return "/" + url.removeprefix(script_prefix)
+
+
+def api_path_prefix(request: HttpRequest | None = None) -> str | None:
+    """Where the API is served, as `request.path_info` spells it (e.g. `/api/`, `/memory/api/`);
+    None when the URLs in use do not include it. Resolved once per URLconf."""
+    urlconf = getattr(request, "urlconf", None) or get_urlconf() or settings.ROOT_URLCONF
+    return _api_path_prefix(urlconf, get_script_prefix())
+
+
+def _is_api_request(request: HttpRequest) -> bool:
+    prefix = api_path_prefix(request)
+    return prefix is not None and request.path_info.startswith(prefix)
+
+
+def _has_body(request: HttpRequest) -> bool:
+    """Whether the request carries a body (a length over 0, or a chunked one of unknown length)."""
+    length = request.META.get("CONTENT_LENGTH") or "0"
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    return chunked or not length.isdigit() or int(length) > 0
+
+
+class ApiEdgeMiddleware(MiddlewareMixin):
+    """Under the API's path: a non-empty body that is not `application/json` is a JSON 415,
+    unread; a path missing its trailing slash is served as the path with it when that one
+    exists. Goes before the session and CSRF middleware.
+
+    A `MiddlewareMixin`, so it serves the WSGI and the ASGI handler alike."""
+
+    def process_request(self, request: HttpRequest) -> HttpResponse | None:
+        if not _is_api_request(request):
+            return None
+        if _has_body(request) and request.content_type.lower() != JSON_CONTENT_TYPE:
+            return JsonResponse(
+                {"error": f"the body must be JSON (Content-Type: {JSON_CONTENT_TYPE})"},
+                status=415,
+            )
+        if not request.path_info.endswith("/"):
+            slashed = request.path_info + "/"
+            if is_valid_path(slashed, getattr(request, "urlconf", None)):
+                request.path_info = slashed
+                request.path = request.path + "/"
+        return None
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """`handler500`: JSON 503 for a database failure under the API's path (JSON 500 for
+    anything else there); Django's own page elsewhere."""
+    if not _is_api_request(request):
+        return defaults.server_error(request)
+    if isinstance(sys.exc_info()[1], DatabaseError):
+        return JsonResponse({"error": API_UNAVAILABLE_MESSAGE}, status=503)
+    return JsonResponse({"error": "internal error"}, status=500)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """`handler404`: JSON 404 for an unknown path under the API's path."""
+    if _is_api_request(request):
+        return JsonResponse({"error": "not found"}, status=404)
+    return defaults.page_not_found(request, exception)

@@ -1,0 +1,356 @@
+"""The credential detector: which lines of a text hold a credential, and of what kind.
+
+Memory never keeps a credential: `remember_memory` refuses content in which this finds one,
+and a user's own write is kept with a warning per finding. A finding names its kind and its
+1-based line, never the matched text, so neither a refusal nor a warning repeats a secret.
+
+What counts: private keys, tokens and API keys of known formats (detect-secrets' format
+plugins, called directly: its `scan_line` changes process-wide settings and is not
+thread-safe), `password: ...` / `密码：...`-style assignments, payment card numbers (Luhn, on a
+card brand's prefix and length), mainland China resident identity numbers (checksum), and
+high-entropy strings next to a credential word or as an assignment's value. A hex string of
+digest length right after a hash word (sha256, md5, checksum, commit, ...) is a file's
+fingerprint, not a credential.
+
+A leaf: it imports nothing of the app.
+"""
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from enum import StrEnum
+
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+__all__ = [
+    "CredentialFinding",
+    "CredentialKind",
+    "credential_kinds",
+    "find_credentials",
+]
+
+
+class CredentialKind(StrEnum):
+    """What a finding looks like; `label` says it in words for a refusal or a warning."""
+
+    PRIVATE_KEY = "private_key"
+    API_KEY = "api_key"
+    ACCESS_TOKEN = "access_token"
+    PASSWORD = "password"
+    PAYMENT_CARD = "payment_card"
+    RESIDENT_ID = "resident_id"
+    SECRET = "secret"
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    CredentialKind.PRIVATE_KEY: "a private key",
+    CredentialKind.API_KEY: "an API key",
+    CredentialKind.ACCESS_TOKEN: "an access token",
+    CredentialKind.PASSWORD: "a password or PIN",
+    CredentialKind.PAYMENT_CARD: "a payment card number",
+    CredentialKind.RESIDENT_ID: "a resident identity number",
+    CredentialKind.SECRET: "a secret key or token",
+}
+
+
+@dataclass(frozen=True, order=True)
+class CredentialFinding:
+    """One credential: its 1-based line and its kind (never its text)."""
+
+    line: int
+    kind: CredentialKind
+
+
+# detect-secrets' format plugins, by the kind they find. Only regular-expression plugins of
+# known formats: not its keyword or entropy plugins (the rules below replace them, bound to
+# credential words), nor the public-IP one (an address is no credential).
+_FORMAT_PLUGINS: tuple[tuple[RegexBasedDetector, CredentialKind], ...] = (
+    (PrivateKeyDetector(), CredentialKind.PRIVATE_KEY),
+    *(
+        (plugin(), CredentialKind.API_KEY)
+        for plugin in (
+            AWSKeyDetector,
+            ArtifactoryDetector,
+            AzureStorageKeyDetector,
+            CloudantDetector,
+            IbmCloudIamDetector,
+            IbmCosHmacDetector,
+            MailchimpDetector,
+            OpenAIDetector,
+            SendGridDetector,
+            SoftlayerDetector,
+            SquareOAuthDetector,
+            StripeDetector,
+            TwilioKeyDetector,
+        )
+    ),
+    *(
+        (plugin(), CredentialKind.ACCESS_TOKEN)
+        for plugin in (
+            DiscordBotTokenDetector,
+            GitHubTokenDetector,
+            GitLabTokenDetector,
+            JwtTokenDetector,
+            NpmDetector,
+            PypiTokenDetector,
+            SlackDetector,
+            TelegramBotTokenDetector,
+        )
+    ),
+    (BasicAuthDetector(), CredentialKind.PASSWORD),
+)
+
+# Words a secret stands next to. English ones are whole words (`_` and `-` separate them, so
+# `api_key` holds two); Chinese ones are matched anywhere.
+_CREDENTIAL_WORD = re.compile(
+    r"(?<![a-z])(?:api|apikey|auth|bearer|key|keys|passwd|password|passwords|pwd|secret|"
+    r"secrets|token|tokens|accesskey|secretkey)(?![a-z])|密钥|秘钥|令牌|密码|口令",
+    re.IGNORECASE,
+)
+# Words a digest follows: a hex string of digest length right after one is a fingerprint.
+_HASH_WORD = re.compile(
+    r"(?<![a-z])(?:sha-?(?:1|224|256|384|512)|md5|hash|checksum|commit|digest)(?![a-z])|"
+    r"哈希|校验和|校验码|摘要",
+    re.IGNORECASE,
+)
+_DIGEST_HEX_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
+# How far before a string its credential or hash word may stand, in characters.
+_WORD_REACH = 32
+
+# A password-style assignment: the word, optionally "for <something>", a separator, a value.
+# After a spoken separator ("is", "是") the value must look like a password (a digit or a
+# symbol in it); after `:` or `=` any value of 4 or more characters is one.
+_PASSWORD_WORD = (
+    r"(?:(?<![a-z])(?:password|passwd|pwd|passcode|passphrase|pin(?:\s*(?:code|number))?)"
+    r"(?![a-z])|密码|口令|支付密码)"
+)
+_PASSWORD_ASSIGNMENT = re.compile(
+    _PASSWORD_WORD
+    + r"(?:\s+(?:for|of|to|on)\s+[^\s:：=]{1,30})?"
+    + r"\s*(?P<sep>[:=：]|\s(?:is|was)\s|是|为|為|,|，)\s*"
+    + r"[\"'“‘]?(?P<value>[\x21-\x7e]{3,})",
+    re.IGNORECASE,
+)
+_SYMBOL_OR_DIGIT = re.compile(r"[0-9\W_]")
+# A card's PIN or payment password said without the word: a code of exactly six digits (the
+# length of a mainland bank card's password, and a common PIN's) on a line about paying with a
+# card ("use 739164 to pay with my card", "刷卡支付密码 739164" has the word anyway).
+_SIX_DIGIT_CODE = re.compile(r"(?<![\d.:/-])\d{6}(?![\d.:/-])")
+_CARD_WORD = re.compile(r"(?<![a-z])cards?(?![a-z])|卡", re.IGNORECASE)
+_PAY_WORD = re.compile(r"(?<![a-z])(?:pay|pays|paying|paid|payment)(?![a-z])|支付|付款|刷卡", re.I)
+# A key = value or key: value whose value may be a secret even without a credential word.
+_ASSIGNED_VALUE = re.compile(r"[A-Za-z_][\w.-]{0,40}\s*(?:=|:)\s*[\"']?(?P<value>[^\s\"',;]+)")
+# A line that may hold a secret at all: a credential word, or an assignment.
+_ASSIGNMENT_OR_WORD = re.compile(_CREDENTIAL_WORD.pattern + r"|[=:]", re.IGNORECASE)
+# Strings that may be secrets: runs of the characters tokens are made of.
+_TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+
+# Payment cards: 13 to 19 digits, whole or in groups of 4 (Amex: 4-6-5), on a brand's prefix.
+_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
+_CARD_BRANDS = re.compile(
+    r"4\d{12}(?:\d{3}){0,2}"  # Visa: 13, 16 or 19
+    r"|(?:5[1-5]\d{2}|222[1-9]|22[3-9]\d|2[3-6]\d{2}|27[01]\d|2720)\d{12}"  # Mastercard
+    r"|3[47]\d{13}"  # American Express
+    r"|(?:6011|65\d{2}|64[4-9]\d)\d{12,15}"  # Discover
+    r"|62\d{14,17}"  # UnionPay
+    r"|35(?:2[89]|[3-8]\d)\d{12,15}"  # JCB
+    r"|3(?:0[0-5]|[689]\d)\d{11,13}"  # Diners Club
+)
+# Words that make a number an order, tracking or account reference or a postcode, not a card
+# or its code.
+_REFERENCE_WORD = re.compile(
+    r"(?<![a-z])(?:order|orders|tracking|shipment|parcel|invoice|ticket|booking|"
+    r"confirmation|reference|ref|waybill|case|member|membership|postcode|zip)(?![a-z])|"
+    r"订单|单号|快递|运单|物流|发票|工单|会员|邮编|邮政编码",
+    re.IGNORECASE,
+)
+
+# Mainland China resident identity numbers: region, birth date, sequence, check character.
+_RESIDENT_ID = re.compile(
+    r"(?<![0-9A-Za-z])[1-8]\d{5}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+    r"\d{3}[0-9Xx](?![0-9A-Za-z])"
+)
+_RESIDENT_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+_RESIDENT_ID_CHECK = "10X98765432"
+
+# A secret's shape: letters and digits both, and spread over its alphabet (Shannon entropy in
+# bits per character). Next to a credential word a short token is enough; a bare assignment's
+# value must be longer and mix cases too (order and tracking codes are upper case and digits).
+_NEAR_WORD_MIN_ENTROPY = 2.5
+_MIXED_RUN_MIN = 6
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
+_ASSIGNED_MIN_LENGTH = 16
+_ASSIGNED_MIN_ENTROPY = 3.5
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _resident_id_valid(number: str) -> bool:
+    total = sum(int(d) * w for d, w in zip(number[:17], _RESIDENT_ID_WEIGHTS, strict=True))
+    return _RESIDENT_ID_CHECK[total % 11] == number[17].upper()
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
+
+
+def _is_digest(line: str, start: int, token: str) -> bool:
+    """A hex string of digest length with a hash word just before it: a fingerprint."""
+    return (
+        len(token) in _DIGEST_HEX_LENGTHS
+        and _HEX.fullmatch(token) is not None
+        and _HASH_WORD.search(line, max(0, start - _WORD_REACH), start) is not None
+    )
+
+
+def _looks_random(token: str, *, min_entropy: float) -> bool:
+    """Letters and digits (two of each at least) mixed within one run of at least
+    `_MIXED_RUN_MIN` characters (so a version, a domain, a brand or a dated reference is not
+    one), and spread over its alphabet."""
+    mixed = any(
+        len(run) >= _MIXED_RUN_MIN
+        and sum(c.isalpha() for c in run) >= 2
+        and sum(c.isdigit() for c in run) >= 2
+        for run in _ALNUM_RUN.findall(token)
+    )
+    return mixed and _entropy(token) >= min_entropy
+
+
+def _mixed_case(token: str) -> bool:
+    return any(c.islower() for c in token) and any(c.isupper() for c in token)
+
+
+def _secret_near_word(line: str) -> bool:
+    """A high-entropy string next to a credential word (before or after it), or a strong one
+    as an assignment's value; a digest after a hash word is neither."""
+    for match in _TOKEN.finditer(line):
+        token, start = match.group().strip(".-"), match.start()
+        if len(token) < 8 or _is_digest(line, start, token):
+            continue
+        end = match.end()
+        near = _CREDENTIAL_WORD.search(line, max(0, start - _WORD_REACH), start) or (
+            _CREDENTIAL_WORD.search(line, end, end + _WORD_REACH)
+        )
+        if near is not None and _looks_random(token, min_entropy=_NEAR_WORD_MIN_ENTROPY):
+            return True
+    for match in _ASSIGNED_VALUE.finditer(line):
+        token, start = match.group("value"), match.start("value")
+        if (
+            len(token) >= _ASSIGNED_MIN_LENGTH
+            and _mixed_case(token)
+            and _looks_random(token, min_entropy=_ASSIGNED_MIN_ENTROPY)
+            and not _is_digest(line, start, token)
+        ):
+            return True
+    return False
+
+
+def _payment_code(line: str) -> bool:
+    if not (_CARD_WORD.search(line) and _PAY_WORD.search(line)):
+        return False
+    return any(
+        not _REFERENCE_WORD.search(line, max(0, code.start() - _WORD_REACH), code.start())
+        for code in _SIX_DIGIT_CODE.finditer(line)
+    )
+
+
+def _password_assignment(line: str) -> bool:
+    for match in _PASSWORD_ASSIGNMENT.finditer(line):
+        spoken = match.group("sep") not in (":", "=", "：")
+        value = match.group("value").rstrip(".,;!?")
+        if len(value) < 3:
+            continue
+        if _SYMBOL_OR_DIGIT.search(value) or (not spoken and len(value) >= 4):
+            return True
+    return False
+
+
+def _payment_card(line: str) -> bool:
+    for match in _CARD.finditer(line):
+        digits = re.sub(r"[ -]", "", match.group())
+        if not (_CARD_BRANDS.fullmatch(digits) and _luhn_valid(digits)):
+            continue
+        if _REFERENCE_WORD.search(line, max(0, match.start() - _WORD_REACH), match.start()):
+            continue
+        return True
+    return False
+
+
+def _resident_id(line: str) -> bool:
+    return any(_resident_id_valid(m.group()) for m in _RESIDENT_ID.finditer(line))
+
+
+def _line_kinds(
+    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
+) -> set[CredentialKind]:
+    kinds = {kind for plugin, kind in formats if any(plugin.analyze_string(line))}
+    if _password_assignment(line) or _payment_code(line):
+        kinds.add(CredentialKind.PASSWORD)
+    if _payment_card(line):
+        kinds.add(CredentialKind.PAYMENT_CARD)
+    if _resident_id(line):
+        kinds.add(CredentialKind.RESIDENT_ID)
+    if not kinds and _ASSIGNMENT_OR_WORD.search(line) and _secret_near_word(line):
+        kinds.add(CredentialKind.SECRET)
+    return kinds
+
+
+def find_credentials(text: str) -> list[CredentialFinding]:
+    """Every credential in `text`, one finding per line and kind, in line order.
+
+    Lines are split on `\\n` (a `\\r` before it is part of no credential). A format plugin is
+    tried line by line only if it matches somewhere in the whole text (its patterns take a line
+    break for the space or the start they look for), so a long file costs one pass of each
+    plugin, not one per line.
+    """
+    formats = tuple(
+        (plugin, kind) for plugin, kind in _FORMAT_PLUGINS if any(plugin.analyze_string(text))
+    )
+    return sorted(
+        CredentialFinding(line=number, kind=kind)
+        for number, line in enumerate(text.split("\n"), start=1)
+        for kind in _line_kinds(line, formats)
+    )
+
+
+def credential_kinds(text: str) -> list[CredentialKind]:
+    """The distinct kinds of credential in `text`, in the order they first appear."""
+    return list(dict.fromkeys(finding.kind for finding in find_credentials(text)))

@@ -1,0 +1,237 @@
+"""The process's event loop: every turn's async agent phase runs on it, whoever calls.
+
+Loop-bound resources (the model client's async connection pool, the async checkpointer's
+pool) belong to the loop that made them and break on any other (`Event loop is closed` once a
+private loop is gone). So one loop per process runs every turn, in a daemon thread started on
+first use and started anew in a forked child (the thread does not survive a fork).
+
+- `run_sync(coroutine)`: a sync caller's adapter. The caller's thread waits and meanwhile
+  serves the turn's database phases itself (`on_database`), so a sync caller's database work
+  stays on its own thread and connection, as if it had run the turn itself. A
+  `KeyboardInterrupt` or `SystemExit` arriving while it waits cancels the turn (giving it
+  `CANCELLED_BY_INTERRUPT`), lets it finish its close, then propagates.
+- `on_process_loop(coroutine)`: an async caller on any other loop (a fresh `asyncio.run`
+  each time included) awaits the turn there; cancelling the caller cancels the turn with the
+  caller's reason, waits for its close, then propagates.
+- `iterate_sync` / `relay`: an async generator living on the process loop, stepped from
+  sync code or from another loop; closing the consumer closes the generator on its loop.
+- `on_database(func)`: how a turn runs a database phase: on the waiting sync caller's thread,
+  else on a database worker thread (never on the loop).
+- `cancel_reason(default)`: inside a turn, why it was cancelled.
+"""
+
+import asyncio
+import concurrent.futures
+import contextvars
+import os
+import queue
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, ParamSpec, TypeVar
+
+from conversations.utils.connections import in_worker_thread
+
+__all__ = [
+    "CANCELLED_BY_INTERRUPT",
+    "cancel_reason",
+    "iterate_sync",
+    "on_database",
+    "on_process_loop",
+    "process_loop",
+    "relay",
+    "run_sync",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+# The `error` of a run whose sync caller was interrupted (Ctrl-C, or a signal's SystemExit).
+CANCELLED_BY_INTERRUPT = "cancelled: the caller was interrupted ({kind})"
+
+_loop: tuple[int, asyncio.AbstractEventLoop] | None = None
+_loop_lock = threading.Lock()
+
+
+def process_loop() -> asyncio.AbstractEventLoop:
+    """This process's event loop, running in its daemon thread (started on first use, and
+    again in a forked child, whose copy of the parent's thread does not run)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None or _loop[0] != os.getpid():
+            loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=loop.run_forever, name=f"yuxi-loop-{os.getpid()}", daemon=True
+            ).start()
+            _loop = (os.getpid(), loop)
+        return _loop[1]
+
+
+class _CallerThread:
+    """A sync caller's thread, serving the database phases of the turn it waits for."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future]] = (
+            queue.SimpleQueue()
+        )
+
+    def submit(self, func: Callable[[], R]) -> "concurrent.futures.Future[R]":
+        future: concurrent.futures.Future[R] = concurrent.futures.Future()
+        self._jobs.put((func, future))
+        return future
+
+    def serve_until(self, done: concurrent.futures.Future) -> None:
+        """Run submitted work here until `done` is settled."""
+        done.add_done_callback(lambda _: self._jobs.put((_stop, concurrent.futures.Future())))
+        while True:
+            func, future = self._jobs.get()
+            if func is _stop:
+                return
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(func())
+            except BaseException as exc:  # handed to the awaiting turn
+                future.set_exception(exc)
+
+
+def _stop() -> None:
+    """The marker that ends `_CallerThread.serve_until`."""
+
+
+class _Job:
+    """One coroutine run as a task on the process loop, settled into `done` only once the
+    task has finished (its cancellation handling included)."""
+
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], caller: _CallerThread | None):
+        self.caller = caller
+        self.reason: str | None = None
+        self.done: concurrent.futures.Future = concurrent.futures.Future()
+        self._task: asyncio.Task | None = None
+        self._loop = process_loop()
+        self._loop.call_soon_threadsafe(self._start, coroutine)
+
+    def _start(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        context = contextvars.copy_context()
+        context.run(_JOB.set, self)
+        self._task = self._loop.create_task(coroutine, context=context)
+        self._task.add_done_callback(self._settle)
+
+    def _settle(self, task: asyncio.Task) -> None:
+        if task.cancelled():
+            self.done.set_exception(asyncio.CancelledError(self.reason))
+        elif task.exception() is not None:
+            self.done.set_exception(task.exception())
+        else:
+            self.done.set_result(task.result())
+
+    def cancel(self, reason: str | None) -> None:
+        """Cancel the task (`reason`: what `cancel_reason` tells it); `done` settles once it
+        has finished."""
+        self.reason = reason
+        self._loop.call_soon_threadsafe(self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+_JOB: contextvars.ContextVar[_Job | None] = contextvars.ContextVar("yuxi_job", default=None)
+
+
+def cancel_reason(default: str) -> str:
+    """Inside a turn being cancelled: the reason its canceller gave, else `default`."""
+    job = _JOB.get()
+    return job.reason if job is not None and job.reason else default
+
+
+def _refuse_on_process_loop() -> None:
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if running is _loop_of_process():
+        raise RuntimeError("a sync entry point cannot be called on the process's event loop")
+
+
+def _loop_of_process() -> asyncio.AbstractEventLoop | None:
+    return _loop[1] if _loop is not None and _loop[0] == os.getpid() else None
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` on the process loop for a sync caller and return its result; the
+    caller's thread serves its database phases meanwhile. A `KeyboardInterrupt` or
+    `SystemExit` while waiting cancels it (`CANCELLED_BY_INTERRUPT`), waits for it to finish,
+    and propagates."""
+    _refuse_on_process_loop()
+    caller = _CallerThread()
+    job = _Job(coroutine, caller)
+    try:
+        caller.serve_until(job.done)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        job.cancel(CANCELLED_BY_INTERRUPT.format(kind=type(exc).__name__))
+        caller.serve_until(job.done)
+        raise
+    return job.done.result()
+
+
+async def on_process_loop(coroutine: Coroutine[Any, Any, T], *, reason: str | None = None) -> T:
+    """Await `coroutine` on the process loop from any loop. Cancelling the caller cancels it
+    (telling it `reason`), waits until it has finished, and propagates."""
+    if asyncio.get_running_loop() is _loop_of_process():
+        return await coroutine
+    job = _Job(coroutine, None)
+    waiting = asyncio.wrap_future(job.done)
+    try:
+        return await asyncio.shield(waiting)
+    except asyncio.CancelledError:
+        if not job.done.done():
+            job.cancel(reason)
+            await asyncio.wait([waiting])
+        raise
+
+
+async def _anext(events: AsyncIterator[T]) -> T:
+    return await anext(events)
+
+
+async def relay(events: AsyncIterator[T], *, reason: str | None = None) -> AsyncIterator[T]:
+    """`events` (an async generator on the process loop) stepped from any loop; closing or
+    cancelling the consumer closes or cancels it on its loop (`reason` for a cancellation)."""
+    try:
+        while True:
+            try:
+                event = await on_process_loop(_anext(events), reason=reason)
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        await on_process_loop(events.aclose())
+
+
+def iterate_sync(events: AsyncIterator[T]) -> Iterator[T]:
+    """`events` (an async generator on the process loop) stepped from sync code, one step
+    per item asked for; a consumer that stops reading closes it on its loop."""
+    try:
+        while True:
+            try:
+                event = run_sync(_anext(events))
+            except StopAsyncIteration:
+                return
+            yield event
+    finally:
+        run_sync(events.aclose())
+
+
+def on_database(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """`func` (database work) for a turn on the process loop: run on the thread of the sync
+    caller waiting for the turn, if any (its connection and transaction, as if it ran the
+    turn itself), else on a database worker thread. Never on the loop."""
+
+    async def awaited(*args: P.args, **kwargs: P.kwargs) -> R:
+        job = _JOB.get()
+        if job is None or job.caller is None:
+            return await in_worker_thread(func)(*args, **kwargs)
+        return await asyncio.wrap_future(job.caller.submit(lambda: func(*args, **kwargs)))
+
+    return awaited

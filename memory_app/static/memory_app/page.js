@@ -1,0 +1,407 @@
+// The user's page: threads, the streamed chat and its stop button, approval decisions, the
+// memory panel's writes and the switches. Reads arrive as HTML fragments through htmx (the
+// server renders and escapes them); every write goes to the JSON API, the same rules as any
+// other client. Text shown by this module comes from the page (data attributes, templates),
+// so it is translated with the rest.
+import htmx from "./vendor/htmx/htmx.esm.js";
+
+const app = document.getElementById("app");
+const api = app.dataset.api;
+const conversation = document.getElementById("conversation");
+const chatStatus = document.getElementById("chat-status");
+const composer = document.getElementById("composer");
+const messageBox = document.getElementById("composer-text");
+const stopButton = document.getElementById("stop");
+const sendButton = document.getElementById("send");
+const threadList = document.getElementById("thread-list");
+const memoryPanel = document.getElementById("memory-panel");
+const settingsStatus = document.getElementById("settings-status");
+const emptyConversation = [...conversation.childNodes].map((node) => node.cloneNode(true));
+const labels = document.getElementById("tpl-labels").content;
+
+let threadId = null;
+let threadsUrl = app.dataset.threadsUrl;
+let turn = null; // the AbortController of the turn being streamed
+
+function jsonHeaders(extra = {}) {
+  return { "Content-Type": "application/json", "X-CSRFToken": app.dataset.csrf, ...extra };
+}
+
+async function send(method, path, body, extra = {}) {
+  const init = { method, headers: jsonHeaders(extra), credentials: "same-origin" };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  return fetch(api + path, init);
+}
+
+async function errorOf(response) {
+  try {
+    const body = await response.json();
+    return body.error || String(response.status);
+  } catch {
+    return String(response.status);
+  }
+}
+
+function problem(message) {
+  return `${app.dataset.error} ${message}`;
+}
+
+function label(role) {
+  return labels.querySelector(`[data-role="${role}"]`).textContent;
+}
+
+// --- threads ---------------------------------------------------------------------------------
+
+function refreshThreads() {
+  return htmx.ajax("GET", threadsUrl, { target: "#thread-list", swap: "innerHTML" });
+}
+
+function markOpenThread() {
+  for (const button of threadList.querySelectorAll(".open-thread")) {
+    if (button.dataset.threadId === threadId) button.setAttribute("aria-current", "true");
+    else button.removeAttribute("aria-current");
+  }
+}
+
+function scrollToEnd() {
+  conversation.scrollTop = conversation.scrollHeight;
+}
+
+async function openThread(id) {
+  threadId = id;
+  const url = app.dataset.messagesUrl.replace("THREAD", encodeURIComponent(id));
+  await htmx.ajax("GET", url, { target: "#conversation", swap: "innerHTML" });
+  scrollToEnd();
+  markOpenThread();
+}
+
+function newThread() {
+  threadId = null;
+  conversation.replaceChildren(...emptyConversation.map((node) => node.cloneNode(true)));
+  chatStatus.textContent = "";
+  markOpenThread();
+  messageBox.focus();
+}
+
+document.getElementById("new-thread").addEventListener("click", newThread);
+
+for (const tab of document.querySelectorAll(".thread-tab")) {
+  tab.addEventListener("click", () => {
+    for (const other of document.querySelectorAll(".thread-tab")) {
+      other.setAttribute("aria-pressed", String(other === tab));
+    }
+    threadsUrl = tab.dataset.url;
+    refreshThreads();
+  });
+}
+
+threadList.addEventListener("click", async (event) => {
+  const button = event.target.closest("button");
+  if (!button) return;
+  if (button.classList.contains("open-thread")) {
+    await openThread(button.dataset.threadId);
+    conversation.focus();
+  } else if (button.classList.contains("thread-status")) {
+    const id = button.dataset.threadId;
+    const response = await send("PATCH", `threads/${encodeURIComponent(id)}/`, {
+      status: button.dataset.status,
+    });
+    if (!response.ok) {
+      chatStatus.textContent = problem(await errorOf(response));
+      return;
+    }
+    if (id === threadId && button.dataset.status !== "active") newThread();
+    await refreshThreads();
+    document.getElementById("threads-title").focus();
+  }
+});
+
+threadList.addEventListener("htmx:afterSwap", markOpenThread);
+
+// --- the streamed turn -----------------------------------------------------------------------
+
+function addMessage(role, text) {
+  const article = document.getElementById("tpl-message").content.firstElementChild.cloneNode(true);
+  article.classList.add(role);
+  article.querySelector(".who").textContent = label(role);
+  article.querySelector(".text").textContent = text;
+  let messages = conversation.querySelector(".messages");
+  if (!messages) {
+    conversation.replaceChildren();
+    messages = document.createElement("div");
+    messages.className = "messages";
+    conversation.append(messages);
+  }
+  messages.append(article);
+  scrollToEnd();
+  return article;
+}
+
+function parseEvent(frame) {
+  let name = "message";
+  let data = "";
+  for (const line of frame.split("\n")) {
+    if (line.startsWith("event:")) name = line.slice(6).trim();
+    else if (line.startsWith("data:")) data += line.slice(5).trim();
+  }
+  return { name, data: data ? JSON.parse(data) : {} };
+}
+
+function showEvent(event, reply) {
+  const { name, data } = event;
+  if (name === "run") {
+    threadId = data.thread_id;
+  } else if (name === "token") {
+    reply.querySelector(".text").append(data.text);
+    scrollToEnd();
+  } else if (name === "tool_call" || name === "tool_result") {
+    const tools = reply.querySelector(".tools");
+    let item = tools.querySelector(`[data-call="${CSS.escape(data.id)}"]`);
+    if (!item) {
+      item = document.createElement("li");
+      item.className = "tool";
+      item.dataset.call = data.id;
+      tools.append(item);
+    }
+    item.textContent = data.status ? `${data.name}: ${data.status}` : `${data.name} …`;
+  } else if (name === "error") {
+    chatStatus.textContent = problem(data.error);
+  }
+}
+
+function setBusy(busy) {
+  sendButton.disabled = busy;
+  stopButton.hidden = !busy;
+  composer.setAttribute("aria-busy", String(busy));
+}
+
+// Streams one turn (a message or a decision) from /api/chat/stream/; returns the refusal's
+// text when the server refused it before the run started, else null.
+async function streamTurn(body) {
+  const controller = new AbortController();
+  turn = controller;
+  setBusy(true);
+  chatStatus.textContent = "";
+  let response;
+  try {
+    response = await fetch(api + "chat/stream/", {
+      method: "POST",
+      headers: jsonHeaders(),
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+      signal: controller.signal,
+    });
+  } catch {
+    setBusy(false);
+    chatStatus.textContent = controller.signal.aborted ? app.dataset.stopped : app.dataset.offline;
+    return null;
+  }
+  if (!response.ok) {
+    setBusy(false);
+    return errorOf(response);
+  }
+  const reply = addMessage("assistant", "");
+  reply.classList.add("streaming");
+  const text = reply.querySelector(".text");
+  text.id = "live-reply";
+  text.setAttribute("aria-live", "polite");
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let cut = buffer.indexOf("\n\n");
+      while (cut >= 0) {
+        showEvent(parseEvent(buffer.slice(0, cut)), reply);
+        buffer = buffer.slice(cut + 2);
+        cut = buffer.indexOf("\n\n");
+      }
+    }
+  } catch {
+    if (!controller.signal.aborted) chatStatus.textContent = app.dataset.offline;
+  }
+  setBusy(false);
+  turn = null;
+  const stopped = controller.signal.aborted;
+  if (threadId) await openThread(threadId);
+  if (stopped) chatStatus.textContent = app.dataset.stopped;
+  refreshThreads();
+  htmx.trigger(memoryPanel, "refresh");
+  return null;
+}
+
+stopButton.addEventListener("click", () => {
+  if (turn) turn.abort();
+  messageBox.focus();
+});
+
+composer.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const message = messageBox.value;
+  if (!message.trim() || turn) return;
+  messageBox.value = "";
+  const sent = addMessage("user", message);
+  const refused = await streamTurn({ message, thread_id: threadId });
+  if (refused) {
+    sent.remove();
+    messageBox.value = message;
+    chatStatus.textContent = problem(refused);
+  }
+  messageBox.focus();
+});
+
+messageBox.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    composer.requestSubmit();
+  }
+});
+
+// --- a write waiting for the user's decision -------------------------------------------------
+
+conversation.addEventListener("click", async (event) => {
+  const button = event.target.closest("button");
+  const card = button && button.closest(".approval");
+  if (!card) return;
+  if (button.dataset.approval === "edit") {
+    const editing = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", String(editing));
+    card.querySelector(".approval-edit").hidden = !editing;
+    card.querySelector('[data-decision="edit"]').hidden = !editing;
+    card.querySelector('[data-decision="approve"]').hidden = editing;
+    if (editing) card.querySelector("textarea").focus();
+    return;
+  }
+  const decision = button.dataset.decision;
+  if (!decision || turn) return;
+  const resume = { decision };
+  if (decision === "edit") {
+    resume.content = card.querySelector("textarea").value;
+    resume.replaces = card.querySelector(".approval-replaces").value || null;
+  }
+  const error = card.querySelector(".card-error");
+  error.textContent = "";
+  const buttons = card.querySelectorAll("button");
+  for (const each of buttons) each.disabled = true;
+  const refused = await streamTurn({ thread_id: card.dataset.threadId, resume });
+  for (const each of buttons) each.disabled = false;
+  if (refused) {
+    error.textContent = problem(refused);
+    button.focus();
+  } else {
+    messageBox.focus();
+  }
+});
+
+// --- the memory panel ------------------------------------------------------------------------
+
+function panelBody() {
+  return memoryPanel.querySelector(".memory-body");
+}
+
+async function refreshMemory(message) {
+  await htmx.ajax("GET", app.dataset.memoryUrl, { target: "#memory-panel", swap: "innerHTML" });
+  const status = memoryPanel.querySelector(".memory-status");
+  if (message && status) status.textContent = message;
+  const title = document.getElementById("memory-title");
+  title.setAttribute("tabindex", "-1");
+  title.focus();
+}
+
+function warningsOf(body) {
+  const template = panelBody().dataset.warning || "";
+  return (body.warnings || []).map((w) =>
+    template.replace("{line}", w.line).replace("{kind}", w.kind),
+  );
+}
+
+async function saveMemory(form) {
+  const body = panelBody();
+  const error = form.querySelector(".edit-error");
+  error.textContent = "";
+  const etag = form.dataset.etag || body.dataset.etag;
+  const text = form.querySelector("textarea").value;
+  const response = await send("PUT", "memory/", { text }, { "If-Match": `"${etag}"` });
+  if (response.status === 412) {
+    // Someone else wrote first: show the file as it is now; saving again replaces it.
+    const current = await fetch(api + "memory/", { credentials: "same-origin" });
+    const now = await current.json();
+    form.dataset.etag = now.etag;
+    form.querySelector(".current").textContent = now.text ?? "";
+    form.querySelector(".conflict").hidden = false;
+    form.querySelector(".conflict").setAttribute("role", "alert");
+    form.querySelector("textarea").focus();
+    return;
+  }
+  if (!response.ok) {
+    error.textContent = problem(await errorOf(response));
+    return;
+  }
+  const warnings = warningsOf(await response.json());
+  await refreshMemory([app.dataset.saved, ...warnings].join(" "));
+}
+
+memoryPanel.addEventListener("submit", (event) => {
+  event.preventDefault();
+  saveMemory(event.target);
+});
+
+memoryPanel.addEventListener("click", async (event) => {
+  const link = event.target.closest("button[data-open-thread]");
+  if (link) {
+    await openThread(link.dataset.openThread);
+    conversation.focus();
+    return;
+  }
+  const button = event.target.closest("button[data-memory]");
+  if (!button) return;
+  const form = memoryPanel.querySelector(".memory-edit");
+  const action = button.dataset.memory;
+  if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+  if (action === "edit") {
+    form.hidden = false;
+    button.setAttribute("aria-expanded", "true");
+    form.querySelector("textarea").focus();
+  } else if (action === "cancel") {
+    await refreshMemory();
+  } else if (action === "clear" || action === "forget") {
+    const response = await send("DELETE", action === "clear" ? "memory/" : "memory/versions/");
+    await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
+  } else if (action === "forget-line") {
+    const etag = panelBody().dataset.etag;
+    const response = await send("DELETE", `memory/lines/${button.dataset.number}/`, undefined, {
+      "If-Match": `"${etag}"`,
+    });
+    await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
+  } else if (action === "restore") {
+    const etag = panelBody().dataset.etag;
+    const response = await send(
+      "POST",
+      `memory/versions/${button.dataset.sha}/restore/`,
+      undefined,
+      { "If-Match": `"${etag}"` },
+    );
+    const message = response.ok
+      ? [app.dataset.saved, ...warningsOf(await response.json())].join(" ")
+      : problem(await errorOf(response));
+    await refreshMemory(message);
+  }
+});
+
+// --- the switches ----------------------------------------------------------------------------
+
+for (const toggle of document.querySelectorAll("input[data-setting]")) {
+  toggle.addEventListener("change", async () => {
+    settingsStatus.textContent = "";
+    const response = await send("PATCH", "settings/", { [toggle.dataset.setting]: toggle.checked });
+    if (!response.ok) {
+      toggle.checked = !toggle.checked;
+      settingsStatus.textContent = problem(await errorOf(response));
+      return;
+    }
+    settingsStatus.textContent = app.dataset.settingsSaved;
+    htmx.trigger(memoryPanel, "refresh");
+  });
+}

@@ -1,0 +1,31 @@
+"""The app's URLs, for a host to include under any prefix it likes:
+`path("memory/", include("memory_app.urls"))` serves the user's page at `/memory/`, the
+fragments it loads under `/memory/page/`, and the API at `/memory/api/` (its OpenAPI document
+at `/memory/api/openapi.json`, Swagger UI at `/memory/api/docs`). The reference site includes it
+at the root, so the page is at `/` and the API at `/api/` there.
+
+Nothing in the app assumes where it is mounted: links, the OpenAPI paths and the JSON edge find
+the API's path by reversing the `api` namespace.
+"""
+
+from django.urls import URLPattern, URLResolver, path
+
+from memory_app import views
+from memory_app.api import api_urls
+
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.page, name="memory_page"),
+    path("page/threads/", views.threads_fragment, name="memory_page_threads"),
+    path(
+        "page/threads/<str:thread_id>/messages/",
+        views.messages_fragment,
+        name="memory_page_messages",
+    ),
+    path("page/memory/", views.memory_fragment, name="memory_page_memory"),
+    path(
+        "page/memory/versions/<str:sha256>/diff/",
+        views.version_diff_fragment,
+        name="memory_page_diff",
+    ),
+    path("api/", api_urls()),
+]

@@ -1,0 +1,158 @@
+"""The end user's own page and the HTML fragments it loads (htmx): threads, a thread's
+messages, the memory panel and a version's diff.
+
+Thin adapters over the selectors, for the session's user only; every write goes through the
+JSON API from the page's ES module, so one rule answers both. Fragments are reads: they render
+what the selectors return, escaped by the templates.
+"""
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from conversations import selectors as thread_selectors
+from conversations.models import Conversation
+from memory_app import selectors
+from memory_app.errors import MemoryVersionNotFound
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
+
+__all__ = [
+    "THREADS_SHOWN",
+    "MESSAGES_SHOWN",
+    "MessagesView",
+    "memory_fragment",
+    "messages_fragment",
+    "page",
+    "lines_read_in_full",
+    "threads_fragment",
+    "version_diff_fragment",
+]
+
+# Threads one load of the page's thread list shows (a "more" button loads the next ones).
+THREADS_SHOWN = 30
+# Messages one load of a conversation shows (scrolling up loads the earlier ones).
+MESSAGES_SHOWN = 30
+
+
+def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
+    """How many of the file's first lines (each with its line ending) lie wholly within the
+    `MEMORY_PROMPT_MAX_BYTES` the agent reads; the panel marks the cut after them."""
+    end = 0
+    for index, line in enumerate(lines):
+        end += len(line.text.encode("utf-8")) + 1
+        if end > selectors.MEMORY_PROMPT_MAX_BYTES:
+            return index
+    return len(lines)
+
+
+@require_GET
+@login_required
+def page(request: HttpRequest) -> HttpResponse:
+    """The page: threads, the conversation and its composer, the memory panel, the switches."""
+    root = reverse("memory_page")
+    return render(
+        request,
+        "memory_app/page.html",
+        {
+            "settings": selectors.memory_settings(user_id=request.user.pk),
+            "api_root": f"{root}api/",
+        },
+    )
+
+
+@require_GET
+@login_required
+def threads_fragment(request: HttpRequest) -> HttpResponse:
+    """The user's threads, active or archived, most recently updated first."""
+    archived = request.GET.get("status") == Conversation.Status.ARCHIVED
+    status = Conversation.Status.ARCHIVED if archived else None
+    try:
+        listed = thread_selectors.list_user_threads(
+            user_id=request.user.pk,
+            status=status,
+            cursor=request.GET.get("cursor"),
+            limit=THREADS_SHOWN,
+        )
+    except thread_selectors.InvalidCursor:
+        return HttpResponseBadRequest()
+    return render(
+        request,
+        "memory_app/fragments/threads.html",
+        {
+            "page": listed,
+            "rows": [(t, listed.pending_approvals.get(t.thread_id)) for t in listed.threads],
+            "archived": archived,
+            "appending": "cursor" in request.GET,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class MessagesView:
+    """What a conversation fragment shows: a page of messages, and on the newest page the
+    write waiting for the user's decision."""
+
+    thread: Conversation
+    page: thread_selectors.MessagePage
+    approval: thread_selectors.PendingApproval | None
+
+
+@require_GET
+@login_required
+def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
+    """A page of one of the user's threads; without a cursor its newest messages and its
+    pending approval, with one the earlier messages (prepended as the reader scrolls up)."""
+    thread = thread_selectors.get_listed_thread(user_id=request.user.pk, thread_id=thread_id)
+    if thread is None:
+        raise Http404("no such thread")
+    cursor = request.GET.get("cursor")
+    try:
+        listed = thread_selectors.list_thread_messages(
+            user_id=request.user.pk, conversation=thread, cursor=cursor, limit=MESSAGES_SHOWN
+        )
+    except thread_selectors.InvalidCursor:
+        return HttpResponseBadRequest()
+    approval = None
+    if cursor is None:
+        approval = thread_selectors.pending_approval(conversation_id=thread.pk)
+    view = MessagesView(thread=thread, page=listed, approval=approval)
+    template = "older_messages.html" if cursor is not None else "messages.html"
+    return render(request, f"memory_app/fragments/{template}", {"view": view})
+
+
+@require_GET
+@login_required
+def memory_fragment(request: HttpRequest) -> HttpResponse:
+    """The memory panel: MEMORY.md line by line with where each line came from, marked where
+    the agent stops reading; its size against the cap; the kept versions."""
+    found = selectors.memory_lines(user=request.user)
+    read = lines_read_in_full(found.lines)
+    context: dict[str, Any] = {
+        "memory": found.memory,
+        "read": found.lines[:read],
+        "unread": found.lines[read:],
+        "max_bytes": MEMORY_FILE_MAX_BYTES,
+        "prompt_bytes": selectors.MEMORY_PROMPT_MAX_BYTES,
+        "versions": selectors.list_memory_versions(user=request.user),
+    }
+    return render(request, "memory_app/fragments/memory.html", context)
+
+
+@require_GET
+@login_required
+def version_diff_fragment(request: HttpRequest, sha256: str) -> HttpResponse:
+    """A kept version against the current file, line by line (what a restore would change)."""
+    try:
+        old = selectors.read_memory_version(user=request.user, sha256=sha256)
+    except MemoryVersionNotFound as exc:
+        raise Http404("no such version is kept") from exc
+    current = selectors.read_memory_file(user=request.user).text or ""
+    lines = difflib.ndiff(old.decode("utf-8").splitlines(), current.splitlines())
+    rows = [(line[0], line[2:]) for line in lines if line[0] in " -+"]
+    return render(request, "memory_app/fragments/diff.html", {"rows": rows, "sha256": sha256})

@@ -1,0 +1,358 @@
+"""The cancellation policy, row by row, at every entry point, against a real HTTP model:
+the consumer stops reading, the caller's task is cancelled, a sync caller is interrupted
+(KeyboardInterrupt, SystemExit), the lease is lost, the model fails, a tool raises. Each row
+gives the same final run status, `error` and stored rows wherever the turn was started."""
+
+import asyncio
+import io
+import os
+import signal
+import time
+from contextlib import aclosing, closing
+
+import openai
+import pytest
+from django.core.management import CommandError, call_command
+from langchain_openai import ChatOpenAI
+
+from conversations import runs
+from conversations.models import AgentRun, Message
+from conversations.utils.connections import direct_connection
+from memory_app.runtime import (
+    ChatModelUnavailable,
+    ChatRunLost,
+    aagent_run,
+    achat,
+    agent_run,
+    astream_chat,
+    chat,
+    stream_chat,
+)
+from memory_app.tools import RememberMemoryTool, build_memory_tools
+from tests.factories import UserConfigFactory
+from tests.memory_app.models import WireModel
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BY_READER = "cancelled: the consumer stopped reading the stream"
+BY_CALLER = "cancelled: the caller stopped waiting for the turn"
+CHAT_ENTRIES = ["chat", "achat", "stream_chat", "astream_chat", "manage.py chat"]
+MESSAGE = "remember that I drink oolong tea"
+
+
+@pytest.fixture
+def wire(settings):
+    with WireModel() as model:
+        settings.LLM_BASE_URL = model.url
+        settings.LLM_API_KEY = "local"
+        settings.LLM_MODEL = "m"
+        settings.LLM_MAX_RETRIES = 0
+        yield model
+
+
+@pytest.fixture
+def user():
+    return UserConfigFactory(enable_memory=True, user__username="mei").user
+
+
+def chat_at(entry: str, user) -> object:
+    """One turn of `user` started at `entry`: what it answered (a stream: its last event)."""
+    if entry == "chat":
+        return chat(user_id=user.pk, message=MESSAGE)
+    if entry == "achat":
+        return asyncio.run(achat(user_id=user.pk, message=MESSAGE))
+    if entry == "stream_chat":
+        return list(stream_chat(user_id=user.pk, message=MESSAGE))[-1]
+    if entry == "astream_chat":
+
+        async def events() -> list[dict]:
+            return [e async for e in astream_chat(user_id=user.pk, message=MESSAGE)]
+
+        return asyncio.run(events())[-1]
+    call_command("chat", "--user", user.username, MESSAGE, stdout=io.StringIO())
+    return None
+
+
+def the_run(user) -> AgentRun:
+    return AgentRun.objects.get(user=user)
+
+
+def stored(user) -> list[str]:
+    return list(Message.objects.filter(conversation__user=user).values_list("role", flat=True))
+
+
+def memory_written(agents_file, user) -> bool:
+    return agents_file(user.pk, "MEMORY.md").exists()
+
+
+def cancelled_with(user, error: str) -> None:
+    """The row of every cancellation: `cancelled` with its reason, the lease released, the
+    user's message kept and nothing of the agent's stored."""
+    run = the_run(user)
+    assert (run.status, run.error, run.worker_id) == ("cancelled", error, None)
+    assert stored(user) in (["user"], [])
+
+
+# --- the consumer stops reading ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", ["stream_chat", "astream_chat"])
+def test_a_consumer_that_stops_reading_cancels_the_run(wire, user, entry):
+    if entry == "stream_chat":
+        with closing(stream_chat(user_id=user.pk, message=MESSAGE)) as events:
+            assert next(events)["event"] == "run"
+    else:
+
+        async def read_one() -> None:
+            async with aclosing(astream_chat(user_id=user.pk, message=MESSAGE)) as events:
+                assert (await anext(events))["event"] == "run"
+
+        asyncio.run(read_one())
+    cancelled_with(user, BY_READER)
+    assert stored(user) == ["user"]
+
+
+# --- the caller's task is cancelled --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [("achat", BY_CALLER), ("astream_chat", BY_READER), ("aagent_run", BY_CALLER)],
+)
+def test_a_cancelled_caller_task_cancels_the_run(wire, user, entry, error):
+    wire.script = lambda n, body: wire.think() or {"text": "too late"}
+
+    async def started() -> None:
+        if entry == "achat":
+            await achat(user_id=user.pk, message=MESSAGE)
+        elif entry == "astream_chat":
+            async for _ in astream_chat(user_id=user.pk, message=MESSAGE):
+                pass
+        else:
+            async with aagent_run(user_id=user.pk, thread_id=None):
+                model = ChatOpenAI(base_url=wire.url, api_key="local", model="m")
+                await model.ainvoke("hi")
+
+    async def cancel_while_the_model_thinks() -> None:
+        task = asyncio.create_task(started())
+        while not wire.thinking.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_while_the_model_thinks())
+    cancelled_with(user, error)
+
+
+# --- a sync caller is interrupted -----------------------------------------------------------
+
+
+@pytest.fixture(params=[KeyboardInterrupt, SystemExit])
+def interruption(request):
+    """A signal that interrupts the main thread with this exception (SIGINT's own handler
+    raises KeyboardInterrupt; a server's SIGTERM handler typically raises SystemExit)."""
+    kind = request.param
+    signum = signal.SIGINT if kind is KeyboardInterrupt else signal.SIGUSR1
+
+    def interrupted(*_):
+        raise kind
+
+    previous = signal.signal(signum, interrupted)
+    yield kind, signum
+    signal.signal(signum, previous)
+
+
+@pytest.mark.parametrize("entry", ["chat", "stream_chat", "manage.py chat", "agent_run"])
+def test_an_interrupted_sync_caller_cancels_the_run_and_the_interruption_propagates(
+    wire, user, entry, interruption
+):
+    kind, signum = interruption
+
+    def interrupt_the_caller() -> None:
+        os.kill(os.getpid(), signum)
+        wire.think()
+
+    wire.script = lambda n, body: interrupt_the_caller() or {"text": "too late"}
+    expected = CommandError if (entry, kind) == ("manage.py chat", KeyboardInterrupt) else kind
+    with pytest.raises(expected) as raised:
+        if entry == "agent_run":
+            with agent_run(user_id=user.pk, thread_id=None):
+                ChatOpenAI(base_url=wire.url, api_key="local", model="m").invoke("hi")
+                time.sleep(10)  # the signal's handler interrupts the wait at once
+        else:
+            chat_at(entry, user)
+    if expected is CommandError:
+        assert raised.value.returncode == 130
+    cancelled_with(user, f"cancelled: the caller was interrupted ({kind.__name__})")
+
+
+# --- the lease is lost ---------------------------------------------------------------------
+
+
+def take_over_the_lease(user) -> None:
+    """Another worker takes the user's running run over (from its own connection); the
+    process's lease keeper learns at its next beat that the lease is lost."""
+    with direct_connection(autocommit=True) as conn:
+        [(run_id,)] = conn.execute(
+            "UPDATE conversations_agentrun SET worker_id = 'another-worker' "
+            "WHERE user_id = %s AND status = 'running' RETURNING run_id::text",
+            [user.pk],
+        ).fetchall()
+    lost = runs.lease_keeper().lost_event(run_id)
+    runs.lease_keeper()._wake.set()  # beat now rather than a third of a lease from now
+    assert lost.wait(30)
+
+
+def lease_lost_row(user, agents_file) -> None:
+    """The run is left to the reaper (still `running`, now another worker's): nothing of the
+    agent's is stored, no memory written."""
+    run = the_run(user)
+    assert (run.status, run.worker_id) == ("running", "another-worker")
+    assert stored(user) in (["user"], [])
+    assert not memory_written(agents_file, user)
+
+
+@pytest.mark.parametrize("entry", CHAT_ENTRIES)
+def test_a_lost_lease_stops_the_turn_and_leaves_the_run_to_the_reaper(
+    wire, user, entry, agents_file
+):
+    def lose_then_ask_to_write(n, body):
+        take_over_the_lease(user)
+        return {"tool_calls": [("c1", "remember_memory", {"content": "written after"})]}
+
+    wire.script = lose_then_ask_to_write
+    answers = {
+        "stream_chat": "the run was interrupted, try again",
+        "astream_chat": "the run was interrupted, try again",
+    }
+    if entry in answers:
+        assert chat_at(entry, user) == {
+            "event": "error",
+            "error": answers[entry],
+            "status_code": 503,
+        }
+    else:
+        with pytest.raises(CommandError if entry == "manage.py chat" else ChatRunLost):
+            chat_at(entry, user)
+    assert wire.requests == 1  # no model call after the loss
+    lease_lost_row(user, agents_file)
+
+
+@pytest.mark.parametrize("entry", ["agent_run", "aagent_run"])
+def test_a_lost_lease_in_a_teams_run_raises_at_its_end_and_leaves_it_to_the_reaper(
+    user, entry, agents_file
+):
+    if entry == "agent_run":
+        with pytest.raises(ChatRunLost), agent_run(user_id=user.pk, thread_id=None) as run:
+            take_over_the_lease(user)
+            assert run.lease_lost.is_set()
+    else:
+
+        async def team_loop() -> None:
+            async with aagent_run(user_id=user.pk, thread_id=None) as run:
+                await asyncio.to_thread(take_over_the_lease, user)
+                assert run.lease_lost.is_set()
+
+        with pytest.raises(ChatRunLost):
+            asyncio.run(team_loop())
+    lease_lost_row(user, agents_file)
+
+
+# --- the model fails -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("entry", CHAT_ENTRIES)
+def test_a_failed_model_call_fails_the_run_and_keeps_the_user_message(wire, user, entry):
+    wire.script = lambda n, body: {"status": 500}
+    if entry in ("stream_chat", "astream_chat"):
+        assert chat_at(entry, user) == {
+            "event": "error",
+            "error": "the model is unavailable, try again",
+            "status_code": 502,
+        }
+    else:
+        with pytest.raises(CommandError if entry == "manage.py chat" else ChatModelUnavailable):
+            chat_at(entry, user)
+    run = the_run(user)
+    assert (run.status, run.worker_id) == ("failed", None)
+    assert run.error.startswith("the model call to m at 127.0.0.1:")
+    assert run.error.endswith(", HTTP 500)")
+    assert stored(user) == ["user"]
+
+
+@pytest.mark.parametrize("entry", ["agent_run", "aagent_run"])
+def test_a_teams_failed_model_call_fails_its_run_and_propagates(wire, user, entry):
+    wire.script = lambda n, body: {"status": 500}
+    model = ChatOpenAI(base_url=wire.url, api_key="local", model="m", max_retries=0)
+    with pytest.raises(Exception) as raised:
+        if entry == "agent_run":
+            with agent_run(user_id=user.pk, thread_id=None):
+                model.invoke("hi")
+        else:
+
+            async def team_loop() -> None:
+                async with aagent_run(user_id=user.pk, thread_id=None):
+                    await model.ainvoke("hi")
+
+            asyncio.run(team_loop())
+    assert isinstance(raised.value.__cause__ or raised.value, openai.InternalServerError)
+    run = the_run(user)
+    kind = type(raised.value).__name__
+    assert (run.status, run.error, run.worker_id) == ("failed", f"internal error ({kind})", None)
+
+
+# --- a tool raises -------------------------------------------------------------------------
+
+
+class ToolBug(RuntimeError):
+    """A tool's own bug, raised from inside its call."""
+
+
+@pytest.fixture
+def remember_raises(monkeypatch):
+    def broken(self, arguments):
+        raise ToolBug("boom")
+
+    monkeypatch.setattr(RememberMemoryTool, "_call", broken)
+
+
+@pytest.mark.parametrize("entry", CHAT_ENTRIES)
+def test_a_tool_that_raises_fails_the_run_and_stores_no_step_of_it(
+    wire, user, entry, remember_raises, agents_file
+):
+    wire.script = lambda n, body: {"tool_calls": [("c1", "remember_memory", {"content": "x"})]}
+    if entry in ("stream_chat", "astream_chat"):
+        assert chat_at(entry, user) == {
+            "event": "error",
+            "error": "internal error",
+            "status_code": 500,
+        }
+    else:
+        with pytest.raises(ToolBug):
+            chat_at(entry, user)
+    run = the_run(user)
+    assert (run.status, run.error, run.worker_id) == ("failed", "internal error (ToolBug)", None)
+    assert stored(user) == ["user"]
+    assert not memory_written(agents_file, user)
+
+
+@pytest.mark.parametrize("entry", ["agent_run", "aagent_run"])
+def test_a_teams_tool_that_raises_fails_its_run_and_propagates(user, entry, remember_raises):
+    def call_the_tool(run) -> None:
+        remember = build_memory_tools(run.ctx)[0]
+        remember.invoke({"content": "x"})
+
+    with pytest.raises(ToolBug):
+        if entry == "agent_run":
+            with agent_run(user_id=user.pk, thread_id=None) as run:
+                call_the_tool(run)
+        else:
+
+            async def team_loop() -> None:
+                async with aagent_run(user_id=user.pk, thread_id=None) as run:
+                    await asyncio.to_thread(call_the_tool, run)
+
+            asyncio.run(team_loop())
+    run = the_run(user)
+    assert (run.status, run.error, run.worker_id) == ("failed", "internal error (ToolBug)", None)

@@ -1,0 +1,126 @@
+"""A decided memory write always gets its final status, whatever happens to the stream that
+carried the decision: once its resume run started the decision is spent; cancelled before the
+write ran, the call is `declined` and says so; the write ran, the row holds its real outcome.
+No row stays `pending` after its resume run ended."""
+
+import asyncio
+import json
+import time
+from contextlib import aclosing, closing
+
+import pytest
+
+from conversations.models import AgentRun, ToolCall
+from conversations.services import not_run_result
+from conversations.utils.connections import direct_connection
+from memory_app.locks import memory_lock_key
+from memory_app.runtime import astream_chat, chat, stream_chat
+from tests.factories import UserConfigFactory
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REMEMBER = "remember that I drink oolong tea"
+APPROVE = {"decision": "approve"}
+BY_READER = "cancelled: the consumer stopped reading the stream"
+
+
+@pytest.fixture
+def interrupted():
+    """A turn stopped before its memory write, waiting for the user's decision."""
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=True).user
+    turn = chat(user_id=user.pk, message=REMEMBER)
+    assert turn.status == "interrupted"
+    return user, turn
+
+
+def decided_row(turn) -> ToolCall:
+    return ToolCall.objects.get(message__metadata__run_id=turn.run_id, name="remember_memory")
+
+
+def resume_run(turn) -> AgentRun:
+    return AgentRun.objects.get(resumes__run_id=turn.run_id)
+
+
+def read_until(entry: str, user, turn, stop: str, then=None) -> None:
+    """Start the decision's stream at `entry`, read until the `stop` event, run `then()`,
+    and close the stream (the consumer stops reading)."""
+    arguments = {"user_id": user.pk, "thread_id": turn.thread_id, "resume": APPROVE}
+    if entry == "stream_chat":
+        with closing(stream_chat(**arguments)) as events:
+            for event in events:
+                if event["event"] == stop:
+                    break
+            (then or (lambda: None))()
+        return
+
+    async def consume() -> None:
+        async with aclosing(astream_chat(**arguments)) as events:
+            async for event in events:
+                if event["event"] == stop:
+                    break
+            await asyncio.to_thread(then or (lambda: None))
+
+    asyncio.run(consume())
+
+
+@pytest.mark.parametrize("entry", ["stream_chat", "astream_chat"])
+def test_a_stream_closed_right_after_the_decided_write_ran_keeps_its_real_outcome(
+    interrupted, entry, agents_file
+):
+    user, turn = interrupted
+    read_until(entry, user, turn, "tool_result")
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\n"
+    row = decided_row(turn)
+    assert row.status == "success"
+    assert json.loads(row.output)["status"] == "added"
+    assert resume_run(turn).status == "cancelled"
+
+
+def wait_until_a_backend_waits_on(key: int, *, timeout: float = 20) -> None:
+    """Until some backend is waiting for the advisory lock `key` (from a real connection)."""
+    with direct_connection(autocommit=True) as conn:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+                [(key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF],
+            ).fetchone()[0]
+            if waiting:
+                return
+            time.sleep(0.05)
+    raise AssertionError("no backend waited on the memory lock")
+
+
+def test_a_stream_cancelled_while_the_decided_write_waits_on_the_lock_declines_it(
+    interrupted, agents_file, settings
+):
+    """A client that disconnects (its task cancelled) while the approved write waits for the
+    user's lock, held by another writer on its own connection."""
+    settings.MEMORY_LOCK_TIMEOUT_MS = 2000
+    user, turn = interrupted
+    key = memory_lock_key(str(user.pk))
+    arguments = {"user_id": user.pk, "thread_id": turn.thread_id, "resume": APPROVE}
+
+    async def disconnect_while_the_write_waits() -> None:
+        async def consume() -> None:
+            async for _ in astream_chat(**arguments):
+                pass
+
+        task = asyncio.create_task(consume())
+        await asyncio.to_thread(wait_until_a_backend_waits_on, key)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with direct_connection(autocommit=True) as holder:  # another writer holds the user's lock
+        holder.execute("SELECT pg_advisory_lock(%s)", [key])
+        asyncio.run(disconnect_while_the_write_waits())
+        holder.execute("SELECT pg_advisory_unlock(%s)", [key])
+    assert not agents_file(user.pk, "MEMORY.md").exists()
+    row = decided_row(turn)
+    assert (row.status, row.output) == ("declined", not_run_result("cancelled"))
+    assert row.error == "not run: the resume run was cancelled before it"
+    run = resume_run(turn)
+    assert (run.status, run.error) == ("cancelled", BY_READER)
+    assert not ToolCall.objects.filter(status="pending").exists()

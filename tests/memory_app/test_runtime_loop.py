@@ -1,0 +1,95 @@
+"""The process's event loop: turns run on one loop whoever calls them, so a model client's
+connection pool (bound to the loop that opened it) works on every call; sync callers keep
+their database work on their own thread; a caller's cancellation reaches the turn."""
+
+import asyncio
+import os
+import threading
+
+import pytest
+
+from conversations.models import AgentRun
+from memory_app.runtime import achat, astream_chat, chat, stream_chat
+from memory_app.runtime.loop import on_process_loop, process_loop, run_sync
+from tests.factories import UserFactory
+from tests.memory_app.models import WireModel
+
+
+@pytest.fixture
+def wire_model(settings):
+    with WireModel() as model:
+        settings.LLM_BASE_URL = model.url
+        settings.LLM_API_KEY = "local"
+        settings.LLM_MODEL = "m"
+        yield model
+
+
+def _run_status(run_id: str) -> tuple[str, str]:
+    run = AgentRun.objects.get(run_id=run_id)
+    return run.status, run.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_achat_in_a_fresh_asyncio_run_each_time_succeeds_every_time(wire_model):
+    user = UserFactory()
+    turns = [asyncio.run(achat(user_id=user.pk, message=f"hello {i}")) for i in range(3)]
+    assert [(t.status, t.reply) for t in turns] == [("succeeded", "hello from the wire")] * 3
+    assert [_run_status(t.run_id) for t in turns] == [("succeeded", "")] * 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stream_chat_called_again_and_again_in_one_process_succeeds_every_time(wire_model):
+    user = UserFactory()
+    for i in range(3):
+        events = list(stream_chat(user_id=user.pk, message=f"hello {i}"))
+        assert events[-1]["event"] == "done", events[-1]
+        assert "".join(e["text"] for e in events if e["event"] == "token") == (
+            "hello from the wire"
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_entry_point_in_any_order_shares_one_model_connection_pool(wire_model):
+    user = UserFactory()
+
+    async def streamed() -> list[dict]:
+        return [event async for event in astream_chat(user_id=user.pk, message="hi")]
+
+    assert chat(user_id=user.pk, message="hi").status == "succeeded"
+    assert asyncio.run(achat(user_id=user.pk, message="hi")).status == "succeeded"
+    assert list(stream_chat(user_id=user.pk, message="hi"))[-1]["event"] == "done"
+    assert asyncio.run(streamed())[-1]["event"] == "done"
+    assert chat(user_id=user.pk, message="hi").status == "succeeded"
+    assert wire_model.requests == 5
+
+
+def test_the_process_loop_is_one_loop_in_a_daemon_thread_for_every_caller():
+    async def running() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    loop = process_loop()
+    assert run_sync(running()) is loop
+    assert asyncio.run(on_process_loop(running())) is loop
+    assert process_loop() is loop
+    [thread] = [t for t in threading.enumerate() if t.name == f"yuxi-loop-{os.getpid()}"]
+    assert thread.daemon
+
+
+def test_a_forked_child_starts_its_own_process_loop():
+    parent = process_loop()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the parent's loop thread does not run
+        try:
+
+            async def running() -> int:
+                return id(asyncio.get_running_loop())
+
+            answer = b"ok" if run_sync(running()) != id(parent) else b"same loop"
+        except BaseException:
+            answer = b"failed"
+        os.write(write, answer)
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 100) == b"ok"

@@ -1,0 +1,243 @@
+"""The user's page as HTTP sees it: login required and landed on, the CSP on the page and every
+fragment, no inline script or style and nothing from another origin, the language of the
+browser or of the switch, another user's thread out of reach, the memory cut where the agent
+stops reading."""
+
+import gettext
+import re
+from pathlib import Path
+
+import pytest
+from django.contrib.staticfiles import finders
+from django.test import Client
+
+from conversations.models import AgentRun, Message, ToolCall
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
+from memory_app.selectors import (
+    MEMORY_PROMPT_MAX_BYTES,
+    list_memory_versions,
+    read_memory_file,
+)
+from memory_app.services import write_memory_file
+from tests.factories import (
+    AgentRunFactory,
+    ConversationFactory,
+    MessageFactory,
+    ToolCallFactory,
+    UserConfigFactory,
+    UserFactory,
+)
+from tests.yuxi_site.test_csp import _directives, _parsed
+
+pytestmark = pytest.mark.django_db
+
+MARKER = "<script>alert(1)</script>"
+STATIC = Path(__file__).resolve().parents[2] / "memory_app" / "static" / "memory_app"
+
+
+@pytest.fixture
+def user():
+    """A user with memory on, a MEMORY.md with a kept earlier version, a thread holding a tool
+    call and a pending approval, every text carrying an HTML marker."""
+    user = UserConfigFactory().user
+    first = write_memory_file(
+        user=user, text=f"{MARKER}\n", if_match=read_memory_file(user=user).etag, actor=user
+    )
+    write_memory_file(user=user, text="I drink tea\n", if_match=first.etag, actor=user)
+    thread = ConversationFactory(user=user, title=MARKER)
+    MessageFactory(conversation=thread, role=Message.Role.USER, content=MARKER)
+    reply = MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content=MARKER)
+    ToolCallFactory(message=reply)
+    run = AgentRunFactory(conversation=thread, status=AgentRun.Status.INTERRUPTED)
+    pending = MessageFactory(
+        conversation=thread,
+        role=Message.Role.ASSISTANT,
+        message_type=Message.Type.TOOL_CALL,
+        metadata={"run_id": str(run.run_id)},
+    )
+    ToolCallFactory(message=pending, status=ToolCall.Status.PENDING, input={"content": MARKER})
+    run.finished_at = run.created_at
+    run.save(update_fields=["finished_at"])
+    return user
+
+
+@pytest.fixture
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def page_paths(user) -> list[str]:
+    """The page and each fragment it loads, for `user`'s thread and newest kept version."""
+    thread = user.conversations.get()
+    [version, *_] = list_memory_versions(user=user)
+    return [
+        "/",
+        "/page/threads/",
+        "/page/threads/?status=archived",
+        f"/page/threads/{thread.thread_id}/messages/",
+        "/page/memory/",
+        f"/page/memory/versions/{version.sha256}/diff/",
+    ]
+
+
+def test_an_anonymous_visitor_is_sent_to_the_login_page(user):
+    for path in page_paths(user):
+        response = Client().get(path)
+        assert response.status_code == 302, path
+        assert response["Location"].startswith("/accounts/login/?next="), path
+
+
+def test_a_user_who_logs_in_lands_on_their_page():
+    UserFactory(username="mei")
+    client = Client()
+    response = client.post("/accounts/login/", {"username": "mei", "password": "pw"})
+    assert (response.status_code, response["Location"]) == (302, "/")
+    assert client.get("/").status_code == 200
+
+
+def test_page_and_fragments_carry_the_policy_no_inline_script_or_style_and_no_other_origin(
+    user, logged_in
+):
+    for path in page_paths(user):
+        response = logged_in.get(path)
+        assert response.status_code == 200, path
+        directives = _directives(response)
+        assert directives["script-src"] == ["'self'"], path
+        assert directives["default-src"] == ["'self'"], path  # styles too: no inline style
+        html = response.content.decode()
+        page = _parsed(html)
+        assert page.inline_scripts == [], path
+        assert not re.search(r"<script(?![^>]*\bsrc=)", html), path
+        assert not re.search(r"\sstyle=|<style|\son[a-z]+=|javascript:", html, re.I), path
+        assert not [url for url in page.urls if re.match(r"^(https?:)?//", url)], path
+        assert MARKER not in html, path  # every text of the user's is escaped
+
+
+def test_the_page_shows_the_switches_the_thread_the_card_and_the_file(user, logged_in):
+    html = logged_in.get("/").content.decode()
+    assert 'data-setting="enable_memory" checked' in html
+    assert 'data-setting="memory_write_approval">' in html
+    thread = user.conversations.get()
+    messages = logged_in.get(f"/page/threads/{thread.thread_id}/messages/").content.decode()
+    assert messages.count('class="message ') == 2
+    assert "remember_memory: done" in messages
+    assert 'class="card approval"' in messages and 'data-decision="approve"' in messages
+    threads = logged_in.get("/page/threads/").content.decode()
+    assert "Waiting for your approval" in threads
+    memory = logged_in.get("/page/memory/").content.decode()
+    assert "I drink tea" in memory and 'class="version"' in memory
+    assert f'max="{MEMORY_FILE_MAX_BYTES}" value="12"' in memory
+
+
+@pytest.mark.parametrize(
+    ("accept", "lang", "text"),
+    [("en-US,en;q=0.9", "en", "New conversation"), ("zh-CN,zh;q=0.9", "zh-hans", "新对话")],
+)
+def test_the_language_is_the_browsers_by_default(logged_in, accept, lang, text):
+    html = logged_in.get("/", HTTP_ACCEPT_LANGUAGE=accept).content.decode()
+    assert f'<html lang="{lang}">' in html
+    assert text in html
+
+
+def test_the_language_switch_overrides_the_browser(logged_in):
+    response = logged_in.post("/i18n/setlang/", {"language": "zh-hans", "next": "/"})
+    assert (response.status_code, response["Location"]) == (302, "/")
+    html = logged_in.get("/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert '<html lang="zh-hans">' in html and "每次写入记忆前先问我" in html
+    memory = logged_in.get("/page/memory/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "早期版本" in memory
+
+
+def test_another_users_or_an_unknown_thread_or_version_is_404(logged_in):
+    other = ConversationFactory()
+    MessageFactory(conversation=other)
+    for path in (
+        f"/page/threads/{other.thread_id}/messages/",
+        "/page/threads/nope/messages/",
+        f"/page/memory/versions/{'0' * 64}/diff/",
+    ):
+        assert logged_in.get(path).status_code == 404, path
+
+
+def test_a_forged_cursor_is_a_400(user, logged_in):
+    thread = user.conversations.get()
+    for path in (f"/page/threads/{thread.thread_id}/messages/", "/page/threads/"):
+        assert logged_in.get(path, {"cursor": "forged"}).status_code == 400, path
+
+
+def test_older_messages_load_through_the_cursor_the_page_holds(user, logged_in):
+    thread = user.conversations.get()
+    for n in range(40):
+        MessageFactory(conversation=thread, role=Message.Role.USER, content=f"later {n}")
+    first = logged_in.get(f"/page/threads/{thread.thread_id}/messages/").content.decode()
+    assert "later 39" in first and "later 0" not in first
+    older = re.search(r'hx-get="([^"]+cursor=[^"]+)"', first).group(1).replace("&amp;", "&")
+    earlier = logged_in.get(older).content.decode()
+    assert "later 0" in earlier and "later 39" not in earlier
+    assert "approval" not in earlier  # the card belongs to the newest page only
+
+
+def test_the_panel_marks_where_the_agent_stops_reading(user, logged_in):
+    first = "x" * (MEMORY_PROMPT_MAX_BYTES - 1)  # with its "\n": exactly what the agent reads
+    text = f"{first}\nhidden from the agent\n"
+    write_memory_file(user=user, text=text, if_match=read_memory_file(user=user).etag, actor=user)
+    html = logged_in.get("/page/memory/").content.decode()
+    assert html.index(first) < html.index('class="cut"') < html.index("hidden from the agent")
+    assert html.index('class="lines unread"') < html.index("hidden from the agent")
+    shorter = f"{first}\n"  # the whole file is read: nothing to mark
+    write_memory_file(
+        user=user, text=shorter, if_match=read_memory_file(user=user).etag, actor=user
+    )
+    assert 'class="cut"' not in logged_in.get("/page/memory/").content.decode()
+
+
+def test_each_line_says_where_it_came_from_and_can_be_forgotten(user, logged_in):
+    html = logged_in.get("/page/memory/").content.decode()
+    [line] = re.findall(r'<li class="line">.*?</li>', html, re.S)
+    assert '<span class="line-text">I drink tea</span>' in line
+    assert "your edit" in line
+    assert 'data-memory="forget-line" data-number="1"' in line
+
+
+def test_the_page_ships_its_own_scripts_and_htmx_with_its_licence():
+    for asset in ("page.js", "page.css", "vendor/htmx/htmx.esm.js", "vendor/htmx/LICENSE"):
+        assert finders.find(f"memory_app/{asset}"), asset
+    script = (STATIC / "page.js").read_text()
+    assert re.findall(r'^import .* from "(.*)";$', script, re.M) == ["./vendor/htmx/htmx.esm.js"]
+    # Text it shows goes in as text (fragments come from the server's escaping templates).
+    assert not re.search(r"https?://|eval\(|new Function|\.innerHTML|insertAdjacentHTML", script)
+
+
+def _po_entries(path: Path) -> dict[str, str]:
+    """msgid -> msgstr of a .po file (the header aside), continuation lines joined."""
+    entries = {}
+    for block in path.read_text(encoding="utf-8").split("\n\n"):
+        assert "#, fuzzy" not in block, block
+        found = re.search(r'^msgid ((?:".*"\n)+)msgstr ((?:".*"\n?)+)', block + "\n", re.M)
+        if found:
+            msgid, msgstr = (
+                "".join(re.findall(r'"(.*)"', part)).replace('\\"', '"').replace("\\n", "\n")
+                for part in found.groups()
+            )
+            if msgid:
+                entries[msgid] = msgstr
+    return entries
+
+
+def test_every_text_of_the_page_is_translated_and_the_compiled_catalogue_is_current():
+    messages = Path(__file__).resolve().parents[2] / "memory_app/locale/zh_Hans/LC_MESSAGES"
+    entries = _po_entries(messages / "django.po")
+    assert len(entries) > 90
+    assert [msgid for msgid, msgstr in entries.items() if not msgstr] == []
+    with (messages / "django.mo").open("rb") as compiled:
+        catalogue = gettext.GNUTranslations(compiled)
+    assert {msgid: catalogue.gettext(msgid) for msgid in entries} == entries
+
+
+def test_an_empty_reply_is_said_to_be_empty(user, logged_in):
+    thread = user.conversations.get()
+    MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="")
+    html = logged_in.get(f"/page/threads/{thread.thread_id}/messages/").content.decode()
+    assert "(an empty reply)" in html
