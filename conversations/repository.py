@@ -134,20 +134,28 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # A search ranks (any term matches), in one statement of these steps (each `... AS
 # MATERIALIZED` runs once, and only if a step that runs reads it):
 #   visible the ids of the user's visible threads: every scan of messages keeps those in them.
+#           An index scan keeps them as `conversation_id + 0 = ANY (...)`, never an index
+#           condition: given the array as a parameter, the planner estimates a few hundred
+#           rows and ANDs the thread index's bitmap into the GIN scan's, every message of
+#           the user's visible threads (82,400 of the heavy bench user: 12-23 ms a scan).
 #   newest  the user's SEARCH_WINDOW newest messages of the visible kinds within the time
-#           bounds, of visible threads; inlined, so a step that stops early (a page of
-#           messages with every term, a probe) walks only its part. Its size bounds every
-#           walk: a term the indexes cannot narrow is only ever checked here. `cased` is the
-#           whole of it, each message cased once, for the steps that read all of it.
+#           bounds, of visible threads, each cased once (`u`): one copy every step that
+#           walks the window reads (casing the whole window takes 1-3 ms; each step casing
+#           what it walked took that for every term probed and for the page of every term).
+#           Its size bounds every walk: a term the indexes cannot narrow is only ever
+#           checked here.
 #   terms   each distinct term: as written (`bare`, cased in SQL, for STRPOS), its `form` (a
 #           LIKE pattern of its stem, or itself), a CJK run's `grams` (half of which are
 #           another form of it) and `chars`, the `anchor` a form match is placed by, its
 #           trigram slot, and whether an index serves it.
 #   probed  how many of the newest messages hold each term, counted up to FREQUENT_TERM_HITS.
 #   window_every / every  the candidates with every term: the newest window's when it holds
-#           a page of them, else the newest SEARCH_CANDIDATES of all the user's messages with
-#           every term, each term in the condition its index serves (below). Not run when no
-#           term is index-served (`indexed` false): such a query only walks the window.
+#           a page of them, else those and the newest of all the user's other messages with
+#           every term, SEARCH_CANDIDATES in all, each term in the condition its index serves
+#           (below). Not run when no term is index-served (`indexed` false): such a query
+#           only walks the window. The window's are left out of the indexed scan by a
+#           `NOT IN`, which also keeps it out of parallel workers (a worker cannot read a
+#           CTE; starting two for a scan its gate then stops cost 11 ms).
 #   weights each term's BM25 idf among the newest messages (the rarer, the heavier), counted
 #           only when partial matches are ranked (else all alike).
 #   partial only when `every` holds less than a page and there are several terms: the
@@ -167,13 +175,15 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #   checked       the other terms' patterns, or every term's when one may be left to it
 #                 (below): LIKE ALL is never an index condition, so such a term only narrows
 #                 what the others found.
-#   Frequent beside rare: a GIN scan walks the posting lists of every trigram of every term it
-#   is given, also when a rare term alone yields a few hundred candidates. So when some
+#   One term drives: a GIN scan walks the posting lists of every trigram of every term it is
+#   given, also when a rare term alone yields a few hundred candidates. So when some
 #   index-served term is found in fewer of the newest messages than FREQUENT_TERM_HITS, each
-#   trigram term found at least that often is `filtered`: its slot's pattern becomes '%',
-#   which the trigram index leaves out of the scan (no trigram; the other conditions drive
-#   it), and the term is still required by `checked`. Which terms are filtered changes the
-#   cost, never the result.
+#   trigram term found at least that often, and each other rare one but the trigram term
+#   found least often (the first of them on a tie), is `filtered`: its slot's pattern
+#   becomes '%', which the trigram index leaves out of the scan (no trigram; the other
+#   conditions drive it), and the term is still required by `checked`. Which terms are
+#   filtered changes the cost, never the result (three rare words: 21 trigrams' posting
+#   lists walked before, 7 after).
 # Pattern arrays arrive in array text form and are cased by UPPER as a whole (Python's case
 # mapping is not PostgreSQL's). The outer query cuts snippets for the kept hits only, around
 # the first position of the first term found, in query order.
@@ -190,7 +200,7 @@ _LOOKUP_TEMPLATE = """    UNION
        AND m.id NOT IN (SELECT id FROM every)
        AND m.owner_id = %(owner)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+       AND m.conversation_id + 0 = ANY ((SELECT ids FROM visible)::bigint[])
        AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
        AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
        AND (%(like_{n})s::text IS NULL
@@ -217,8 +227,8 @@ WITH visible AS MATERIALIZED (
     WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
       AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
 ),
-newest AS NOT MATERIALIZED (
-    SELECT m.id, m.created_at, m.content
+newest AS MATERIALIZED (
+    SELECT m.id, m.created_at, UPPER(m.content) AS u
     FROM (
         SELECT m.id, m.conversation_id, m.created_at, m.content
         FROM conversations_message m
@@ -231,9 +241,6 @@ newest AS NOT MATERIALIZED (
     ) m
     WHERE m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
 ),
-cased AS MATERIALIZED (
-    SELECT s.id, UPPER(s.content) AS u FROM newest s
-),
 terms AS MATERIALIZED (
     SELECT t.n::int AS n, t.bare, t.form, t.anchor, string_to_array(t.grams, ' ') AS grams,
            string_to_array(t.bare, NULL) AS chars, t.slot, t.served
@@ -245,7 +252,7 @@ terms AS MATERIALIZED (
 probed AS MATERIALIZED (
     SELECT t.n, (
         SELECT count(*) FROM (
-            SELECT 1 FROM newest s CROSS JOIN LATERAL (SELECT UPPER(s.content) AS u OFFSET 0) x
+            SELECT 1 FROM newest x
             WHERE {found_x}
             LIMIT %(frequent_hits)s
         ) found
@@ -253,28 +260,31 @@ probed AS MATERIALIZED (
     FROM terms t
 ),
 filtered AS MATERIALIZED (
-    SELECT array_agg(t.slot) FILTER (WHERE p.hits >= %(frequent_hits)s AND t.slot IS NOT NULL)
+    SELECT array_agg(t.slot) FILTER (
+               WHERE t.slot IS NOT NULL AND (p.hits >= %(frequent_hits)s OR t.n <> (
+                   SELECT d.n FROM terms d INNER JOIN probed q ON q.n = d.n
+                   WHERE d.slot IS NOT NULL ORDER BY q.hits, d.n LIMIT 1)))
            AS slots
     FROM terms t INNER JOIN probed p ON p.n = t.n
     WHERE t.served
     HAVING min(p.hits) < %(frequent_hits)s
 ),
 window_every AS MATERIALIZED (
-    SELECT s.id FROM newest s CROSS JOIN LATERAL (SELECT UPPER(s.content) AS u OFFSET 0) x
+    SELECT x.id FROM newest x
     WHERE NOT EXISTS (SELECT 1 FROM terms t WHERE NOT {found_x})
-    ORDER BY s.created_at DESC, s.id DESC
+    ORDER BY x.created_at DESC, x.id DESC
     LIMIT %(candidates)s
 ),
 every AS MATERIALIZED (
     SELECT id FROM window_every
-    WHERE NOT %(indexed)s OR (SELECT count(*) FROM window_every) >= %(limit)s
     UNION ALL
     (SELECT m.id
      FROM conversations_message m
      WHERE %(indexed)s AND (SELECT count(*) FROM window_every) < %(limit)s
+       AND m.id NOT IN (SELECT id FROM window_every)
        AND m.owner_id = %(owner)s
        AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+       AND m.conversation_id + 0 = ANY ((SELECT ids FROM visible)::bigint[])
        AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
        AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
 {patterns}
@@ -286,19 +296,19 @@ every AS MATERIALIZED (
        AND (NOT %(overlap)s OR NOT EXISTS (
             SELECT 1 FROM terms t WHERE t.grams IS NOT NULL AND NOT {found_m}))
      ORDER BY m.created_at DESC, m.id DESC
-     LIMIT %(candidates)s)
+     LIMIT %(candidates)s - (SELECT count(*) FROM window_every))
 ),
 weights AS MATERIALIZED (
     SELECT t.n, ln(1 + (f.total - f.df + 0.5) / (f.df + 0.5)) AS weight
     FROM terms t
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE {found_w})::float8 AS df, count(*)::float8 AS total
-        FROM cased w
+        FROM newest w
         WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
     ) f
 ),
 partial AS MATERIALIZED (
-    SELECT w.id FROM cased w
+    SELECT w.id FROM newest w
     WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
       AND EXISTS (SELECT 1 FROM terms t WHERE {found_w})
 {lookups}

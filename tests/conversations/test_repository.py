@@ -1216,6 +1216,34 @@ def test_a_query_of_short_terms_walks_the_newest_messages(rare_terms_among_many)
     assert not names & {"message_owner_trgm_idx", "message_owner_bigram_idx"}
 
 
+def test_the_visible_threads_never_drive_an_index_scan_of_messages():
+    """The thread check is `conversation_id + 0 = ANY (...)`, a filter: as an index condition
+    the planner would AND the thread index's bitmap (every message of the user's visible
+    threads) into each GIN scan."""
+    user = UserFactory()
+    threads = ConversationFactory.create_batch(40, user=user)
+    Message.objects.bulk_create(
+        [
+            Message(conversation=threads[i % 40], role="user", content=f"common text {i}")
+            for i in range(4_000)
+        ]
+        + [Message(conversation=threads[3], role="user", content="wedding kyoto 你好")]
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE conversations_conversation, conversations_message")
+    for query in ("wedding", "wedding kyoto", "你好 kyoto", "wedding 你好 text"):
+        assert _search_ids(user, query)[0] == Message.objects.get(content__startswith="wedding").pk
+        with CaptureQueriesContext(connection) as captured:
+            search_thread_messages(user.pk, query, limit=10)
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL enable_seqscan = off")
+            cursor.execute("SET LOCAL enable_indexscan = off")
+            cursor.execute("EXPLAIN (FORMAT JSON) " + captured.captured_queries[0]["sql"])
+            plan = cursor.fetchone()[0][0]["Plan"]
+        conditions = [n.get("Index Cond", "") for n in _nodes(plan) if "Index Name" in n]
+        assert conditions and not any("conversation_id" in c for c in conditions), query
+
+
 def _nodes(node: dict) -> list[dict]:
     return [node] + [found for child in node.get("Plans", []) for found in _nodes(child)]
 
@@ -1340,6 +1368,23 @@ def test_terms_all_found_as_often_all_drive_the_index(rare_terms_among_many):
     [scan] = [s for s in _trigram_scans_run(user, "wedding kyoto 1") if "CASE" in s["Index Cond"]]
     assert "%WEDD%" in scan["Index Cond"] and "%KYOTO%" in scan["Index Cond"]
     assert scan["Actual Rows"] == 14
+
+
+def test_of_rare_terms_only_the_rarest_drives_the_index_and_the_others_are_still_required(
+    rare_terms_among_many,
+):
+    user = rare_terms_among_many
+    thread = Conversation.objects.filter(user=user).first()
+    both = Message.objects.bulk_create(
+        [Message(conversation=thread, role="user", content="amber violet") for _ in range(2)]
+        + [Message(conversation=thread, role="user", content="violet trip") for _ in range(3)]
+        + [Message(conversation=thread, role="user", content="amber cake") for _ in range(4)]
+    )[:2]
+    # Both rare among the newest messages ("violet" in five, "amber" in six): only "violet"
+    # is looked up in the index; "amber" is checked on what it found, and still required.
+    assert set(_search_ids(user, "amber violet")[:2]) == {m.pk for m in both}
+    [scan] = [s for s in _trigram_scans_run(user, "amber violet") if "CASE" in s["Index Cond"]]
+    assert scan["Actual Rows"] == 5
 
 
 @pytest.fixture
