@@ -3,6 +3,9 @@
 It owns the per-call rules (lease still held, reply storable and bounded, arguments storable
 and bounded) and raises `ModelFailure` / `LeaseLost` for the turn's close to settle; it never
 finishes a run itself.
+
+A shared graph's guard (`RunGuard()`) keeps nothing of a run: each run brings its own
+`RunContext` at invocation. A graph built for one run has a guard bound to it (`RunGuard(ctx)`).
 """
 
 import asyncio
@@ -29,6 +32,7 @@ from conversations.runs import ToolRuntimeContext
 from conversations.utils.connections import release_connection
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 from memory_app.llm import model_endpoint
+from memory_app.runtime.context import RunCalls, RunContext
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import (
     ASSISTANT_TEXT_MAX_BYTES,
@@ -46,7 +50,8 @@ class RunGuard(AgentMiddleware):
     """The runtime's own rules for every model call and tool call of one run.
 
     Before a model call: stop if the lease is lost, and hand the thread's database connection
-    back while the model thinks. After it: refuse a reply the run cannot store or bound (more
+    back while the model thinks; the model is shown the run's system message (`RunContext`).
+    After it: refuse a reply the run cannot store or bound (more
     than `MAX_TOOL_CALLS_PER_REPLY` calls, unstorable text or text over
     `ASSISTANT_TEXT_MAX_BYTES`, unusable ids or names), give every call a tool-call id unique
     within the turn (a resumed turn included: the ids come from the turn's own state) and turn
@@ -54,23 +59,38 @@ class RunGuard(AgentMiddleware):
     into `rejected` calls. Around each tool call: refuse once the lease is lost, and close the
     pool thread's connection afterwards.
 
+    `RunGuard()` serves every run of a shared graph, each from its `RunContext`;
+    `RunGuard(ctx)` is bound to one run (a graph built for it), and keeps its `RunCalls`.
+
     Every hook has an async twin with the same rules. The twins release no connection: under
     `ainvoke`/`astream` the event loop's thread holds none (no Django call runs there; the
     tools do their database work on worker threads that hand their own connection back), and
     closing one from the loop would raise `SynchronousOnlyOperation`.
     """
 
-    def __init__(self, ctx: ToolRuntimeContext) -> None:
+    def __init__(self, ctx: ToolRuntimeContext | None = None) -> None:
         super().__init__()
         self.ctx = ctx
         self.tools = []
-        self._refused_calls: set[str] = set()
-        # The run's tool calls under `ainvoke`/`astream`, by id: each runs to its end even when
-        # the turn is cancelled (its effect is committed or not; the turn's close says which).
-        self._calls: dict[str, asyncio.Future] = {}
+        self._calls = RunCalls() if ctx is not None else None
+
+    def _run(self, runtime: Any) -> tuple[ToolRuntimeContext, RunCalls]:
+        """The run this call belongs to: the bound one, or the invocation's `RunContext`."""
+        if self.ctx is not None:
+            return self.ctx, self._calls
+        context = getattr(runtime, "context", None)
+        if not isinstance(context, RunContext):
+            raise TypeError("a shared agent graph runs with its run's RunContext as context")
+        return context, context.calls
+
+    def _shown(self, request: ModelRequest) -> ModelRequest:
+        context, _ = self._run(request.runtime)
+        message = getattr(context, "system_message", None)
+        return request if message is None else request.override(system_message=message)
 
     def before_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        if runs.lease_keeper().lease_lost(self.ctx.run_id):
+        ctx, _ = self._run(runtime)
+        if runs.lease_keeper().lease_lost(ctx.run_id):
             raise LeaseLost
         return None
 
@@ -80,6 +100,7 @@ class RunGuard(AgentMiddleware):
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
+        request = self._shown(request)
         release_connection()
         try:
             return handler(request)
@@ -91,6 +112,7 @@ class RunGuard(AgentMiddleware):
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
+        request = self._shown(request)
         try:
             return await handler(request)
         except Exception as exc:
@@ -100,47 +122,14 @@ class RunGuard(AgentMiddleware):
         reply = state["messages"][-1]
         if not isinstance(reply, AIMessage):
             return None
-        checked = self._checked_reply(reply, seen=_call_ids(state["messages"][:-1]))
+        _, calls = self._run(runtime)
+        checked = _checked_reply(
+            reply, seen=_call_ids(state["messages"][:-1]), refused=calls.refused
+        )
         return None if checked is reply else {"messages": [checked]}
 
     async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
         return self.after_model(state, runtime)  # checks the reply in memory: no I/O
-
-    def _checked_reply(self, reply: AIMessage, *, seen: set[str]) -> AIMessage:
-        if not is_storable_text(reply.text):
-            raise ModelFailure("the model answered with text that cannot be stored")
-        refuse_oversize_reply_text(reply)
-        calls = [*reply.tool_calls, *reply.invalid_tool_calls]
-        if len(calls) > MAX_TOOL_CALLS_PER_REPLY:
-            raise ModelFailure(
-                f"the model asked for more than {MAX_TOOL_CALLS_PER_REPLY} tool calls"
-            )
-        for call in calls:
-            for label in (call.get("id") or "", call.get("name") or ""):
-                if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
-                    raise ModelFailure("the model named a tool call with an unusable id or name")
-        ids = _unique_ids([call.get("id") for call in calls], seen=seen)
-        if (
-            not reply.invalid_tool_calls
-            and all(arguments_are_usable(c["args"]) for c in calls)
-            and ids == [call.get("id") for call in calls]
-        ):
-            return reply
-        # Arguments that cannot be stored (or are too large to) are as unusable as arguments
-        # that did not parse: the call is kept (recorded without them) and refused.
-        kept = []
-        for call, call_id in zip(calls, ids, strict=True):
-            usable = call in reply.tool_calls and arguments_are_usable(call["args"])
-            if not usable:
-                self._refused_calls.add(call_id)
-            args = call["args"] if usable else {}
-            kept.append(tool_call(id=call_id, name=call.get("name") or "", args=args))
-        return AIMessage(
-            content=reply.content,
-            tool_calls=kept,
-            id=reply.id,
-            response_metadata=reply.response_metadata,
-        )
 
     def wrap_tool_call(
         self,
@@ -163,32 +152,64 @@ class RunGuard(AgentMiddleware):
         refusal = self._refusal(request)
         if refusal is not None:
             return _tool_message(request, refusal)
+        _, calls = self._run(request.runtime)
         call = asyncio.ensure_future(handler(request))
-        self._calls[request.tool_call["id"]] = call
+        calls.started[request.tool_call["id"]] = call
         return await asyncio.shield(call)
 
     def tool_calls(self) -> tuple[dict[str, ToolMessage], dict[str, asyncio.Future]]:
-        """The run's tool calls so far: the results of those that ended, by id, and those
-        still running (a cancelled turn waits for them)."""
-        ended, running = {}, {}
-        for call_id, call in self._calls.items():
-            if not call.done():
-                running[call_id] = call
-            elif not call.cancelled() and isinstance(
-                call.exception() or call.result(), ToolMessage
-            ):
-                ended[call_id] = call.result()
-        return ended, running
+        """The bound run's tool calls so far (`RunCalls.tool_calls`)."""
+        if self._calls is None:
+            raise TypeError("a shared guard keeps no calls: read the run's RunContext.calls")
+        return self._calls.tool_calls()
 
     def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
-        lost = lease_lost_refusal(self.ctx.run_id)
+        ctx, calls = self._run(request.runtime)
+        lost = lease_lost_refusal(ctx.run_id)
         if lost is not None:
             return lost
         if request.tool is None:
             return ToolResult(ToolStatus.REJECTED, "no such tool")
-        if request.tool_call["id"] in self._refused_calls:
+        if request.tool_call["id"] in calls.refused:
             return ToolResult(ToolStatus.REJECTED, _UNUSABLE_ARGUMENTS)
         return None
+
+
+def _checked_reply(reply: AIMessage, *, seen: set[str], refused: set[str]) -> AIMessage:
+    """`reply` as the run may take it (see `RunGuard`); the ids of calls it refuses for their
+    arguments are added to `refused`."""
+    if not is_storable_text(reply.text):
+        raise ModelFailure("the model answered with text that cannot be stored")
+    refuse_oversize_reply_text(reply)
+    calls = [*reply.tool_calls, *reply.invalid_tool_calls]
+    if len(calls) > MAX_TOOL_CALLS_PER_REPLY:
+        raise ModelFailure(f"the model asked for more than {MAX_TOOL_CALLS_PER_REPLY} tool calls")
+    for call in calls:
+        for label in (call.get("id") or "", call.get("name") or ""):
+            if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
+                raise ModelFailure("the model named a tool call with an unusable id or name")
+    ids = _unique_ids([call.get("id") for call in calls], seen=seen)
+    if (
+        not reply.invalid_tool_calls
+        and all(arguments_are_usable(c["args"]) for c in calls)
+        and ids == [call.get("id") for call in calls]
+    ):
+        return reply
+    # Arguments that cannot be stored (or are too large to) are as unusable as arguments
+    # that did not parse: the call is kept (recorded without them) and refused.
+    kept = []
+    for call, call_id in zip(calls, ids, strict=True):
+        usable = call in reply.tool_calls and arguments_are_usable(call["args"])
+        if not usable:
+            refused.add(call_id)
+        args = call["args"] if usable else {}
+        kept.append(tool_call(id=call_id, name=call.get("name") or "", args=args))
+    return AIMessage(
+        content=reply.content,
+        tool_calls=kept,
+        id=reply.id,
+        response_metadata=reply.response_metadata,
+    )
 
 
 _UNUSABLE_ARGUMENTS = (
