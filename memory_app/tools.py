@@ -290,7 +290,7 @@ class RunBoundTool(BaseTool):
         ctx = self.run_context()
         if ctx is None:
             return _NO_RUN
-        refusal = lease_lost_refusal(ctx.run_id)
+        refusal = lease_lost_refusal(getattr(ctx, "run_id", ""))
         if refusal is not None:
             return refusal
         return self._call(parsed, ctx)

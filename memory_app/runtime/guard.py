@@ -12,18 +12,17 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain.agents.middleware import (
     AgentMiddleware,
-    AgentState,
     ModelRequest,
     ModelResponse,
     ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.tool import tool_call
-from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from conversations import runs
@@ -84,28 +83,36 @@ class RunGuard(AgentMiddleware):
         return context, context.calls
 
     def _shown(self, request: ModelRequest) -> ModelRequest:
+        """Before a model call: the request the model is shown (the run's own system message),
+        or `LeaseLost` once the run's lease is lost."""
         context, _ = self._run(request.runtime)
+        if runs.lease_keeper().lease_lost(context.run_id):  # the keeper's memory only: no I/O
+            raise LeaseLost
         message = getattr(context, "system_message", None)
         return request if message is None else request.override(system_message=message)
 
-    def before_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        ctx, _ = self._run(runtime)
-        if runs.lease_keeper().lease_lost(ctx.run_id):
-            raise LeaseLost
-        return None
+    def _checked(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        """After a model call: the response with its reply as the run may take it."""
+        _, calls = self._run(request.runtime)
+        seen = _call_ids(request.state["messages"])
+        result = [
+            _checked_reply(m, seen=seen, refused=calls.refused) if isinstance(m, AIMessage) else m
+            for m in response.result
+        ]
+        return replace(response, result=result)
 
-    async def abefore_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)  # the keeper's memory only: no I/O
-
+    # The checks run inside the model call's own wrapper, not as before- and after-model
+    # hooks: each hook would be a graph node, a step of its own on every model call.
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
         request = self._shown(request)
         release_connection()
         try:
-            return handler(request)
+            response = handler(request)
         except Exception as exc:
             raise ModelFailure(_model_error_text(exc, request.model)) from exc
+        return self._checked(request, response)
 
     async def awrap_model_call(
         self,
@@ -114,22 +121,10 @@ class RunGuard(AgentMiddleware):
     ) -> ModelResponse:
         request = self._shown(request)
         try:
-            return await handler(request)
+            response = await handler(request)
         except Exception as exc:
             raise ModelFailure(_model_error_text(exc, request.model)) from exc
-
-    def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        reply = state["messages"][-1]
-        if not isinstance(reply, AIMessage):
-            return None
-        _, calls = self._run(runtime)
-        checked = _checked_reply(
-            reply, seen=_call_ids(state["messages"][:-1]), refused=calls.refused
-        )
-        return None if checked is reply else {"messages": [checked]}
-
-    async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        return self.after_model(state, runtime)  # checks the reply in memory: no I/O
+        return self._checked(request, response)
 
     def wrap_tool_call(
         self,
@@ -156,12 +151,6 @@ class RunGuard(AgentMiddleware):
         call = asyncio.ensure_future(handler(request))
         calls.started[request.tool_call["id"]] = call
         return await asyncio.shield(call)
-
-    def tool_calls(self) -> tuple[dict[str, ToolMessage], dict[str, asyncio.Future]]:
-        """The bound run's tool calls so far (`RunCalls.tool_calls`)."""
-        if self._calls is None:
-            raise TypeError("a shared guard keeps no calls: read the run's RunContext.calls")
-        return self._calls.tool_calls()
 
     def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
         ctx, calls = self._run(request.runtime)
