@@ -9,10 +9,11 @@ turns overhead approvals chats streams, default all)
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
    every connection of the process, and connections taken from the pool, for a plain turn in
    an existing thread and for a turn with one `remember_memory`.
-3. Per-turn overhead in one run, the same scripted model and message: `chat` (sync), `achat`
-   (async, one loop), `astream_chat` and `stream_chat` (streamed), beside a bare LangChain
-   `create_agent` turn (build the agent and invoke it; no database, no memory): ms per turn
-   and the ratio to the bare turn.
+3. Per-turn overhead in one run, the same scripted model and message, each round running
+   every entry point once: `chat` (sync), `achat` (async, one loop), `astream_chat` and
+   `stream_chat` (streamed), beside a bare LangChain `create_agent` turn (build the agent and
+   invoke it; no database, no memory): ms per turn and the ratio to the bare turn; graph
+   compiles and SQL statements per `chat` turn in steady state.
 3a. A memory write with approval on (the remember turn, interrupted, then the `resume` run
     carrying "approve") beside the direct write: runs, model calls, SQL statements on Django's
     connections (the checkpointer's own pool is counted apart, as checkpoint rows written) and
@@ -69,6 +70,7 @@ from memory_app.runtime import (  # noqa: E402
     astream_chat,
     build_chatbot_graph,
     chat,
+    graphs,
     stream_chat,
 )
 from tests.wire_model import Received, Reply, WireModel, echo_script  # noqa: E402
@@ -337,12 +339,16 @@ def concurrent_chats(made: list) -> None:
 
 
 def overhead(made: list) -> None:
-    """ms per turn of each entry point, one plain turn after another, in one run."""
+    """ms per turn of each entry point beside a bare `create_agent` turn, in one run: each
+    round runs every entry point once, in turn, so a change in the machine's load falls on all
+    of them alike (the ratios are the figures; the ms drift with the machine). Also the graph
+    compiles and SQL statements per turn in steady state."""
     user = bench_user(prefix="bench-chat", enabled=True)
     made.append(user)
     thread = chat(user_id=user.pk, message="hello").thread_id
     arguments = {"user_id": user.pk, "message": "and again", "thread_id": thread}
     model = ScriptedChatModel()
+    loop = asyncio.new_event_loop()
 
     def bare() -> None:
         agent = create_agent(model, tools=[], system_prompt="You are Yuxi.")
@@ -355,42 +361,54 @@ def overhead(made: list) -> None:
         for _event in stream_chat(**arguments):
             pass
 
-    async def timed_async(turn) -> list[float]:
-        timings = []
-        for _ in range(OVERHEAD_ROUNDS + 1):  # the first is a warm-up
-            start = time.perf_counter()
-            await turn()
-            timings.append((time.perf_counter() - start) * 1000)
-        return timings[1:]
-
-    async def async_turn() -> None:
-        await achat(**arguments)
-
-    async def streamed_async() -> None:
+    async def streamed() -> None:
         async for _event in astream_chat(**arguments):
             pass
 
-    def timed(turn) -> list[float]:
-        timings = []
-        for _ in range(OVERHEAD_ROUNDS + 1):
+    entry_points = [
+        ("bare create_agent turn (no db)", bare),
+        ("chat (sync)", sync_turn),
+        ("achat (async)", lambda: loop.run_until_complete(achat(**arguments))),
+        ("astream_chat (async, streamed)", lambda: loop.run_until_complete(streamed())),
+        ("stream_chat (sync, streamed)", streamed_sync),
+    ]
+    timings: dict[str, list[float]] = {label: [] for label, _ in entry_points}
+    for round_number in range(OVERHEAD_ROUNDS + 1):  # the first is a warm-up
+        for label, turn in entry_points:
             start = time.perf_counter()
             turn()
-            timings.append((time.perf_counter() - start) * 1000)
-        return timings[1:]
-
-    rows = [
-        ("bare create_agent turn (no db)", timed(bare)),
-        ("chat (sync)", timed(sync_turn)),
-        ("achat (async)", asyncio.run(timed_async(async_turn))),
-        ("astream_chat (async, streamed)", asyncio.run(timed_async(streamed_async))),
-        ("stream_chat (sync, streamed)", timed(streamed_sync)),
-    ]
-    bare_ms = statistics.median(rows[0][1])
-    print(f"\nper-turn overhead, scripted model, plain turn, median of {OVERHEAD_ROUNDS}")
+            if round_number:
+                timings[label].append((time.perf_counter() - start) * 1000)
+    compiles = _compiles_per_turn(sync_turn)
+    with count_statements() as counted:
+        sync_turn()
+    loop.close()
+    bare_ms = statistics.median(timings[entry_points[0][0]])
+    print(f"\nper-turn overhead, scripted model, plain turn, median of {OVERHEAD_ROUNDS} rounds")
     print(f"{'entry point':34} {'ms/turn':>8} {'x bare':>7}")
-    for label, timings in rows:
-        ms = statistics.median(timings)
+    for label, _ in entry_points:
+        ms = statistics.median(timings[label])
         print(f"{label:34} {ms:8.2f} {ms / bare_ms:6.1f}x")
+    print(f"graph compiles per chat turn in steady state: {compiles:g}")
+    print(f"SQL statements per chat turn (all connections): {len(counted)}")
+
+
+def _compiles_per_turn(turn, rounds: int = 10) -> float:
+    """`create_agent` calls of the runtime per `turn()`, over `rounds` turns."""
+    made = []
+    real = graphs.create_agent
+
+    def counting(*args, **kwargs):
+        made.append(1)
+        return real(*args, **kwargs)
+
+    graphs.create_agent = counting
+    try:
+        for _ in range(rounds):
+            turn()
+    finally:
+        graphs.create_agent = real
+    return len(made) / rounds
 
 
 def _wire_script(request: Received) -> Reply:

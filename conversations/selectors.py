@@ -3,7 +3,7 @@ chats in and its recent dialogue, a user's threads listed, exported and counted,
 writes waiting for a user's approval, and bounded excerpts of the stored record for staff."""
 
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 import psycopg
@@ -23,6 +23,7 @@ from conversations.models import (
 )
 from conversations.utils.connections import server_cursor
 from conversations.utils.db_functions import ClockTimestamp, byte_length, text_prefix
+from conversations.utils.prepared import PreparedQuery
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 __all__ = [
@@ -77,18 +78,28 @@ def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | Non
     return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
 
 
+def _entry_candidates(*, user_id: int, thread_id: str) -> QuerySet:
+    return (
+        Conversation.objects.visible_to(user_id)
+        .filter(thread_id=thread_id, user__is_active=True)
+        .annotate(undecided=Exists(undecided_interrupts(conversation_id=OuterRef("pk"))))[:1]
+    )
+
+
+# Every chat turn sends it: compiled once (placeholders no real value takes).
+_CHAT_THREAD_ENTRY = PreparedQuery(
+    _entry_candidates, user_id=-7_349_218_561, thread_id="yuxi:placeholder:thread_id"
+)
+
+
 def chat_thread_entry(*, user_id: int | str, thread_id: str) -> tuple[Conversation | None, bool]:
     """A turn's entry check in one query: `user_id`'s own visible thread with that id, if the
     user is active (None otherwise, as `get_chat_thread`), and whether an approval in it waits
     undecided (a new message declines it first)."""
     if not is_storable_text(thread_id):
         return None, False
-    conversation = (
-        Conversation.objects.visible_to(user_id)
-        .filter(thread_id=thread_id, user__is_active=True)
-        .annotate(undecided=Exists(undecided_interrupts(conversation_id=OuterRef("pk"))))
-        .first()
-    )
+    found = _CHAT_THREAD_ENTRY(user_id=int(user_id), thread_id=thread_id)
+    conversation = found[0] if found else None
     return conversation, bool(conversation is not None and conversation.undecided)
 
 
@@ -101,18 +112,32 @@ class DialogueTurn:
     truncated: bool
 
 
-def recent_dialogue(*, conversation: Conversation, before: Message) -> list[DialogueTurn]:
-    """The latest visible messages (`VISIBLE_MESSAGE`, the lookback rule) of the thread before
-    `before`, oldest first, each content cut to `DIALOGUE_CONTENT_MAX_BYTES` by the database."""
-    # Strictly before `before` in the order itself, `(created_at, id)`: ids need not follow time.
-    earlier = Q(created_at__lt=before.created_at) | Q(
-        created_at=before.created_at, id__lt=before.id
-    )
-    rows = (
-        Message.objects.filter(VISIBLE_MESSAGE, earlier, conversation=conversation)
+def _dialogue_before(*, conversation_id: int, created_at: datetime, message_id: int) -> QuerySet:
+    # Strictly before the message in the order itself, `(created_at, id)`: ids need not follow
+    # time.
+    earlier = Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=message_id)
+    return (
+        Message.objects.filter(VISIBLE_MESSAGE, earlier, conversation_id=conversation_id)
         .order_by("-created_at", "-id")
         .values("role")
         .annotate(head=text_prefix("content", DIALOGUE_CONTENT_MAX_BYTES))[:DIALOGUE_MAX_MESSAGES]
+    )
+
+
+# Every turn in an existing thread sends it: compiled once (placeholders no real value takes).
+_RECENT_DIALOGUE = PreparedQuery(
+    _dialogue_before,
+    conversation_id=-7_349_218_562,
+    created_at=datetime(1901, 2, 3, 4, 5, 6, 789012, tzinfo=UTC),
+    message_id=-7_349_218_563,
+)
+
+
+def recent_dialogue(*, conversation: Conversation, before: Message) -> list[DialogueTurn]:
+    """The latest visible messages (`VISIBLE_MESSAGE`, the lookback rule) of the thread before
+    `before`, oldest first, each content cut to `DIALOGUE_CONTENT_MAX_BYTES` by the database."""
+    rows = _RECENT_DIALOGUE(
+        conversation_id=conversation.pk, created_at=before.created_at, message_id=before.pk
     )
     turns = []
     for row in reversed(rows):

@@ -29,7 +29,7 @@ from langchain_openai import ChatOpenAI
 from openai import DefaultAsyncHttpxClient
 from pydantic import Field
 
-from memory_app.conf import setting
+from memory_app.conf import DEFAULTS, setting
 from memory_app.middleware import injected_memory
 from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
@@ -43,6 +43,7 @@ __all__ = [
     "ScriptedChatModel",
     "chat_model_from_settings",
     "model_endpoint",
+    "model_settings",
 ]
 
 
@@ -62,6 +63,12 @@ def chat_model_from_settings() -> BaseChatModel:
             max_retries=setting("LLM_MAX_RETRIES"),
         )
     return ScriptedChatModel()
+
+
+def model_settings() -> tuple[tuple[str, Any], ...]:
+    """Every setting `chat_model_from_settings` reads (each `LLM_*`), with its value now: a
+    model built from settings is the same model while these are the same."""
+    return tuple((name, setting(name)) for name in sorted(DEFAULTS) if name.startswith("LLM_"))
 
 
 class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):

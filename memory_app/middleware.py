@@ -8,6 +8,7 @@ without any cache to clear, and a sub-agent's context never gets memory.
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
@@ -24,6 +25,7 @@ from memory_app.tools import RunBoundTool, build_memory_tools
 from memory_app.workspace import WorkspaceError
 
 __all__ = [
+    "MemoryPrompt",
     "MEMORY_BLOCK_BEGIN",
     "MEMORY_BLOCK_END",
     "MEMORY_INVALID_ENCODING_NOTE",
@@ -75,12 +77,58 @@ MEMORY_INVALID_ENCODING_NOTE = (
 )
 
 
+@dataclass(frozen=True)
+class MemoryPrompt:
+    """One run's memory section (the rules, with the approval rule when the user approves each
+    write, and MEMORY.md as a low-trust data block), read once for the run.
+
+    `MemoryPrompt.for_run(ctx)` is what a run is shown; the memory middleware adds it to each
+    model call, and the Chat service's shared graphs get it in the run's system message."""
+
+    section: str
+    memory_text: str
+    write_approval: bool
+
+    @classmethod
+    def of(
+        cls, snapshot: MemorySnapshot | None, *, write_approval: bool, prompt: bool = True
+    ) -> "MemoryPrompt":
+        return cls(
+            section=render_memory_prompt(snapshot, write_approval=write_approval) if prompt else "",
+            memory_text="" if snapshot is None or snapshot.is_empty else snapshot.text,
+            write_approval=write_approval,
+        )
+
+    @classmethod
+    def for_run(cls, ctx: ToolRuntimeContext) -> "MemoryPrompt | None":
+        """The memory section of `ctx`'s run, or None (nothing read) unless the switch is on
+        and `ctx` names a running top-level chat/resume run of that user.
+
+        Raises `django.db.DatabaseError` when the database cannot answer.
+        """
+        grant = _memory_grant(ctx)
+        if grant is None:
+            return None
+        return cls.of(_read_snapshot(ctx.uid), write_approval=grant.state.write_approval)
+
+    def with_memory(self, system_message: SystemMessage | None) -> SystemMessage:
+        """`system_message` with the memory section appended (unchanged if already there)."""
+        if system_message is not None and _MEMORY_KEY in system_message.response_metadata:
+            return system_message
+        base = system_message.text if system_message is not None else ""
+        content = "\n\n".join(part for part in (base, self.section) if part)
+        metadata = dict(system_message.response_metadata) if system_message is not None else {}
+        return SystemMessage(
+            content=content, response_metadata={**metadata, _MEMORY_KEY: self.memory_text}
+        )
+
+
 class YuxiMemoryMiddleware(AgentMiddleware):
     """Memory prompt and tools for one top-level chat run (build it with `for_run`).
 
     Its `tools` are exactly the three memory tools bound to the run's context; every model
-    call of the run gets the memory section (the rules and MEMORY.md as a low-trust data
-    block, read once at construction) appended to its system message, once.
+    call of the run gets the memory section (its `MemoryPrompt`: the rules and MEMORY.md as a
+    low-trust data block, read once at construction) appended to its system message, once.
     """
 
     def __init__(
@@ -94,13 +142,21 @@ class YuxiMemoryMiddleware(AgentMiddleware):
         super().__init__()
         self.ctx = ctx
         self.snapshot = snapshot
-        # Whether the user approves each write (as read when the run's graph was built).
-        self.write_approval = write_approval
+        self.memory_prompt = MemoryPrompt.of(snapshot, write_approval=write_approval, prompt=prompt)
         self.tools: list[RunBoundTool] = build_memory_tools(ctx)
-        self.system_prompt_section = (
-            render_memory_prompt(snapshot, write_approval=write_approval) if prompt else ""
-        )
-        self.memory_text = "" if snapshot is None or snapshot.is_empty else snapshot.text
+
+    @property
+    def write_approval(self) -> bool:
+        """Whether the user approves each write (as read when the run's graph was built)."""
+        return self.memory_prompt.write_approval
+
+    @property
+    def system_prompt_section(self) -> str:
+        return self.memory_prompt.section
+
+    @property
+    def memory_text(self) -> str:
+        return self.memory_prompt.memory_text
 
     @classmethod
     def for_run(cls, ctx: ToolRuntimeContext) -> "YuxiMemoryMiddleware | None":
@@ -126,14 +182,7 @@ class YuxiMemoryMiddleware(AgentMiddleware):
 
     def with_memory(self, system_message: SystemMessage | None) -> SystemMessage:
         """`system_message` with the memory section appended (unchanged if already there)."""
-        if system_message is not None and _MEMORY_KEY in system_message.response_metadata:
-            return system_message
-        base = system_message.text if system_message is not None else ""
-        content = "\n\n".join(part for part in (base, self.system_prompt_section) if part)
-        metadata = dict(system_message.response_metadata) if system_message is not None else {}
-        return SystemMessage(
-            content=content, response_metadata={**metadata, _MEMORY_KEY: self.memory_text}
-        )
+        return self.memory_prompt.with_memory(system_message)
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]

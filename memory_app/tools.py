@@ -1,8 +1,11 @@
 """The agent's memory tools, and `RunBoundTool`, the base of every tool bound to a run's
 trusted context (the memory tools and the Chat service's sub-agent tool).
 
-Each tool is built for one `ToolRuntimeContext` and uses only that (never the agent's
-`ToolRuntime.context`); its argument schema exposes no identity, path, run or worker field.
+A tool built for one `ToolRuntimeContext` uses only that (never the agent's
+`ToolRuntime.context`), so a team keeps its own context type; a tool of the Chat service's
+shared graphs is built without one and reads the run's trusted context from `runtime.context`,
+which only the service sets, at invocation. Either way its argument schema exposes no
+identity, path, run or worker field.
 Arguments are validated strictly by one pydantic model per tool: an unknown argument, a wrong
 type or a coercible look-alike is `rejected`. Results are typed (`ToolResult`, one
 `ToolStatus` enum) inside the process and become JSON only where the model sees them.
@@ -18,6 +21,7 @@ from typing import Any, ClassVar
 
 from django.db import DatabaseError
 from langchain_core.tools import BaseTool
+from langgraph.runtime import get_runtime
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from conversations import repository as history
@@ -212,6 +216,7 @@ def _call_id(input: dict[str, Any]) -> str | None:
 _NOT_AN_OBJECT = ToolResult(
     ToolStatus.REJECTED, "the arguments must be a JSON object the database can store"
 )
+_NO_RUN = ToolResult(ToolStatus.DENIED, "this tool runs only inside a run")
 
 
 def _schema_of(arguments: type[StrictArguments]) -> dict[str, Any]:
@@ -223,8 +228,9 @@ def _schema_of(arguments: type[StrictArguments]) -> dict[str, Any]:
 
 
 class RunBoundTool(BaseTool):
-    """A tool bound to one run's trusted context (the memory tools, the sub-agent tool);
-    `invoke({...})` returns the JSON result.
+    """A tool of one run's trusted context (the memory tools, the sub-agent tool): the `ctx`
+    it was built with, or, built without one (`ctx=None`: a tool of a shared graph), the
+    `ToolRuntimeContext` its run was invoked with; `invoke({...})` returns the JSON result.
 
     `args_schema` is the JSON schema of the tool's pydantic arguments model, so LangChain
     passes the model's arguments through untouched and the strict validation below is the only
@@ -232,7 +238,7 @@ class RunBoundTool(BaseTool):
     """
 
     arguments: ClassVar[type[StrictArguments]]
-    ctx: Any
+    ctx: Any = None
     response_format: str = "content_and_artifact"
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
@@ -281,12 +287,26 @@ class RunBoundTool(BaseTool):
             return ToolResult(
                 ToolStatus.REJECTED, f"the arguments do not fit the schema ({problems})"
             )
-        refusal = lease_lost_refusal(getattr(self.ctx, "run_id", ""))
+        ctx = self.run_context()
+        if ctx is None:
+            return _NO_RUN
+        refusal = lease_lost_refusal(getattr(ctx, "run_id", ""))
         if refusal is not None:
             return refusal
-        return self._call(parsed)
+        return self._call(parsed, ctx)
 
-    def _call(self, arguments: Any) -> ToolResult:
+    def run_context(self) -> ToolRuntimeContext | None:
+        """The run this call serves: the `ctx` the tool was built with, else the trusted
+        context of the graph run calling it (`runtime.context`); None outside a run."""
+        if self.ctx is not None:
+            return self.ctx  # checked at call time, as every context is
+        try:
+            context = getattr(get_runtime(), "context", None)
+        except RuntimeError:  # called outside a graph run
+            return None
+        return context if isinstance(context, ToolRuntimeContext) else None
+
+    def _call(self, arguments: Any, ctx: ToolRuntimeContext) -> ToolResult:
         raise NotImplementedError
 
 
@@ -321,9 +341,9 @@ class RememberMemoryTool(RunBoundTool):
     args_schema: Any = _schema_of(RememberMemoryArguments)
     arguments: ClassVar[type[StrictArguments]] = RememberMemoryArguments
 
-    def _call(self, arguments: RememberMemoryArguments) -> ToolResult:
+    def _call(self, arguments: RememberMemoryArguments, ctx: ToolRuntimeContext) -> ToolResult:
         try:
-            result = remember_memory(self.ctx, arguments.content, arguments.replaces)
+            result = remember_memory(ctx, arguments.content, arguments.replaces)
         except MemorySensitiveContent as exc:
             # Its message names the kind only, never the matched text.
             return ToolResult(ToolStatus.REJECTED, str(exc))
@@ -352,9 +372,9 @@ class _HistoryTool(RunBoundTool):
 
     read: ClassVar[Callable[..., dict[str, Any]]]
 
-    def _call(self, arguments: StrictArguments) -> ToolResult:
+    def _call(self, arguments: StrictArguments, ctx: ToolRuntimeContext) -> ToolResult:
         try:
-            run = authorize_memory_run(self.ctx)
+            run = authorize_memory_run(ctx)
         except MemoryRunRefused as exc:
             return ToolResult(ToolStatus.DENIED, exc.reason)
         except DatabaseError:
@@ -398,23 +418,24 @@ class ReadThreadMessagesTool(_HistoryTool):
     read: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(history.read_thread_messages)
 
 
-def make_remember_memory_tool(ctx: ToolRuntimeContext) -> RememberMemoryTool:
+def make_remember_memory_tool(ctx: ToolRuntimeContext | None) -> RememberMemoryTool:
     """`remember_memory` bound to the run's trusted context; the model passes only text."""
     return RememberMemoryTool(ctx=ctx)
 
 
-def make_search_thread_messages_tool(ctx: ToolRuntimeContext) -> SearchThreadMessagesTool:
+def make_search_thread_messages_tool(ctx: ToolRuntimeContext | None) -> SearchThreadMessagesTool:
     """`search_thread_messages`: find the user's own past messages by text."""
     return SearchThreadMessagesTool(ctx=ctx)
 
 
-def make_read_thread_messages_tool(ctx: ToolRuntimeContext) -> ReadThreadMessagesTool:
+def make_read_thread_messages_tool(ctx: ToolRuntimeContext | None) -> ReadThreadMessagesTool:
     """`read_thread_messages`: read one of the user's past threads, or a window of it."""
     return ReadThreadMessagesTool(ctx=ctx)
 
 
-def build_memory_tools(ctx: ToolRuntimeContext) -> list[RunBoundTool]:
-    """The three memory tools of a top-level chat run, in their fixed order."""
+def build_memory_tools(ctx: ToolRuntimeContext | None) -> list[RunBoundTool]:
+    """The three memory tools of a top-level chat run, in their fixed order: bound to `ctx`,
+    or (None) reading each call's run from `runtime.context`, for a shared graph."""
     return [
         make_remember_memory_tool(ctx),
         make_search_thread_messages_tool(ctx),

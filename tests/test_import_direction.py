@@ -97,7 +97,7 @@ LAYERS = {
         {"memory_app.middleware"},
         {"memory_app.llm"},
         # the Chat service, part by part
-        {"memory_app.runtime.limits", "memory_app.runtime.loop"},
+        {"memory_app.runtime.limits", "memory_app.runtime.loop", "memory_app.runtime.context"},
         {"memory_app.runtime.errors"},
         {"memory_app.runtime.guard"},
         {"memory_app.runtime.approval"},
@@ -137,6 +137,7 @@ LAYERS = {
             "conversations.utils.db_functions",
             "conversations.utils.ids",
             "conversations.utils.log_format",
+            "conversations.utils.prepared",
             "conversations.utils.statements",
             "conversations.utils.string_utils",
         },

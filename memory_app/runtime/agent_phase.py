@@ -1,9 +1,10 @@
 """The agent phase of a turn, the one every entry point runs: `prepare(turn)` builds the graph
 and the messages it starts from, or the decision it resumes with (its database work through
-`on_database`), then the agent's `astream` runs to its answer with `context=turn.handle.ctx`
-— on a graph with approval, under the checkpoint key `turn.checkpoint_key` — or until it
-stops before a memory write. Errors travel in the outcome, never raised; a cancellation
-propagates (recording, on the turn, the tool calls that had ended and those still running).
+`on_database`), then the agent's `astream` runs to its answer with the run's context
+(`AgentInput.context`) — on a graph with approval, under the checkpoint key
+`turn.checkpoint_key` — or until it stops before a memory write. Errors travel in the
+outcome, never raised; a cancellation propagates (recording, on the turn, the tool calls that
+had ended and those still running).
 
 `run_agent` is its sync adapter (on the process's loop). Streamed with `messages` and `tasks`
 modes, it also gives the turn's `ChatEvent`s: `token` from the model node's non-empty chunks,
@@ -21,8 +22,6 @@ from langchain_core.messages.tool import ToolCall as LangChainToolCall
 from conversations import services
 from conversations.models import Message, ToolCall
 from memory_app.runtime.approval import is_declined, proposed_write
-from memory_app.runtime.graphs import AgentGraph
-from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import RECURSION_LIMIT
 from memory_app.runtime.loop import (
     on_database,
@@ -141,7 +140,7 @@ class _Progress:
         under its checkpoint key on a graph with approval."""
         return {
             "input": self.graph_input,
-            "context": self.turn.handle.ctx,
+            "context": self.agent_input.context,
             "config": agent_config(self.turn, self.agent_input),
             "stream_mode": modes,
         }
@@ -188,7 +187,7 @@ async def astream_agent(
                     yield event
     except (asyncio.CancelledError, GeneratorExit):
         if agent_input is not None:
-            ended, running = _run_guard(agent_input.graph).tool_calls()
+            ended, running = agent_input.context.calls.tool_calls()
             turn.tool_results.update(ended)
             turn.tools_running.update(running)
         raise
@@ -196,10 +195,6 @@ async def astream_agent(
         yield _failed(turn, agent_input, progress, exc)
         return
     yield progress.outcome()
-
-
-def _run_guard(graph: AgentGraph) -> RunGuard:
-    return next(m for m in graph.middleware if isinstance(m, RunGuard))
 
 
 async def arun_agent(turn: Turn, *, prepare: Callable[[Turn], AgentInput]) -> TurnOutcome:

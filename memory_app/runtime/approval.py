@@ -116,6 +116,9 @@ class ApprovalGate(AgentMiddleware):
             ]
         }
 
+    async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
+        return self.after_model(state, runtime)  # the reply in memory only: no I/O
+
 
 def _is_first_write(request: ToolCallRequest) -> bool:
     """Only the reply's first `remember_memory` is put to the user (the same answer when the

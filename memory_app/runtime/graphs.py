@@ -1,11 +1,21 @@
 """The agent graphs: `build_chatbot_graph` (the chat agent, with memory when on) and
 `build_subagent_graph` (a sub-agent: shared context only), both `create_agent` graphs under the
-run's limits and `RunGuard`.
+run's limits and `RunGuard`, each built for one run (its tools and guard bound to its `ctx`);
+and `shared_graph`, the compiled graph of a shape that the Chat service runs every turn of that
+shape on, compiled once per process.
 
-Building a graph reads the database (the memory check) but runs nothing: a turn builds its
-graph in `run_agent`'s `prepare` step, inside the turn, so a failure there fails the run.
+A shared graph holds nothing of a run: no identity, no prompt, no memory. Each run brings them
+at invocation as its `RunContext` (the system message read for the run: the role prompt, its
+shared context and memory section, see `run_system_message`). So a turn reads AGENTS.md,
+USER.md, MEMORY.md and the switch anew, and compiles nothing once its shape has been seen.
+
+Building a graph or a run's system message reads the database (the memory check) and files
+but runs nothing: a turn does it in `run_agent`'s `prepare` step, inside the turn, so a
+failure there fails the run.
 """
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,17 +23,19 @@ from typing import Any
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations.runs import ToolRuntimeContext
 from memory_app.conf import DEFAULT_AGENT_INSTRUCTIONS, setting
 from memory_app.context import build_agent_input_context
-from memory_app.llm import chat_model_from_settings
-from memory_app.middleware import YuxiMemoryMiddleware
+from memory_app.llm import chat_model_from_settings, model_settings
+from memory_app.middleware import MemoryPrompt, YuxiMemoryMiddleware
 from memory_app.runtime.approval import approval_middleware
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import MAX_MODEL_CALLS
+from memory_app.tools import build_memory_tools
 
 # The chat agent's default role prompt; a host replaces it with `YUXI_AGENT_INSTRUCTIONS`.
 CHATBOT_PROMPT = DEFAULT_AGENT_INSTRUCTIONS
@@ -55,6 +67,17 @@ def _shared_prompt(role_prompt: str, uid: str) -> str:
     return "\n\n".join(s for s in (role_prompt, build_agent_input_context(uid).render()) if s)
 
 
+def _run_middleware(guard: RunGuard, *, approval: bool) -> list[AgentMiddleware]:
+    """A graph's middleware after the memory middleware, in order. After-model hooks run
+    last-listed first: the guard settles the reply's ids before the approval gate and the
+    human-in-the-loop middleware see them."""
+    return [
+        *(approval_middleware() if approval else ()),
+        ModelCallLimitMiddleware(run_limit=MAX_MODEL_CALLS, exit_behavior="error"),
+        guard,
+    ]
+
+
 def _graph(
     ctx: ToolRuntimeContext,
     *,
@@ -66,14 +89,7 @@ def _graph(
 ) -> AgentGraph:
     shared = _shared_prompt(role_prompt, ctx.uid)
     middleware: list[AgentMiddleware] = [m for m in (memory,) if m is not None]
-    # After-model hooks run last-listed first: the guard settles the reply's ids before the
-    # approval gate and the human-in-the-loop middleware see them.
-    if checkpointer is not None:
-        middleware += approval_middleware()
-    middleware += [
-        ModelCallLimitMiddleware(run_limit=MAX_MODEL_CALLS, exit_behavior="error"),
-        RunGuard(ctx),
-    ]
+    middleware += _run_middleware(RunGuard(ctx), approval=checkpointer is not None)
     agent = create_agent(
         model or chat_model_from_settings(),
         tools=list(extra_tools),
@@ -147,3 +163,124 @@ def build_subagent_graph(
 ) -> AgentGraph:
     """A sub-agent: the shared context only; never the memory prompt or tools."""
     return _graph(ctx, role_prompt=SUBAGENT_PROMPT, model=model, memory=None, extra_tools=())
+
+
+# -- shared graphs, one per shape ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GraphShape:
+    """What a shared graph is compiled for: the sub-agent (`subagent`: no tools, no memory),
+    or the chat agent, with the three memory tools when `memory` and the approval middleware
+    when `approval` (a resume always has both: the interrupted graph's shape)."""
+
+    subagent: bool = False
+    memory: bool = False
+    approval: bool = False
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    """A shared graph and what it was compiled with (`keys`: the objects whose ids key it,
+    kept alive with it so that no other object can take one of their ids meanwhile)."""
+
+    agent: Any
+    tools: list[BaseTool]
+    middleware: list[AgentMiddleware]
+    keys: tuple[Any, ...]
+
+
+class _SharedGraphs:
+    """The process's compiled graphs by shape, model, checkpointer and extra tools; the least
+    recently used is dropped past `size` (a caller that passes a new model object each turn
+    compiles each turn, as a graph built per run would)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._graphs: OrderedDict[tuple, _Compiled] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self,
+        shape: GraphShape,
+        *,
+        model: BaseChatModel | None,
+        checkpointer: BaseCheckpointSaver | None,
+        extra_tools: Sequence[BaseTool],
+    ) -> _Compiled:
+        # Objects are keyed by identity (the entry keeps them alive); a model from settings by
+        # the settings it reads.
+        model_key = model_settings() if model is None else id(model)
+        key = (shape, model_key, id(checkpointer), tuple(map(id, extra_tools)))
+        with self._lock:
+            if key in self._graphs:
+                self._graphs.move_to_end(key)
+                return self._graphs[key]
+        built = _compile_shared(shape, model, checkpointer, extra_tools)
+        with self._lock:
+            built = self._graphs.setdefault(key, built)
+            self._graphs.move_to_end(key)
+            while len(self._graphs) > self.size:
+                self._graphs.popitem(last=False)
+        return built
+
+
+_SHARED_GRAPHS = _SharedGraphs(size=32)
+
+
+def _compile_shared(
+    shape: GraphShape,
+    model: BaseChatModel | None,
+    checkpointer: BaseCheckpointSaver | None,
+    extra_tools: Sequence[BaseTool],
+) -> _Compiled:
+    memory_tools = build_memory_tools(None) if shape.memory else []
+    middleware = _run_middleware(RunGuard(), approval=shape.approval)
+    agent = create_agent(
+        model or chat_model_from_settings(),
+        tools=[] if shape.subagent else [*memory_tools, *extra_tools],
+        middleware=middleware,
+        checkpointer=checkpointer if shape.approval else None,
+    )
+    return _Compiled(
+        agent=agent,
+        tools=memory_tools,
+        middleware=middleware,
+        keys=(model, checkpointer, *extra_tools),
+    )
+
+
+def shared_graph(
+    shape: GraphShape,
+    *,
+    system_message: SystemMessage,
+    model: BaseChatModel | None = None,
+    checkpointer: BaseCheckpointSaver | None = None,
+    extra_tools: Sequence[BaseTool] = (),
+) -> AgentGraph:
+    """One run's agent on the process's compiled graph of `shape` (compiled now if this
+    shape, model — the object, or for None every `LLM_*` setting — `checkpointer` and
+    `extra_tools` have not been seen, or were dropped since). The run must invoke it with a
+    `RunContext` whose `system_message` is `system_message`; `extra_tools` are tools built
+    without a context (they read it from `runtime.context`), the same objects every turn."""
+    compiled = _SHARED_GRAPHS.get(
+        shape, model=model, checkpointer=checkpointer, extra_tools=extra_tools
+    )
+    return AgentGraph(
+        agent=compiled.agent,
+        system_prompt=system_message.text,
+        tools=list(compiled.tools),
+        middleware=compiled.middleware,
+        approval=shape.approval,
+    )
+
+
+def run_system_message(
+    ctx: ToolRuntimeContext, memory: MemoryPrompt | None, *, subagent: bool = False
+) -> SystemMessage:
+    """What a run of a shared graph shows the model as its system message, read now: the
+    role prompt (`YUXI_AGENT_INSTRUCTIONS` for the chat agent), the shared context (AGENTS.md
+    and USER.md), and the run's memory section (`memory`) if any."""
+    role = SUBAGENT_PROMPT if subagent else setting("YUXI_AGENT_INSTRUCTIONS")
+    shared = SystemMessage(_shared_prompt(role, ctx.uid))
+    return memory.with_memory(shared) if memory is not None else shared

@@ -3,24 +3,26 @@
 It owns the per-call rules (lease still held, reply storable and bounded, arguments storable
 and bounded) and raises `ModelFailure` / `LeaseLost` for the turn's close to settle; it never
 finishes a run itself.
+
+A shared graph's guard (`RunGuard()`) keeps nothing of a run: each run brings its own
+`RunContext` at invocation. A graph built for one run has a guard bound to it (`RunGuard(ctx)`).
 """
 
 import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from langchain.agents.middleware import (
     AgentMiddleware,
-    AgentState,
     ModelRequest,
     ModelResponse,
     ToolCallRequest,
 )
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.messages.tool import tool_call
-from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from conversations import runs
@@ -29,6 +31,7 @@ from conversations.runs import ToolRuntimeContext
 from conversations.utils.connections import release_connection
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 from memory_app.llm import model_endpoint
+from memory_app.runtime.context import RunCalls, RunContext
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import (
     ASSISTANT_TEXT_MAX_BYTES,
@@ -46,7 +49,8 @@ class RunGuard(AgentMiddleware):
     """The runtime's own rules for every model call and tool call of one run.
 
     Before a model call: stop if the lease is lost, and hand the thread's database connection
-    back while the model thinks. After it: refuse a reply the run cannot store or bound (more
+    back while the model thinks; the model is shown the run's system message (`RunContext`).
+    After it: refuse a reply the run cannot store or bound (more
     than `MAX_TOOL_CALLS_PER_REPLY` calls, unstorable text or text over
     `ASSISTANT_TEXT_MAX_BYTES`, unusable ids or names), give every call a tool-call id unique
     within the turn (a resumed turn included: the ids come from the turn's own state) and turn
@@ -54,93 +58,73 @@ class RunGuard(AgentMiddleware):
     into `rejected` calls. Around each tool call: refuse once the lease is lost, and close the
     pool thread's connection afterwards.
 
+    `RunGuard()` serves every run of a shared graph, each from its `RunContext`;
+    `RunGuard(ctx)` is bound to one run (a graph built for it), and keeps its `RunCalls`.
+
     Every hook has an async twin with the same rules. The twins release no connection: under
     `ainvoke`/`astream` the event loop's thread holds none (no Django call runs there; the
     tools do their database work on worker threads that hand their own connection back), and
     closing one from the loop would raise `SynchronousOnlyOperation`.
     """
 
-    def __init__(self, ctx: ToolRuntimeContext) -> None:
+    def __init__(self, ctx: ToolRuntimeContext | None = None) -> None:
         super().__init__()
         self.ctx = ctx
         self.tools = []
-        self._refused_calls: set[str] = set()
-        # The run's tool calls under `ainvoke`/`astream`, by id: each runs to its end even when
-        # the turn is cancelled (its effect is committed or not; the turn's close says which).
-        self._calls: dict[str, asyncio.Future] = {}
+        self._calls = RunCalls() if ctx is not None else None
 
-    def before_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        if runs.lease_keeper().lease_lost(self.ctx.run_id):
+    def _run(self, runtime: Any) -> tuple[ToolRuntimeContext, RunCalls]:
+        """The run this call belongs to: the bound one, or the invocation's `RunContext`."""
+        if self.ctx is not None:
+            return self.ctx, self._calls
+        context = getattr(runtime, "context", None)
+        if not isinstance(context, RunContext):
+            raise TypeError("a shared agent graph runs with its run's RunContext as context")
+        return context, context.calls
+
+    def _shown(self, request: ModelRequest) -> ModelRequest:
+        """Before a model call: the request the model is shown (the run's own system message),
+        or `LeaseLost` once the run's lease is lost."""
+        context, _ = self._run(request.runtime)
+        if runs.lease_keeper().lease_lost(context.run_id):  # the keeper's memory only: no I/O
             raise LeaseLost
-        return None
+        message = getattr(context, "system_message", None)
+        return request if message is None else request.override(system_message=message)
 
-    async def abefore_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        return self.before_model(state, runtime)  # the keeper's memory only: no I/O
+    def _checked(self, request: ModelRequest, response: ModelResponse) -> ModelResponse:
+        """After a model call: the response with its reply as the run may take it."""
+        _, calls = self._run(request.runtime)
+        seen = _call_ids(request.state["messages"])
+        result = [
+            _checked_reply(m, seen=seen, refused=calls.refused) if isinstance(m, AIMessage) else m
+            for m in response.result
+        ]
+        return replace(response, result=result)
 
+    # The checks run inside the model call's own wrapper, not as before- and after-model
+    # hooks: each hook would be a graph node, a step of its own on every model call.
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
+        request = self._shown(request)
         release_connection()
         try:
-            return handler(request)
+            response = handler(request)
         except Exception as exc:
             raise ModelFailure(_model_error_text(exc, request.model)) from exc
+        return self._checked(request, response)
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
+        request = self._shown(request)
         try:
-            return await handler(request)
+            response = await handler(request)
         except Exception as exc:
             raise ModelFailure(_model_error_text(exc, request.model)) from exc
-
-    def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        reply = state["messages"][-1]
-        if not isinstance(reply, AIMessage):
-            return None
-        checked = self._checked_reply(reply, seen=_call_ids(state["messages"][:-1]))
-        return None if checked is reply else {"messages": [checked]}
-
-    async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        return self.after_model(state, runtime)  # checks the reply in memory: no I/O
-
-    def _checked_reply(self, reply: AIMessage, *, seen: set[str]) -> AIMessage:
-        if not is_storable_text(reply.text):
-            raise ModelFailure("the model answered with text that cannot be stored")
-        refuse_oversize_reply_text(reply)
-        calls = [*reply.tool_calls, *reply.invalid_tool_calls]
-        if len(calls) > MAX_TOOL_CALLS_PER_REPLY:
-            raise ModelFailure(
-                f"the model asked for more than {MAX_TOOL_CALLS_PER_REPLY} tool calls"
-            )
-        for call in calls:
-            for label in (call.get("id") or "", call.get("name") or ""):
-                if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
-                    raise ModelFailure("the model named a tool call with an unusable id or name")
-        ids = _unique_ids([call.get("id") for call in calls], seen=seen)
-        if (
-            not reply.invalid_tool_calls
-            and all(arguments_are_usable(c["args"]) for c in calls)
-            and ids == [call.get("id") for call in calls]
-        ):
-            return reply
-        # Arguments that cannot be stored (or are too large to) are as unusable as arguments
-        # that did not parse: the call is kept (recorded without them) and refused.
-        kept = []
-        for call, call_id in zip(calls, ids, strict=True):
-            usable = call in reply.tool_calls and arguments_are_usable(call["args"])
-            if not usable:
-                self._refused_calls.add(call_id)
-            args = call["args"] if usable else {}
-            kept.append(tool_call(id=call_id, name=call.get("name") or "", args=args))
-        return AIMessage(
-            content=reply.content,
-            tool_calls=kept,
-            id=reply.id,
-            response_metadata=reply.response_metadata,
-        )
+        return self._checked(request, response)
 
     def wrap_tool_call(
         self,
@@ -163,32 +147,58 @@ class RunGuard(AgentMiddleware):
         refusal = self._refusal(request)
         if refusal is not None:
             return _tool_message(request, refusal)
+        _, calls = self._run(request.runtime)
         call = asyncio.ensure_future(handler(request))
-        self._calls[request.tool_call["id"]] = call
+        calls.started[request.tool_call["id"]] = call
         return await asyncio.shield(call)
 
-    def tool_calls(self) -> tuple[dict[str, ToolMessage], dict[str, asyncio.Future]]:
-        """The run's tool calls so far: the results of those that ended, by id, and those
-        still running (a cancelled turn waits for them)."""
-        ended, running = {}, {}
-        for call_id, call in self._calls.items():
-            if not call.done():
-                running[call_id] = call
-            elif not call.cancelled() and isinstance(
-                call.exception() or call.result(), ToolMessage
-            ):
-                ended[call_id] = call.result()
-        return ended, running
-
     def _refusal(self, request: ToolCallRequest) -> ToolResult | None:
-        lost = lease_lost_refusal(self.ctx.run_id)
+        ctx, calls = self._run(request.runtime)
+        lost = lease_lost_refusal(ctx.run_id)
         if lost is not None:
             return lost
         if request.tool is None:
             return ToolResult(ToolStatus.REJECTED, "no such tool")
-        if request.tool_call["id"] in self._refused_calls:
+        if request.tool_call["id"] in calls.refused:
             return ToolResult(ToolStatus.REJECTED, _UNUSABLE_ARGUMENTS)
         return None
+
+
+def _checked_reply(reply: AIMessage, *, seen: set[str], refused: set[str]) -> AIMessage:
+    """`reply` as the run may take it (see `RunGuard`); the ids of calls it refuses for their
+    arguments are added to `refused`."""
+    if not is_storable_text(reply.text):
+        raise ModelFailure("the model answered with text that cannot be stored")
+    refuse_oversize_reply_text(reply)
+    calls = [*reply.tool_calls, *reply.invalid_tool_calls]
+    if len(calls) > MAX_TOOL_CALLS_PER_REPLY:
+        raise ModelFailure(f"the model asked for more than {MAX_TOOL_CALLS_PER_REPLY} tool calls")
+    for call in calls:
+        for label in (call.get("id") or "", call.get("name") or ""):
+            if not is_storable_text(label) or len(label) > _TOOL_CALL_LABEL_MAX_CHARS:
+                raise ModelFailure("the model named a tool call with an unusable id or name")
+    ids = _unique_ids([call.get("id") for call in calls], seen=seen)
+    if (
+        not reply.invalid_tool_calls
+        and all(arguments_are_usable(c["args"]) for c in calls)
+        and ids == [call.get("id") for call in calls]
+    ):
+        return reply
+    # Arguments that cannot be stored (or are too large to) are as unusable as arguments
+    # that did not parse: the call is kept (recorded without them) and refused.
+    kept = []
+    for call, call_id in zip(calls, ids, strict=True):
+        usable = call in reply.tool_calls and arguments_are_usable(call["args"])
+        if not usable:
+            refused.add(call_id)
+        args = call["args"] if usable else {}
+        kept.append(tool_call(id=call_id, name=call.get("name") or "", args=args))
+    return AIMessage(
+        content=reply.content,
+        tool_calls=kept,
+        id=reply.id,
+        response_metadata=reply.response_metadata,
+    )
 
 
 _UNUSABLE_ARGUMENTS = (

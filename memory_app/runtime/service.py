@@ -20,12 +20,12 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Message
-from memory_app.llm import chat_model_from_settings
+from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
 from memory_app.runtime.closing import aopen, cancel_turn, close_turn, settle_late_calls
 from memory_app.runtime.errors import ChatInputError
-from memory_app.runtime.graphs import build_chatbot_graph, build_resume_graph
+from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_resume_turn, open_turn
 from memory_app.runtime.subagent import DelegateToSubagentTool
@@ -34,6 +34,7 @@ from memory_app.runtime.turns import (
     AgentInput,
     ChatEvent,
     Turn,
+    TurnContext,
     TurnOutcome,
     cancellation,
 )
@@ -186,38 +187,54 @@ def chat_turn(turn: Turn, outcome: TurnOutcome, tool_calls: list[dict[str, str]]
     )
 
 
+# The chat agent's sub-agent tool: one for every turn (each run's own comes with its context).
+_DELEGATE = DelegateToSubagentTool()
+
+
 def chatbot_input(
     turn: Turn,
     *,
     model: BaseChatModel | None,
     checkpointer: BaseCheckpointSaver | None = None,
 ) -> AgentInput:
-    """The chat agent for `turn` (its sub-agent tool on the same model) and its input: the
-    thread's earlier dialogue, then the user's message; for a resume, the interrupted graph's
-    shape and the user's decision. `checkpointer` is where a graph with approval keeps its
-    checkpoints (default: the process's sync saver; an async turn passes the async one)."""
-    model = model or chat_model_from_settings()
-    checkpointer = checkpointer or checkpoints.checkpointer()
-    delegate = DelegateToSubagentTool(ctx=turn.handle.ctx, parent=turn.handle, model=model)
+    """The chat agent for `turn` and its input: the thread's earlier dialogue, then the user's
+    message; for a resume, the interrupted graph's shape (memory tools and approval, whatever
+    the switches say now: LangGraph drops a decision resumed on a graph without them; the
+    tools re-check at call time) and the user's decision.
+
+    The graph is the process's shared one for the turn's shape and model (its sub-agent
+    tool on the same model); what is the run's own — the switch, the memory section, AGENTS.md
+    and USER.md, all read now — comes with its `TurnContext`. `checkpointer` is where a graph
+    with approval keeps its checkpoints (default: the process's sync saver; an async turn
+    passes the async one)."""
+    ctx = turn.handle.ctx
+    memory = MemoryPrompt.for_run(ctx)
     if turn.decision is not None:
-        graph = build_resume_graph(
-            turn.handle.ctx,
-            checkpointer=checkpointer,
-            model=model,
-            extra_tools=[delegate],
+        shape = GraphShape(memory=True, approval=True)
+    else:
+        shape = GraphShape(
+            memory=memory is not None, approval=memory is not None and memory.write_approval
         )
-        return AgentInput(graph=graph, messages=[], resume=decision_command(turn.decision))
+    system_message = run_system_message(ctx, memory)
+    graph = shared_graph(
+        shape,
+        system_message=system_message,
+        model=model,
+        checkpointer=(checkpointer or checkpoints.checkpointer()) if shape.approval else None,
+        extra_tools=(_DELEGATE,),
+    )
+    context = TurnContext.of(turn, system_message=system_message, model=model)
+    if turn.decision is not None:
+        return AgentInput(
+            graph=graph, messages=[], context=context, resume=decision_command(turn.decision)
+        )
     earlier = selectors.recent_dialogue(
         conversation=turn.handle.conversation, before=turn.user_message
     )
-    graph = build_chatbot_graph(
-        turn.handle.ctx,
-        model=model,
-        extra_tools=[delegate],
-        checkpointer=checkpointer,
-    )
     return AgentInput(
-        graph=graph, messages=[*map(_dialogue_message, earlier), HumanMessage(turn.message)]
+        graph=graph,
+        messages=[*map(_dialogue_message, earlier), HumanMessage(turn.message)],
+        context=context,
     )
 
 

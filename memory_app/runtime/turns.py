@@ -12,15 +12,17 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from conversations import selectors
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
+from memory_app.runtime.context import RunContext
 from memory_app.runtime.graphs import AgentGraph
 from memory_app.runtime.loop import (
     CANCELLED_BY_INTERRUPT,
@@ -71,13 +73,42 @@ class Turn:
     tools_running: dict[str, asyncio.Future] = field(default_factory=dict)
 
 
+@dataclass
+class Delegations:
+    """How many tasks a run has handed to a sub-agent so far."""
+
+    count: int = 0
+
+
+@dataclass(frozen=True)
+class TurnContext(RunContext):
+    """A Chat-service run's `RunContext`, with what its sub-agent tool needs: the run it
+    delegates from (`handle`), the model the sub-agent runs on, and its `delegations`."""
+
+    handle: AgentRunHandle | None = field(default=None, compare=False, repr=False)
+    model: BaseChatModel | None = field(default=None, compare=False, repr=False)
+    delegations: Delegations = field(default_factory=Delegations, compare=False, repr=False)
+
+    @classmethod
+    def of(
+        cls, turn: "Turn", *, system_message: SystemMessage, model: BaseChatModel | None
+    ) -> "TurnContext":
+        """The context `turn`'s agent runs with: its run's identity, `system_message`, and
+        `model` for its sub-agent."""
+        ctx = turn.handle.ctx
+        identity = {f.name: getattr(ctx, f.name) for f in fields(ToolRuntimeContext)}
+        return cls(**identity, system_message=system_message, handle=turn.handle, model=model)
+
+
 @dataclass(frozen=True)
 class AgentInput:
     """What `run_agent` runs: the graph and the messages the agent starts from, or (`resume`)
-    the command continuing the graph from its checkpoint."""
+    the command continuing the graph from its checkpoint, and the `context` the graph runs
+    with."""
 
     graph: AgentGraph
     messages: list[BaseMessage]
+    context: TurnContext
     resume: Command | None = None
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import OperationalError, connection
-from django.test import Client
+from django.test import Client, override_settings
 from langchain_core.messages import AIMessage
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
@@ -14,7 +14,7 @@ from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
-from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, service
+from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, graphs
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 
 URL = "/api/chat/"
@@ -123,8 +123,10 @@ class TestChatEndpoint:
             def reply(self, messages):
                 return AIMessage(content="x" * (ASSISTANT_TEXT_MAX_BYTES + 1))
 
-        monkeypatch.setattr(service, "chat_model_from_settings", FloodingModel)
-        response = post(logged_in, {"message": "hi"})
+        monkeypatch.setattr(graphs, "chat_model_from_settings", FloodingModel)
+        # A model setting of its own, so the flooding model gets its own shared graph.
+        with override_settings(LLM_MODEL="flooding"):
+            response = post(logged_in, {"message": "hi"})
         assert (response.status_code, response.json()) == (
             502,
             {"error": "the model is unavailable, try again"},

@@ -44,6 +44,7 @@ from tests.factories import (
     UserFactory,
     context_for,
 )
+from tests.memory_app.graph_runs import invoke_in_run, record_agent_inputs
 from tests.memory_app.models import RecordingModel, tool_reply
 
 pytestmark = pytest.mark.django_db
@@ -202,17 +203,14 @@ def test_a_new_thread_sees_what_an_earlier_thread_remembered():
 @tools_run
 def test_a_tool_kept_after_its_run_finished_is_denied(agents_file, monkeypatch):
     user = memory_user()
-    built = []
-    real_build = runtime.build_chatbot_graph
-
-    def recording_build(ctx, **kwargs):
-        graph = real_build(ctx, **kwargs)
-        built.append(graph)
-        return graph
-
-    monkeypatch.setattr(runtime.service, "build_chatbot_graph", recording_build)
+    inputs = record_agent_inputs(monkeypatch)
     chat(user_id=user.pk, message="remember that I like tea")
-    remember = built[0].tools[0]
+    (turn,) = inputs
+    remember = turn.graph.tools[0]
+    # The shared graph's tool, called again with the finished run's context...
+    late = invoke_in_run(remember, {"content": "written too late"}, context=turn.context)
+    assert json.loads(late)["status"] == "denied"
+    # ...and outside any run.
     assert json.loads(remember.invoke({"content": "written too late"}))["status"] == "denied"
     assert agents_file(user.pk, "MEMORY.md").read_text() == "I like tea\n"
 

@@ -498,7 +498,7 @@ def test_a_resume_that_fails_before_its_graph_runs_spends_the_decision(monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("no graph")
 
-    monkeypatch.setattr("memory_app.runtime.service.build_resume_graph", broken)
+    monkeypatch.setattr("memory_app.runtime.service.shared_graph", broken)
     with pytest.raises(RuntimeError):
         chat(user_id=user.pk, thread_id=interrupted.thread_id, resume={"decision": "approve"})
     assert AgentRun.objects.get(resumes__run_id=interrupted.run_id).status == "failed"

@@ -311,7 +311,7 @@ class ToolBug(RuntimeError):
 
 @pytest.fixture
 def remember_raises(monkeypatch):
-    def broken(self, arguments):
+    def broken(self, arguments, ctx):
         raise ToolBug("boom")
 
     monkeypatch.setattr(RememberMemoryTool, "_call", broken)

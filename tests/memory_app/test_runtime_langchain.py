@@ -30,6 +30,7 @@ from memory_app.runtime import (
     chat,
 )
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from tests.memory_app.graph_runs import invoke_in_run, record_agent_inputs
 from tests.memory_app.models import RecordingModel, tool_reply
 from tests.wire_model import Call, Reply
 
@@ -286,14 +287,7 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
     def renewal_fails(keeper, held):
         return set(), set()  # nothing renewed, nothing busy: every held lease is lost
 
-    built = []
-    real_build = runtime.build_chatbot_graph
-
-    def recording_build(ctx, **kwargs):
-        built.append(real_build(ctx, **kwargs))
-        return built[-1]
-
-    monkeypatch.setattr(runtime.service, "build_chatbot_graph", recording_build)
+    inputs = record_agent_inputs(monkeypatch)
 
     def lose_the_lease(step):
         run = AgentRun.objects.get(run_type="chat")
@@ -311,8 +305,8 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
     run = AgentRun.objects.get()
     # The database still shows this worker's lease (only renewal failed), yet its tools refuse.
     assert run.status == "running" and run.worker_id
-    remember = built[0].tools[0]
-    assert json.loads(remember.invoke({"content": "later still"}))["status"] == "denied"
+    later = invoke_in_run(inputs[0].graph.tools[0], {"content": "later"}, context=inputs[0].context)
+    assert json.loads(later)["status"] == "denied"
     assert not agents_file(user.pk, "MEMORY.md").exists()
     assert list(Message.objects.values_list("role", flat=True)) == ["user"]
 

@@ -1,0 +1,132 @@
+"""The Chat service's shared graphs: compiled once per shape and model, each run bringing its
+own identity, prompt and memory at invocation."""
+
+import pytest
+from django.test import override_settings
+
+from memory_app.runtime import chat, graphs
+from tests.concurrency import race
+from tests.factories import UserConfigFactory
+from tests.memory_app.graph_runs import record_agent_inputs
+from tests.memory_app.models import RecordingModel
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """Every `create_agent` the runtime's graphs module calls, from now on."""
+    made = []
+    real = graphs.create_agent
+
+    def counting(*args, **kwargs):
+        made.append(kwargs.get("middleware"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(graphs, "create_agent", counting)
+    return made
+
+
+def every_shape_once(user_on, user_off, user_approval) -> None:
+    """A turn of each shape the Chat service runs: memory on, memory off, approval (the
+    interrupted turn and its resume), and a delegation to the sub-agent."""
+    chat(user_id=user_on.pk, message="hello")
+    chat(user_id=user_off.pk, message="hello")
+    asked = chat(user_id=user_approval.pk, message="remember that I like tea")
+    assert asked.status == "interrupted"
+    chat(user_id=user_approval.pk, thread_id=asked.thread_id, resume={"decision": "reject"})
+    chat(user_id=user_on.pk, message="ask the sub-agent: say hi")
+
+
+def test_in_steady_state_a_turn_of_every_shape_compiles_no_graph(compiles):
+    users = (
+        UserConfigFactory(enable_memory=True).user,
+        UserConfigFactory(enable_memory=False).user,
+        UserConfigFactory(enable_memory=True, memory_write_approval=True).user,
+    )
+    every_shape_once(*users)
+    first = len(compiles)
+    assert first > 0
+    every_shape_once(*users)
+    every_shape_once(*users)
+    assert len(compiles) == first  # 0 compiles per turn once each shape has been seen
+
+
+def test_a_changed_model_setting_compiles_a_new_graph_and_keeps_it(compiles):
+    user = UserConfigFactory(enable_memory=True).user
+    chat(user_id=user.pk, message="hello")
+    seen = len(compiles)
+    with override_settings(LLM_MAX_RETRIES=3):
+        chat(user_id=user.pk, message="hello")
+        assert len(compiles) == seen + 1
+        chat(user_id=user.pk, message="hello")
+        assert len(compiles) == seen + 1
+    chat(user_id=user.pk, message="hello")
+    assert len(compiles) == seen + 1  # the first setting's graph was kept
+
+
+def test_a_model_object_gets_its_own_graph_and_keeps_it_for_its_turns(compiles):
+    user = UserConfigFactory(enable_memory=True).user
+    model = RecordingModel()
+    chat(user_id=user.pk, message="hello", model=model)
+    seen = len(compiles)
+    chat(user_id=user.pk, message="hello again", model=model)
+    assert len(compiles) == seen
+    chat(user_id=user.pk, message="hello", model=RecordingModel())
+    assert len(compiles) == seen + 1
+    assert len(model.calls) == 2  # the graph ran the model object it was compiled for
+
+
+def test_the_shared_context_is_read_per_run_not_baked_into_the_graph(agents_file, compiles):
+    user = UserConfigFactory(enable_memory=True).user
+    model = RecordingModel()
+    agents_file(user.pk, "AGENTS.md").write_text("Answer in haiku.")
+    agents_file(user.pk, "MEMORY.md").write_text("- I like tea\n")
+    chat(user_id=user.pk, message="hello", model=model)
+    seen = len(compiles)
+    agents_file(user.pk, "AGENTS.md").write_text("Answer in limericks.")
+    agents_file(user.pk, "MEMORY.md").write_text("- I like coffee\n")
+    chat(user_id=user.pk, message="hello", model=model)
+    assert len(compiles) == seen
+    first, second = (call["messages"][0].text for call in model.calls)
+    assert "haiku" in first and "I like tea" in first
+    assert "limericks" in second and "I like coffee" in second
+    assert "haiku" not in second and "I like tea" not in second
+
+
+def test_the_switch_turned_off_between_turns_takes_the_tools_away_on_one_shared_model(compiles):
+    config = UserConfigFactory(enable_memory=True)
+    model = RecordingModel()
+    chat(user_id=config.user.pk, message="hello", model=model)
+    config.enable_memory = False
+    config.save()
+    chat(user_id=config.user.pk, message="hello", model=model)
+    on, off = (set(call["tools"]) for call in model.calls)
+    assert "remember_memory" in on
+    assert not off & {"remember_memory", "search_thread_messages", "read_thread_messages"}
+
+
+def test_concurrent_turns_of_two_users_on_one_shared_graph_each_see_only_their_own_memory(
+    agents_file,
+):
+    users = [UserConfigFactory(enable_memory=True).user for _ in range(2)]
+    for user, fact in zip(users, ("I keep bees", "I sail on Sundays"), strict=True):
+        agents_file(user.pk, "MEMORY.md").write_text(f"- {fact}\n")
+
+    def recall(user_id: int) -> str:
+        return chat(user_id=user_id, message="What do you remember?").reply
+
+    for _ in range(3):
+        bees, sails = race(recall, [(user.pk,) for user in users])
+        assert "I keep bees" in bees and "I sail on Sundays" not in bees
+        assert "I sail on Sundays" in sails and "I keep bees" not in sails
+
+
+def test_each_turn_runs_with_its_own_run_context(monkeypatch):
+    user = UserConfigFactory(enable_memory=True).user
+    inputs = record_agent_inputs(monkeypatch)
+    first = chat(user_id=user.pk, message="hello")
+    second = chat(user_id=user.pk, message="hello", thread_id=first.thread_id)
+    assert inputs[0].graph.agent is inputs[1].graph.agent
+    assert [turn.context.run_id for turn in inputs] == [first.run_id, second.run_id]
+    assert inputs[0].context.calls is not inputs[1].context.calls
