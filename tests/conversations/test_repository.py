@@ -34,6 +34,7 @@ from conversations.repository import (
     to_json,
 )
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
+from tests.contract.helpers import HIT_KEYS, MESSAGE_KEYS, TOOL_CALL_KEYS
 from tests.factories import ConversationFactory, MessageFactory, ToolCallFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -174,13 +175,7 @@ def test_read_returns_only_visible_text_and_allowlisted_tool_call_fields(planted
     user, visible, text, _ = planted
     response = read_thread_messages(user.pk, visible.thread_id, include_tools=True)
     assert _ids(response) == [text[0].pk, text[1].pk]
-    assert set(response["messages"][0]) == {
-        "message_id",
-        "role",
-        "created_at",
-        "content",
-        "truncated",
-    }
+    assert set(response["messages"][0]) == MESSAGE_KEYS
     assert response["tool_calls"] == [
         {
             "id": "call_ok",
@@ -225,16 +220,7 @@ def test_search_is_case_insensitive_newest_first_and_limited():
     response = search_thread_messages(user.pk, "aLpHa", limit=2)
     assert _ids(response, "results") == [messages[2].pk, messages[1].pk]
     hit = response["results"][0]
-    assert set(hit) == {
-        "thread_id",
-        "title",
-        "message_id",
-        "role",
-        "created_at",
-        "snippet",
-        "matched_terms",
-        "truncated",
-    }
+    assert set(hit) == HIT_KEYS
     assert (hit["snippet"], hit["truncated"], response["truncated"]) == (
         "alpha three",
         False,
@@ -606,16 +592,7 @@ def test_tool_calls_with_huge_inputs_are_cut_flagged_and_capped():
     assert len(to_json(calls).encode("utf-8")) <= TOOL_CALLS_MAX_BYTES
     assert [c["id"] for c in calls] == [f"call_{i:02d}" for i in range(len(calls))]
     for call in calls:
-        assert set(call) == {
-            "id",
-            "message_id",
-            "name",
-            "input",
-            "output",
-            "status",
-            "error",
-            "truncated",
-        }
+        assert set(call) == TOOL_CALL_KEYS
         assert len(to_json(call).encode("utf-8")) <= TOOL_CALL_MAX_BYTES
         assert call["truncated"] is True
         assert (HOSTILE * 3000).startswith(call["output"]) and call["output"]
@@ -1474,16 +1451,7 @@ def test_matched_terms_are_the_query_terms_each_hit_contains_in_query_order(sear
     _messages(_thread(user), ["KYOTO trip with my Sister", "Sister only", "nothing here"])
     hits = _hits(user, 'sister "kyoto trip" nowhere sister')
     assert [h["matched_terms"] for h in hits] == [["sister", "kyoto trip"], ["sister"]]
-    assert set(hits[0]) == {
-        "thread_id",
-        "title",
-        "message_id",
-        "role",
-        "created_at",
-        "snippet",
-        "matched_terms",
-        "truncated",
-    }
+    assert set(hits[0]) == HIT_KEYS
 
 
 def test_another_form_of_a_word_is_found_after_the_word_as_written(search_step):
