@@ -150,6 +150,24 @@ def test_the_language_switch_overrides_the_browser(logged_in):
     assert "早期版本" in memory
 
 
+@pytest.mark.parametrize(
+    ("accept", "heading", "pointer", "wrong"),
+    [
+        ("en", "Memory", "(the Memory section of this page)", "on the right"),
+        ("zh-CN,zh;q=0.9", "记忆", "（见本页的“记忆”部分）", "右侧"),
+    ],
+)
+def test_the_empty_conversation_names_the_memory_section_in_words_true_at_any_width(
+    logged_in, accept, heading, pointer, wrong
+):
+    """A phone shows the memory panel below the conversation, a wide window beside it: the
+    empty state names the section by its heading, never by where it stands."""
+    html = logged_in.get("/", HTTP_ACCEPT_LANGUAGE=accept).content.decode()
+    [empty] = re.findall(r'<div class="empty">.*?</div>', html, re.S)
+    assert pointer in empty and wrong not in empty
+    assert f'<h2 id="memory-title">{heading}</h2>' in html
+
+
 def test_another_users_or_an_unknown_thread_or_version_is_404(logged_in):
     other = ConversationFactory()
     MessageFactory(conversation=other)
