@@ -1,5 +1,6 @@
 """What the two labelled lookback sets (`make_recall_set.py`, `make_second_recall_set.py`)
-share: their hidden threads, the facts those threads repeat, the question list and the file.
+share: the thread list (visible, then hidden), the facts of both languages, the facts the hidden
+threads repeat, the question list and the file.
 
 The sets are written apart (other topics, other sentences), so that one search tuned on one
 is still tested by the other; only this layout is common, so `bench/recall.py` reads both
@@ -8,10 +9,31 @@ alike. Standard library only; the same random generator state always gives the s
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 # The threads no search may return, after the visible ones: (status, source).
 HIDDEN_THREADS = [("archived", "chat"), ("deleted", "chat"), ("active", "agent_call")]
+
+
+def both_languages(
+    rng: random.Random,
+    english: Callable[[random.Random], list[dict]],
+    chinese: Callable[[random.Random], list[dict]],
+) -> list[dict]:
+    """The English facts then the Chinese ones, each labelled with its language (`lang`)."""
+    return [{**f, "lang": "en"} for f in english(rng)] + [{**f, "lang": "zh"} for f in chinese(rng)]
+
+
+def thread_list(visible: int, title: str, hidden_title: str) -> list[dict]:
+    """`visible` active chat threads (`{title} 1` onwards), then `HIDDEN_THREADS`, numbered
+    from `visible` in the messages."""
+    threads = [
+        {"title": f"{title} {n + 1}", "status": "active", "source": "chat"} for n in range(visible)
+    ]
+    for n, (status, source) in enumerate(HIDDEN_THREADS):
+        threads.append({"title": f"{hidden_title} {n + 1}", "status": status, "source": source})
+    return threads
 
 
 def hide_decoys(

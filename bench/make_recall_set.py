@@ -25,7 +25,7 @@ Standard library only; the same seed always writes the same bytes.
 import random
 from pathlib import Path
 
-from labelled_sets import HIDDEN_THREADS, hide_decoys, questions_of, write_set
+from labelled_sets import both_languages, hide_decoys, questions_of, thread_list, write_set
 
 SEED = 20261201
 OUTPUT = Path(__file__).resolve().parent / "recall_set" / "lookback.json"
@@ -284,15 +284,8 @@ ZH_REPLIES = [
 
 def build() -> dict:
     rng = random.Random(SEED)
-    facts = [{**f, "lang": "en"} for f in _en_facts(rng)] + [
-        {**f, "lang": "zh"} for f in _zh_facts(rng)
-    ]
-    threads = [
-        {"title": f"chat {n + 1}", "status": "active", "source": "chat"}
-        for n in range(VISIBLE_THREADS)
-    ]
-    for n, (status, source) in enumerate(HIDDEN_THREADS):
-        threads.append({"title": f"hidden {n + 1}", "status": status, "source": source})
+    facts = both_languages(rng, _en_facts, _zh_facts)
+    threads = thread_list(VISIBLE_THREADS, "chat", "hidden")
 
     # Facts land at random points of the history: some old, some recent.
     turns = DISTRACTOR_TURNS + len(facts)

@@ -26,7 +26,7 @@ writes the same bytes.
 import random
 from pathlib import Path
 
-from labelled_sets import HIDDEN_THREADS, hide_decoys, questions_of, write_set
+from labelled_sets import both_languages, hide_decoys, questions_of, thread_list, write_set
 
 SEED = 30_2026
 OUTPUT = Path(__file__).resolve().parent / "recall_set" / "second.json"
@@ -340,15 +340,8 @@ ZH_REPLIES = [
 
 def build() -> dict:
     rng = random.Random(SEED)
-    facts = [{**f, "lang": "en"} for f in _en_facts(rng)] + [
-        {**f, "lang": "zh"} for f in _zh_facts(rng)
-    ]
-    threads = [
-        {"title": f"talk {n + 1}", "status": "active", "source": "chat"}
-        for n in range(VISIBLE_THREADS)
-    ]
-    for n, (status, source) in enumerate(HIDDEN_THREADS):
-        threads.append({"title": f"gone {n + 1}", "status": status, "source": source})
+    facts = both_languages(rng, _en_facts, _zh_facts)
+    threads = thread_list(VISIBLE_THREADS, "talk", "gone")
 
     # Each fact (and the earlier statement a correction replaces) lands at a random turn; an
     # earlier statement always comes before its correction.
