@@ -1103,14 +1103,25 @@ def test_a_search_of_several_terms_is_still_one_query(
         assert "toolcall" not in captured.captured_queries[0]["sql"].lower()
 
 
-def _plan(user, query: str) -> dict:
-    """The planner's JSON plan of the statement `query`'s search sends."""
+def _plan(
+    user,
+    query: str,
+    *,
+    limit: int = 10,
+    analyze: bool = False,
+    disable: tuple[str, ...] = ("seqscan",),
+) -> dict:
+    """The planner's JSON plan of the statement `query`'s search sends, run too with `analyze`
+    (each node's `Actual Loops`), with the scan methods of `disable` ("seqscan", "indexscan")
+    off for the rest of the test's transaction."""
     with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=10)
+        search_thread_messages(user.pk, query, limit=limit)
     [statement] = captured.captured_queries
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statement["sql"])
+        for method in disable:
+            cursor.execute(f"SET LOCAL enable_{method} = off")
+        options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+        cursor.execute(f"EXPLAIN ({options}) " + statement["sql"])
         return cursor.fetchone()[0][0]["Plan"]
 
 
@@ -1210,13 +1221,7 @@ def test_the_visible_threads_never_drive_an_index_scan_of_messages():
         cursor.execute("ANALYZE conversations_conversation, conversations_message")
     for query in ("wedding", "wedding kyoto", "你好 kyoto", "wedding 你好 text"):
         assert _search_ids(user, query)[0] == Message.objects.get(content__startswith="wedding").pk
-        with CaptureQueriesContext(connection) as captured:
-            search_thread_messages(user.pk, query, limit=10)
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("SET LOCAL enable_indexscan = off")
-            cursor.execute("EXPLAIN (FORMAT JSON) " + captured.captured_queries[0]["sql"])
-            plan = cursor.fetchone()[0][0]["Plan"]
+        plan = _plan(user, query, disable=("seqscan", "indexscan"))
         conditions = [n.get("Index Cond", "") for n in _nodes(plan) if "Index Name" in n]
         assert conditions and not any("conversation_id" in c for c in conditions), query
 
@@ -1228,11 +1233,7 @@ def _nodes(node: dict) -> list[dict]:
 def _message_scans_run(user, query: str) -> list[str]:
     """The search indexes of the message table that the scans which ran of `query`'s search
     walk, one a scan."""
-    with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=3)
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = _plan(user, query, limit=3, analyze=True, disable=())
     return [
         node["Index Name"]
         for node in _nodes(plan)
@@ -1302,13 +1303,7 @@ def _trigram_scans_run(user, query: str) -> list[dict]:
     rows. Only bitmap scans are allowed (at this size the planner may rather walk a btree and
     filter; without index scans it walks the newest messages by the owner key of the trigram
     index, a scan with no term)."""
-    with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=10)
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL enable_indexscan = off")
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = _plan(user, query, analyze=True, disable=("seqscan", "indexscan"))
     return [
         node
         for node in _nodes(plan)
@@ -1529,11 +1524,7 @@ def test_a_query_no_index_can_narrow_walks_only_the_newest_window(query, monkeyp
         )
     # The old message has the terms but lies beyond the newest 30: never walked, never found.
     assert old.pk not in _search_ids(user, query)
-    with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=10)
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = _plan(user, query, analyze=True, disable=())
     read = [
         node
         for node in _nodes(plan)
