@@ -77,6 +77,37 @@ def bench_user(*, prefix: str, enabled: bool, memory_bytes: int | None = None):
     return user
 
 
+def claimed_run_context(user, *, prefix: str, name: str):
+    """A claimed top-level chat run of `user` in a thread of its own (`{prefix}-{name}`), with
+    an hour's lease so no sweep fails it mid-bench: the context the Chat service hands a tool.
+
+    Call after `setup_django()` (the models are imported here for that reason).
+    """
+    from datetime import timedelta
+
+    from conversations.models import AgentRun, Conversation
+    from conversations.runs import ToolRuntimeContext
+    from conversations.utils.db_functions import ClockTimestamp
+
+    conversation = Conversation.objects.create(thread_id=f"{prefix}-{name}", user=user)
+    run = AgentRun.objects.create(
+        user=user,
+        conversation=conversation,
+        request_id=f"{prefix}-{name}",
+        status=AgentRun.Status.RUNNING,
+        worker_id=f"worker-{name}",
+        started_at=ClockTimestamp(),
+        lease_expires_at=ClockTimestamp() + timedelta(hours=1),
+    )
+    return ToolRuntimeContext(
+        uid=str(user.pk),
+        thread_id=conversation.thread_id,
+        run_id=str(run.run_id),
+        request_id=run.request_id,
+        worker_id=run.worker_id,
+    )
+
+
 def logged_in_session(user) -> tuple[str, str]:
     """A logged-in session for `user`, made directly in the database as a login would leave
     it: (session key, CSRF secret to send as both the `csrftoken` cookie and `X-CSRFToken`)."""

@@ -20,10 +20,9 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from datetime import timedelta
 from pathlib import Path
 
-from benchenv import setup_django
+from benchenv import claimed_run_context, setup_django
 
 setup_django()
 
@@ -33,14 +32,12 @@ from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from conversations.models import AgentRun, Conversation  # noqa: E402
 from memory_app.models import UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.selectors import memory_line_origins, read_memory_file  # noqa: E402
 from memory_app.services import remember_memory, write_memory_file  # noqa: E402
 from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
 from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
-from yuxi_site.utils.db_functions import ClockTimestamp  # noqa: E402
 
 PREFIX = f"bench-origins-{uuid.uuid4().hex[:8]}"
 CHANGES = 20
@@ -52,23 +49,7 @@ TARGET_P95_MS = 50
 
 def _context(user, name: str) -> ToolRuntimeContext:
     """A claimed top-level chat run of `user` in a thread of its own, as the Chat service makes."""
-    conversation = Conversation.objects.create(thread_id=f"{PREFIX}-{name}", user=user)
-    run = AgentRun.objects.create(
-        user=user,
-        conversation=conversation,
-        request_id=f"{PREFIX}-{name}",
-        status=AgentRun.Status.RUNNING,
-        worker_id=f"worker-{name}",
-        started_at=ClockTimestamp(),
-        lease_expires_at=ClockTimestamp() + timedelta(hours=1),
-    )
-    return ToolRuntimeContext(
-        uid=str(user.pk),
-        thread_id=conversation.thread_id,
-        run_id=str(run.run_id),
-        request_id=run.request_id,
-        worker_id=run.worker_id,
-    )
+    return claimed_run_context(user, prefix=PREFIX, name=name)
 
 
 def _line(number: int, tag: str = "fact") -> str:

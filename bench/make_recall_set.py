@@ -22,9 +22,10 @@ content, the fact they state if any) and questions (query, the fact, language, k
 Standard library only; the same seed always writes the same bytes.
 """
 
-import json
 import random
 from pathlib import Path
+
+from labelled_sets import both_languages, hide_decoys, questions_of, thread_list, write_set
 
 SEED = 20261201
 OUTPUT = Path(__file__).resolve().parent / "recall_set" / "lookback.json"
@@ -283,16 +284,8 @@ ZH_REPLIES = [
 
 def build() -> dict:
     rng = random.Random(SEED)
-    facts = [{**f, "lang": "en"} for f in _en_facts(rng)] + [
-        {**f, "lang": "zh"} for f in _zh_facts(rng)
-    ]
-    threads = [
-        {"title": f"chat {n + 1}", "status": "active", "source": "chat"}
-        for n in range(VISIBLE_THREADS)
-    ]
-    hidden = [("archived", "chat"), ("deleted", "chat"), ("active", "agent_call")]
-    for n, (status, source) in enumerate(hidden):
-        threads.append({"title": f"hidden {n + 1}", "status": status, "source": source})
+    facts = both_languages(rng, _en_facts, _zh_facts)
+    threads = thread_list(VISIBLE_THREADS, "chat", "hidden")
 
     # Facts land at random points of the history: some old, some recent.
     turns = DISTRACTOR_TURNS + len(facts)
@@ -309,30 +302,12 @@ def build() -> dict:
         messages.append({"thread": thread, "role": "user", "content": content, "fact": fact})
         reply = rng.choice(EN_REPLIES if lang == "en" else ZH_REPLIES)
         messages.append({"thread": thread, "role": "assistant", "content": reply, "fact": None})
-    for fact in rng.sample(range(len(facts)), DECOY_FACTS):
-        at = rng.randrange(len(messages) + 1)
-        thread = VISIBLE_THREADS + rng.randrange(len(hidden))
-        decoy = {"thread": thread, "role": "user", "content": facts[fact]["text"], "fact": None}
-        messages.insert(at, decoy)
-    questions = [
-        {"query": query, "fact": index, "lang": fact["lang"], "kind": kind}
-        for index, fact in enumerate(facts)
-        for kind, query in fact["questions"]
-    ]
-    return {"threads": threads, "messages": messages, "questions": questions}
+    hide_decoys(rng, messages, facts, count=DECOY_FACTS, first=VISIBLE_THREADS)
+    return {"threads": threads, "messages": messages, "questions": questions_of(facts)}
 
 
 def main() -> None:
-    OUTPUT.parent.mkdir(exist_ok=True)
-    data = build()
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    # One message or question a line: small diffs when the generator changes.
-    text = text.replace('},{"thread"', '},\n{"thread"').replace('},{"query"', '},\n{"query"')
-    OUTPUT.write_text(text + "\n", encoding="utf-8")
-    print(
-        f"wrote {OUTPUT.name}: {len(data['messages']):,} messages, "
-        f"{len(data['questions'])} questions, {OUTPUT.stat().st_size:,} bytes"
-    )
+    write_set(OUTPUT, build())
 
 
 if __name__ == "__main__":

@@ -23,9 +23,10 @@ questions with the fact, language and kind). Standard library only; the same see
 writes the same bytes.
 """
 
-import json
 import random
 from pathlib import Path
+
+from labelled_sets import both_languages, hide_decoys, questions_of, thread_list, write_set
 
 SEED = 30_2026
 OUTPUT = Path(__file__).resolve().parent / "recall_set" / "second.json"
@@ -172,6 +173,14 @@ def _en_facts(rng: random.Random) -> list[dict]:
             EN_WEEKDAYS,
         ),
     ]
+    facts.extend(_corrected(rng, corrections))
+    return facts
+
+
+def _corrected(rng: random.Random, corrections: list[tuple]) -> list[dict]:
+    """A fact each (older statement, its correction, queries, values): two different values,
+    the older statement kept as `earlier`; the questions must find the correction."""
+    facts = []
     for older, newer, queries, values in corrections:
         a, b = rng.sample(values, 2)
         facts.append(
@@ -263,15 +272,7 @@ def _zh_facts(rng: random.Random) -> list[dict]:
         ("新家的车位是{a}号。", "更正一下，新家的车位其实是{b}号。",
          ["车位 号", "新家 车位"], numbers),
     ]  # fmt: skip
-    for older, newer, queries, values in corrections:
-        a, b = rng.sample(values, 2)
-        facts.append(
-            {
-                "text": newer.format(b=b),
-                "earlier": older.format(a=a),
-                "questions": [("corrected", query) for query in queries],
-            }
-        )
+    facts.extend(_corrected(rng, corrections))
     return facts
 
 
@@ -339,16 +340,8 @@ ZH_REPLIES = [
 
 def build() -> dict:
     rng = random.Random(SEED)
-    facts = [{**f, "lang": "en"} for f in _en_facts(rng)] + [
-        {**f, "lang": "zh"} for f in _zh_facts(rng)
-    ]
-    threads = [
-        {"title": f"talk {n + 1}", "status": "active", "source": "chat"}
-        for n in range(VISIBLE_THREADS)
-    ]
-    hidden = [("archived", "chat"), ("deleted", "chat"), ("active", "agent_call")]
-    for n, (status, source) in enumerate(hidden):
-        threads.append({"title": f"gone {n + 1}", "status": status, "source": source})
+    facts = both_languages(rng, _en_facts, _zh_facts)
+    threads = thread_list(VISIBLE_THREADS, "talk", "gone")
 
     # Each fact (and the earlier statement a correction replaces) lands at a random turn; an
     # earlier statement always comes before its correction.
@@ -379,30 +372,12 @@ def build() -> dict:
         messages.append({"thread": thread, "role": "user", "content": content, "fact": fact})
         reply = rng.choice(EN_REPLIES if lang == "en" else ZH_REPLIES)
         messages.append({"thread": thread, "role": "assistant", "content": reply, "fact": None})
-    for index in rng.sample(range(len(facts)), DECOY_FACTS):
-        at = rng.randrange(len(messages) + 1)
-        thread = VISIBLE_THREADS + rng.randrange(len(hidden))
-        decoy = {"thread": thread, "role": "user", "content": facts[index]["text"], "fact": None}
-        messages.insert(at, decoy)
-    questions = [
-        {"query": query, "fact": index, "lang": fact["lang"], "kind": kind}
-        for index, fact in enumerate(facts)
-        for kind, query in fact["questions"]
-    ]
-    return {"threads": threads, "messages": messages, "questions": questions}
+    hide_decoys(rng, messages, facts, count=DECOY_FACTS, first=VISIBLE_THREADS)
+    return {"threads": threads, "messages": messages, "questions": questions_of(facts)}
 
 
 def main() -> None:
-    OUTPUT.parent.mkdir(exist_ok=True)
-    data = build()
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    # One message or question a line: small diffs when the generator changes.
-    text = text.replace('},{"thread"', '},\n{"thread"').replace('},{"query"', '},\n{"query"')
-    OUTPUT.write_text(text + "\n", encoding="utf-8")
-    print(
-        f"wrote {OUTPUT.name}: {len(data['messages']):,} messages, "
-        f"{len(data['questions'])} questions, {OUTPUT.stat().st_size:,} bytes"
-    )
+    write_set(OUTPUT, build())
 
 
 if __name__ == "__main__":

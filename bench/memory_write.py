@@ -27,10 +27,9 @@ import uuid
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 
-from benchenv import setup_django
+from benchenv import claimed_run_context, setup_django
 
 setup_django()
 
@@ -39,8 +38,6 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 from django.db.models import QuerySet  # noqa: E402
 
-from conversations.models import AgentRun, Conversation  # noqa: E402
-from conversations.utils.db_functions import ClockTimestamp  # noqa: E402
 from memory_app import services  # noqa: E402
 from memory_app.credentials import credential_kinds  # noqa: E402
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES  # noqa: E402
@@ -65,23 +62,7 @@ def _user(name: str):
 
 def _context(user, name: str) -> ToolRuntimeContext:
     """A claimed top-level chat run of `user` with a long lease, as the Chat service makes."""
-    conversation = Conversation.objects.create(thread_id=f"{PREFIX}-{name}", user=user)
-    run = AgentRun.objects.create(
-        user=user,
-        conversation=conversation,
-        request_id=f"{PREFIX}-{name}",
-        status=AgentRun.Status.RUNNING,
-        worker_id=f"worker-{name}",
-        started_at=ClockTimestamp(),
-        lease_expires_at=ClockTimestamp() + timedelta(hours=1),
-    )
-    return ToolRuntimeContext(
-        uid=str(user.pk),
-        thread_id=conversation.thread_id,
-        run_id=str(run.run_id),
-        request_id=run.request_id,
-        worker_id=run.worker_id,
-    )
+    return claimed_run_context(user, prefix=PREFIX, name=name)
 
 
 def _timed(call, *args) -> float:

@@ -62,6 +62,7 @@ __all__ = [
     "MessageAdmin",
     "ThreadFilter",
     "ToolCallAdmin",
+    "UserColumns",
     "id_cell",
     "name_cell",
     "related_list",
@@ -100,6 +101,19 @@ def id_cell(value: object) -> SafeString:
 def name_cell(value: object) -> SafeString:
     """A name (usernames run long) that wraps inside a readable width."""
     return format_html('<span class="yuxi-name">{}</span>', value)
+
+
+class UserColumns:
+    """The columns naming a row's user (its `user` foreign key, which the page's queryset
+    selects): `user_column`, the linked name in a list; `user_link`, the link on a row's page."""
+
+    @admin.display(description="user", ordering="user__username")
+    def user_column(self, obj: Model) -> SafeString:
+        return change_link(User, obj.user_id, name_cell(obj.user.username))
+
+    @admin.display(description="user")
+    def user_link(self, obj: Model) -> SafeString:
+        return change_link(User, obj.user_id, obj.user.username)
 
 
 def run_label(run: AgentRun) -> str:
@@ -144,7 +158,7 @@ def _list_excerpt_annotations(field: str) -> dict:
 
 
 @admin.register(Conversation)
-class ConversationAdmin(ReadOnlyAdmin):
+class ConversationAdmin(UserColumns, ReadOnlyAdmin):
     list_display = (
         "thread_column",
         "user_column",
@@ -209,10 +223,6 @@ class ConversationAdmin(ReadOnlyAdmin):
     def thread_column(self, obj: Conversation) -> SafeString:
         return id_cell(obj.thread_id)
 
-    @admin.display(description="user", ordering="user__username")
-    def user_column(self, obj: Conversation) -> SafeString:
-        return change_link(User, obj.user_id, name_cell(obj.user.username))
-
     @admin.display(description="title")
     def title_column(self, obj: Conversation) -> SafeString:
         return format_html('<div class="yuxi-text">{}</div>', _list_excerpt(obj, "title"))
@@ -239,10 +249,6 @@ class ConversationAdmin(ReadOnlyAdmin):
     @admin.display(description="created")
     def created(self, obj: Conversation) -> SafeString:
         return time_cell(obj.created_at)
-
-    @admin.display(description="user")
-    def user_link(self, obj: Conversation) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
 
     @admin.display(description="title")
     def title_excerpt(self, obj: Conversation) -> SafeString:
@@ -626,7 +632,7 @@ def _result_status(output: str) -> str | None:
 
 
 @admin.register(AgentRun)
-class AgentRunAdmin(ReadOnlyAdmin):
+class AgentRunAdmin(UserColumns, ReadOnlyAdmin):
     list_display = (
         "run_column",
         "user_column",
@@ -708,10 +714,6 @@ class AgentRunAdmin(ReadOnlyAdmin):
     def run_column(self, obj: AgentRun) -> SafeString:
         return id_cell(obj.run_id)
 
-    @admin.display(description="user", ordering="user__username")
-    def user_column(self, obj: AgentRun) -> SafeString:
-        return change_link(User, obj.user_id, name_cell(obj.user.username))
-
     @admin.display(description="thread", ordering="conversation__thread_id")
     def thread_column(self, obj: AgentRun) -> SafeString:
         return change_link(Conversation, obj.conversation_id, id_cell(obj.thread_id))
@@ -737,10 +739,6 @@ class AgentRunAdmin(ReadOnlyAdmin):
     @admin.display(description="lease expires at")
     def lease_expires(self, obj: AgentRun) -> SafeString:
         return time_cell(obj.lease_expires_at)
-
-    @admin.display(description="user")
-    def user_link(self, obj: AgentRun) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
 
     @admin.display(description="thread")
     def thread_link(self, obj: AgentRun) -> SafeString:

@@ -189,6 +189,15 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 # the first position of the first term found, in query order.
 
 
+# What an index-driven lookup checks of a message `m` besides its terms: the owner's text of a
+# visible thread, within `since`/`until`; the thread check a filter (`+ 0`), never an index
+# condition (see the comment above).
+_VISIBLE_MESSAGE = """       AND m.owner_id = %(owner)s
+       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
+       AND m.conversation_id + 0 = ANY ((SELECT ids FROM visible)::bigint[])
+       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
+       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)"""
+
 # One rare term's own candidates (see the comment above), for term number `n`.
 _LOOKUP_TEMPLATE = """    UNION
     (SELECT m.id
@@ -198,11 +207,7 @@ _LOOKUP_TEMPLATE = """    UNION
        AND (SELECT count(*) FROM every) < %(limit)s
        AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
        AND m.id NOT IN (SELECT id FROM every)
-       AND m.owner_id = %(owner)s
-       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND m.conversation_id + 0 = ANY ((SELECT ids FROM visible)::bigint[])
-       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+{visible_message}
        AND (%(like_{n})s::text IS NULL
             OR UPPER(m.content) LIKE (SELECT UPPER(%(like_{n})s::text)))
        AND (%(pairs_{n})s::text IS NULL
@@ -282,11 +287,7 @@ every AS MATERIALIZED (
      FROM conversations_message m
      WHERE %(indexed)s AND (SELECT count(*) FROM window_every) < %(limit)s
        AND m.id NOT IN (SELECT id FROM window_every)
-       AND m.owner_id = %(owner)s
-       AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-       AND m.conversation_id + 0 = ANY ((SELECT ids FROM visible)::bigint[])
-       AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
-       AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)
+{visible_message}
 {patterns}
        AND (%(pairs)s::text IS NULL
             OR yuxi_cjk_bigrams(UPPER(m.content)) @> %(pairs)s::text[])
@@ -377,7 +378,12 @@ def _search_sql(terms: int) -> str:
             f" ELSE UPPER(%(pattern_{n})s) END)"
             for n in range(1, terms + 1)
         ),
-        lookups="\n".join(_LOOKUP_TEMPLATE.format(n=n) for n in range(1, terms + 1) if terms > 1),
+        lookups="\n".join(
+            _LOOKUP_TEMPLATE.format(n=n, visible_message=_VISIBLE_MESSAGE)
+            for n in range(1, terms + 1)
+            if terms > 1
+        ),
+        visible_message=_VISIBLE_MESSAGE,
     )
 
 

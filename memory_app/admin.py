@@ -20,6 +20,7 @@ from django.utils.safestring import SafeString
 from conversations.admin import (
     AgentRunAdmin,
     ThreadFilter,
+    UserColumns,
     id_cell,
     name_cell,
     related_list,
@@ -104,7 +105,7 @@ def _actor(event: MemoryEvent) -> SafeString | str:
 
 
 @admin.register(UserConfig)
-class UserConfigAdmin(ReadOnlyAdmin):
+class UserConfigAdmin(UserColumns, ReadOnlyAdmin):
     list_display = ("user_column", "memory_column")
     list_filter = (UserFilter, "enable_memory")
     user_lookup = "user_id"
@@ -170,15 +171,12 @@ class UserConfigAdmin(ReadOnlyAdmin):
 
     @admin.display(description="user", ordering="user__username")
     def user_column(self, obj: UserConfig) -> SafeString:
+        """The name alone: as the list's first column it already links to this row's page."""
         return name_cell(obj.user.username)
 
     @admin.display(description="memory", ordering="enable_memory")
     def memory_column(self, obj: UserConfig) -> str:
         return "on" if obj.enable_memory else "off"
-
-    @admin.display(description="user")
-    def user_link(self, obj: UserConfig) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
 
     @admin.display(description="memory switch")
     def memory_switch(self, obj: UserConfig) -> str:
@@ -461,7 +459,7 @@ def _is_uuid(term: str) -> bool:
 
 
 @admin.register(MemoryEvent)
-class MemoryEventAdmin(ReadOnlyAdmin):
+class MemoryEventAdmin(UserColumns, ReadOnlyAdmin):
     list_display = (
         "event_column",
         "created",
@@ -523,10 +521,6 @@ class MemoryEventAdmin(ReadOnlyAdmin):
     def created(self, obj: MemoryEvent) -> SafeString:
         return time_cell(obj.created_at)
 
-    @admin.display(description="user", ordering="user__username")
-    def user_column(self, obj: MemoryEvent) -> SafeString:
-        return change_link(User, obj.user_id, name_cell(obj.user.username))
-
     @admin.display(description="by")
     def actor_column(self, obj: MemoryEvent) -> SafeString | str:
         return _actor(obj)
@@ -555,10 +549,6 @@ class MemoryEventAdmin(ReadOnlyAdmin):
             obj.before_sha256[:12],
             obj.after_sha256[:12],
         )
-
-    @admin.display(description="user")
-    def user_link(self, obj: MemoryEvent) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
 
     @admin.display(description="by")
     def actor_link(self, obj: MemoryEvent) -> SafeString | str:

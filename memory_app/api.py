@@ -372,6 +372,9 @@ class ExportDocument(Schema):
 # Refusals every authenticated operation can answer with.
 _COMMON = {401: Error, 403: Error, 405: Error, 503: Error}
 _UNSAFE = {**_COMMON, 400: Error, 413: Error}
+# A write made only if the file is still the version `If-Match` names: 428 without it, 412
+# when it names another.
+_IF_MATCH = {412: Error, 428: Error, **_UNSAFE}
 
 _MEMORY_PROBLEMS = {
     "too_large": (
@@ -550,9 +553,24 @@ def _expected_etag(if_match: str | None) -> str:
     return value
 
 
+def _write_if_match(
+    request: HttpRequest,
+    response: HttpResponse,
+    if_match: str | None,
+    write: Callable[..., Any],
+    **fields: Any,
+) -> Any:
+    """Make one of the user's own memory writes against the version `If-Match` names, and
+    answer with the file it left (its new ETag)."""
+    memory = write(
+        user=request.auth, if_match=_expected_etag(if_match), actor=request.auth, **fields
+    )
+    return _memory_state(request, response, memory)
+
+
 @api.put(
     "/memory/",
-    response={200: MemoryWrittenOut, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, **_IF_MATCH},
     tags=["memory"],
 )
 def put_memory(
@@ -563,10 +581,7 @@ def put_memory(
 ) -> Any:
     """Replace the whole file, only if it is still the version `If-Match` names. A credential
     in the text is kept as written, and listed in `warnings`."""
-    memory = services.write_memory_file(
-        user=request.auth, text=body.text, if_match=_expected_etag(if_match), actor=request.auth
-    )
-    return _memory_state(request, response, memory)
+    return _write_if_match(request, response, if_match, services.write_memory_file, text=body.text)
 
 
 @api.delete("/memory/", response={204: None, **_UNSAFE}, tags=["memory"])
@@ -605,7 +620,7 @@ def get_memory_version(request: HttpRequest, sha256: str) -> Any:
 
 @api.post(
     "/memory/versions/{sha256}/restore/",
-    response={200: MemoryWrittenOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryWrittenOut, 404: Error, **_IF_MATCH},
     tags=["memory"],
 )
 def post_memory_version_restore(
@@ -617,10 +632,9 @@ def post_memory_version_restore(
     """Put a kept version back as MEMORY.md, only if the file is still the version `If-Match`
     names; the file it replaces is kept in turn. No body. `sha256` as for reading one.
     Credentials in the restored text are listed in `warnings`."""
-    memory = services.restore_memory_version(
-        user=request.auth, sha256=sha256, if_match=_expected_etag(if_match), actor=request.auth
+    return _write_if_match(
+        request, response, if_match, services.restore_memory_version, sha256=sha256
     )
-    return _memory_state(request, response, memory)
 
 
 @api.get(
@@ -657,7 +671,7 @@ def _origin_json(origin: selectors.Origin) -> dict[str, Any]:
 
 @api.delete(
     "/memory/lines/{number}/",
-    response={200: MemoryOut, 404: Error, 412: Error, 428: Error, **_UNSAFE},
+    response={200: MemoryOut, 404: Error, **_IF_MATCH},
     tags=["memory"],
 )
 def delete_memory_line(
@@ -668,10 +682,7 @@ def delete_memory_line(
 ) -> Any:
     """Forget one line: remove line `number` of the file `If-Match` names (the etag the lines
     came with), as your own edit; the file it replaces is kept as a version. No body."""
-    memory = services.delete_memory_line(
-        user=request.auth, number=number, if_match=_expected_etag(if_match), actor=request.auth
-    )
-    return _memory_state(request, response, memory)
+    return _write_if_match(request, response, if_match, services.delete_memory_line, number=number)
 
 
 @api.get("/settings/", response={200: SettingsOut, **_COMMON}, tags=["settings"])

@@ -218,6 +218,9 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en-us"
 # The languages of the user's page (its catalogues ship in memory_app/locale/).
 LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+# The reference site's own pages (log in, logged out, locked out) in the same languages, so a
+# signed-out user reads them in the language the page was switched to.
+LOCALE_PATHS = [BASE_DIR / "yuxi_site" / "locale"]
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

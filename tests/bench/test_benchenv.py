@@ -1,8 +1,13 @@
 """The benches' database follows the site's (`DATABASE_URL`), so benches of several checkouts
-or CI runs on one PostgreSQL never share one; `BENCH_DATABASE_URL` still chooses outright."""
+or CI runs on one PostgreSQL never share one; `BENCH_DATABASE_URL` still chooses outright. The
+claimed run the benches hand their tools is one a tool accepts."""
 
 import pytest
-from benchenv import bench_database_url
+from benchenv import bench_database_url, claimed_run_context
+
+from memory_app.selectors import read_memory_file
+from memory_app.services import remember_memory
+from tests.factories import memory_user
 
 SHARED = "postgres://ci@db.internal:5433/yuxi_ci_42"
 
@@ -29,3 +34,12 @@ def test_a_query_string_stays_and_a_url_without_a_database_is_refused():
     )
     with pytest.raises(SystemExit, match="BENCH_DATABASE_URL"):
         bench_database_url({"DATABASE_URL": "postgres://u@h:5432/"})
+
+
+@pytest.mark.django_db
+def test_a_claimed_run_context_is_one_a_tool_may_write_memory_with():
+    user = memory_user()
+    ctx = claimed_run_context(user, prefix="bench-test", name="one")
+    assert (ctx.uid, ctx.thread_id, ctx.worker_id) == (str(user.pk), "bench-test-one", "worker-one")
+    remember_memory(ctx, "prefers the aisle seat")
+    assert "prefers the aisle seat" in read_memory_file(user=user).text

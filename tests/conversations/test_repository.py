@@ -34,6 +34,7 @@ from conversations.repository import (
     to_json,
 )
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
+from tests.contract.helpers import HIT_KEYS, MESSAGE_KEYS, TOOL_CALL_KEYS
 from tests.factories import ConversationFactory, MessageFactory, ToolCallFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -174,13 +175,7 @@ def test_read_returns_only_visible_text_and_allowlisted_tool_call_fields(planted
     user, visible, text, _ = planted
     response = read_thread_messages(user.pk, visible.thread_id, include_tools=True)
     assert _ids(response) == [text[0].pk, text[1].pk]
-    assert set(response["messages"][0]) == {
-        "message_id",
-        "role",
-        "created_at",
-        "content",
-        "truncated",
-    }
+    assert set(response["messages"][0]) == MESSAGE_KEYS
     assert response["tool_calls"] == [
         {
             "id": "call_ok",
@@ -225,16 +220,7 @@ def test_search_is_case_insensitive_newest_first_and_limited():
     response = search_thread_messages(user.pk, "aLpHa", limit=2)
     assert _ids(response, "results") == [messages[2].pk, messages[1].pk]
     hit = response["results"][0]
-    assert set(hit) == {
-        "thread_id",
-        "title",
-        "message_id",
-        "role",
-        "created_at",
-        "snippet",
-        "matched_terms",
-        "truncated",
-    }
+    assert set(hit) == HIT_KEYS
     assert (hit["snippet"], hit["truncated"], response["truncated"]) == (
         "alpha three",
         False,
@@ -606,16 +592,7 @@ def test_tool_calls_with_huge_inputs_are_cut_flagged_and_capped():
     assert len(to_json(calls).encode("utf-8")) <= TOOL_CALLS_MAX_BYTES
     assert [c["id"] for c in calls] == [f"call_{i:02d}" for i in range(len(calls))]
     for call in calls:
-        assert set(call) == {
-            "id",
-            "message_id",
-            "name",
-            "input",
-            "output",
-            "status",
-            "error",
-            "truncated",
-        }
+        assert set(call) == TOOL_CALL_KEYS
         assert len(to_json(call).encode("utf-8")) <= TOOL_CALL_MAX_BYTES
         assert call["truncated"] is True
         assert (HOSTILE * 3000).startswith(call["output"]) and call["output"]
@@ -1126,14 +1103,25 @@ def test_a_search_of_several_terms_is_still_one_query(
         assert "toolcall" not in captured.captured_queries[0]["sql"].lower()
 
 
-def _plan(user, query: str) -> dict:
-    """The planner's JSON plan of the statement `query`'s search sends."""
+def _plan(
+    user,
+    query: str,
+    *,
+    limit: int = 10,
+    analyze: bool = False,
+    disable: tuple[str, ...] = ("seqscan",),
+) -> dict:
+    """The planner's JSON plan of the statement `query`'s search sends, run too with `analyze`
+    (each node's `Actual Loops`), with the scan methods of `disable` ("seqscan", "indexscan")
+    off for the rest of the test's transaction."""
     with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=10)
+        search_thread_messages(user.pk, query, limit=limit)
     [statement] = captured.captured_queries
     with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN (FORMAT JSON) " + statement["sql"])
+        for method in disable:
+            cursor.execute(f"SET LOCAL enable_{method} = off")
+        options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
+        cursor.execute(f"EXPLAIN ({options}) " + statement["sql"])
         return cursor.fetchone()[0][0]["Plan"]
 
 
@@ -1233,13 +1221,7 @@ def test_the_visible_threads_never_drive_an_index_scan_of_messages():
         cursor.execute("ANALYZE conversations_conversation, conversations_message")
     for query in ("wedding", "wedding kyoto", "你好 kyoto", "wedding 你好 text"):
         assert _search_ids(user, query)[0] == Message.objects.get(content__startswith="wedding").pk
-        with CaptureQueriesContext(connection) as captured:
-            search_thread_messages(user.pk, query, limit=10)
-        with connection.cursor() as cursor:
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("SET LOCAL enable_indexscan = off")
-            cursor.execute("EXPLAIN (FORMAT JSON) " + captured.captured_queries[0]["sql"])
-            plan = cursor.fetchone()[0][0]["Plan"]
+        plan = _plan(user, query, disable=("seqscan", "indexscan"))
         conditions = [n.get("Index Cond", "") for n in _nodes(plan) if "Index Name" in n]
         assert conditions and not any("conversation_id" in c for c in conditions), query
 
@@ -1251,11 +1233,7 @@ def _nodes(node: dict) -> list[dict]:
 def _message_scans_run(user, query: str) -> list[str]:
     """The search indexes of the message table that the scans which ran of `query`'s search
     walk, one a scan."""
-    with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=3)
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = _plan(user, query, limit=3, analyze=True, disable=())
     return [
         node["Index Name"]
         for node in _nodes(plan)
@@ -1325,13 +1303,7 @@ def _trigram_scans_run(user, query: str) -> list[dict]:
     rows. Only bitmap scans are allowed (at this size the planner may rather walk a btree and
     filter; without index scans it walks the newest messages by the owner key of the trigram
     index, a scan with no term)."""
-    with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=10)
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL enable_indexscan = off")
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = _plan(user, query, analyze=True, disable=("seqscan", "indexscan"))
     return [
         node
         for node in _nodes(plan)
@@ -1474,16 +1446,7 @@ def test_matched_terms_are_the_query_terms_each_hit_contains_in_query_order(sear
     _messages(_thread(user), ["KYOTO trip with my Sister", "Sister only", "nothing here"])
     hits = _hits(user, 'sister "kyoto trip" nowhere sister')
     assert [h["matched_terms"] for h in hits] == [["sister", "kyoto trip"], ["sister"]]
-    assert set(hits[0]) == {
-        "thread_id",
-        "title",
-        "message_id",
-        "role",
-        "created_at",
-        "snippet",
-        "matched_terms",
-        "truncated",
-    }
+    assert set(hits[0]) == HIT_KEYS
 
 
 def test_another_form_of_a_word_is_found_after_the_word_as_written(search_step):
@@ -1561,11 +1524,7 @@ def test_a_query_no_index_can_narrow_walks_only_the_newest_window(query, monkeyp
         )
     # The old message has the terms but lies beyond the newest 30: never walked, never found.
     assert old.pk not in _search_ids(user, query)
-    with CaptureQueriesContext(connection) as captured:
-        search_thread_messages(user.pk, query, limit=10)
-    with connection.cursor() as cursor:
-        cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + captured.captured_queries[0]["sql"])
-        plan = cursor.fetchone()[0][0]["Plan"]
+    plan = _plan(user, query, analyze=True, disable=())
     read = [
         node
         for node in _nodes(plan)

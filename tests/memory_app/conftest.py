@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.test import Client
 
 from memory_app import workspace as workspace_module
-from tests.factories import memory_run
+from tests.factories import UserConfigFactory, memory_run
+from tests.memory_app.helpers import csrf_session
 
 
 @pytest.fixture
@@ -53,3 +55,15 @@ def agents_file() -> Callable[[int | str, str], Path]:
         return directory / name
 
     return path
+
+
+@pytest.fixture
+def user():
+    """A user whose memory switch is on."""
+    return UserConfigFactory().user
+
+
+@pytest.fixture
+def session(user) -> Client:
+    """`user` logged in, in a client that checks CSRF (`helpers.unsafe_headers`)."""
+    return csrf_session(user)

@@ -1,6 +1,5 @@
 """The user's own MEMORY.md and switch over HTTP: etags, preconditions, sizes, broken files."""
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -19,18 +18,9 @@ from tests.factories import (
     UserConfigFactory,
     context_for,
 )
+from tests.memory_app.helpers import csrf_session, etag, sha, unsafe_headers
 
-CSRF_TOKEN = "c" * 32
 URL = "/api/memory/"
-
-
-def etag(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-@pytest.fixture
-def user():
-    return UserConfigFactory().user
 
 
 @pytest.fixture
@@ -40,20 +30,9 @@ def memory_file(user) -> Path:
     return path
 
 
-@pytest.fixture
-def session(user) -> Client:
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
-    return client
-
-
 def put(client: Client, body: object, if_match: str | None):
-    headers = {"HTTP_X_CSRFTOKEN": CSRF_TOKEN}
-    if if_match is not None:
-        headers["HTTP_IF_MATCH"] = if_match
     data = body if isinstance(body, str) else json.dumps(body)
-    return client.put(URL, data=data, content_type="application/json", **headers)
+    return client.put(URL, data=data, content_type="application/json", **unsafe_headers(if_match))
 
 
 pytestmark = pytest.mark.django_db
@@ -181,7 +160,7 @@ def test_a_file_the_agent_cannot_use_is_seen_as_409_with_its_etag_then_replaced(
 def test_a_broken_file_can_be_cleared_and_then_reads_as_empty(session, memory_file):
     memory_file.write_bytes(b"\xff" * 10)
     assert session.get(URL).status_code == 409
-    response = session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    response = session.delete(URL, **unsafe_headers())
     assert (response.status_code, response.content) == (204, b"")
     after = session.get(URL).json()
     assert (after["text"], after["size_bytes"]) == ("", 0)
@@ -193,7 +172,7 @@ def test_settings_patch_turns_memory_off_and_on(session):
             "/api/settings/",
             data=json.dumps({"enable_memory": enabled}),
             content_type="application/json",
-            HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+            **unsafe_headers(),
         )
         expected = {"enable_memory": enabled, "memory_write_approval": False}
         assert response.json() == expected
@@ -214,7 +193,7 @@ def test_the_switch_set_through_the_api_is_what_the_next_run_and_the_next_tool_c
             "/api/settings/",
             data=json.dumps({"enable_memory": enabled}),
             content_type="application/json",
-            HTTP_X_CSRFTOKEN=CSRF_TOKEN,
+            **unsafe_headers(),
         )
 
     switch(False)
@@ -244,17 +223,12 @@ def test_a_symlinked_memory_file_is_refused_with_403_json_and_its_target_untouch
 VERSIONS_URL = "/api/memory/versions/"
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def restore(client: Client, sha256: str, if_match: str | None):
-    headers = {"HTTP_X_CSRFTOKEN": CSRF_TOKEN}
-    if if_match is not None:
-        headers["HTTP_IF_MATCH"] = if_match
     # No body is needed; the test client's default (an empty multipart form) is not JSON.
     return client.post(
-        f"{VERSIONS_URL}{sha256}/restore/", content_type="application/json", **headers
+        f"{VERSIONS_URL}{sha256}/restore/",
+        content_type="application/json",
+        **unsafe_headers(if_match),
     )
 
 
@@ -262,7 +236,7 @@ def test_a_cleared_memory_is_listed_read_and_restored_over_http(session, memory_
     original = "我喝乌龙茶 🍵\nI live in Lyon\n".encode()
     memory_file.write_bytes(b"")
     assert put(session, {"text": original.decode()}, etag(b"")).status_code == 200
-    cleared = session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    cleared = session.delete(URL, **unsafe_headers())
     assert cleared.status_code == 204 and memory_file.read_bytes() == b""
 
     listed = session.get(VERSIONS_URL)
@@ -282,15 +256,15 @@ def test_a_cleared_memory_is_listed_read_and_restored_over_http(session, memory_
         version["kind"],
         version["replaced_by"],
         version["available"],
-    ) == (_sha(original), len(original), "user_edited", "user_cleared", True)
-    read = session.get(f"{VERSIONS_URL}{_sha(original)}/")
+    ) == (sha(original), len(original), "user_edited", "user_cleared", True)
+    read = session.get(f"{VERSIONS_URL}{sha(original)}/")
     assert read.json() == {
-        "sha256": _sha(original),
+        "sha256": sha(original),
         "text": original.decode(),
         "size_bytes": len(original),
     }
 
-    restored = restore(session, _sha(original), f'"{etag(b"")}"')
+    restored = restore(session, sha(original), f'"{etag(b"")}"')
     assert restored.status_code == 200
     assert restored.json()["text"] == original.decode()
     assert restored["ETag"] == f'"{etag(original)}"'
@@ -312,7 +286,7 @@ def test_a_restore_without_a_matching_strong_etag_is_refused_and_changes_nothing
     header = {None: None, "stale": etag(b"A\n")}.get(if_match, if_match)
     if header is not None:
         header = header.replace("{current}", f'"{current}"')
-    response = restore(session, _sha(b"A\n"), header)
+    response = restore(session, sha(b"A\n"), header)
     assert (response.status_code, set(response.json())) == (status, {"error"})
     assert memory_file.read_bytes() == b"B\n"
     assert MemoryEvent.objects.count() == events
@@ -323,11 +297,9 @@ def test_another_users_version_is_404_and_the_list_is_only_ones_own(session, mem
     other_file = Path(settings.WORKSPACE_ROOT) / str(other.pk) / "agents" / "MEMORY.md"
     other_file.parent.mkdir(parents=True)
     other_file.write_bytes(b"other's secret\n")
-    other_client = Client(enforce_csrf_checks=True)
-    other_client.force_login(other)
-    other_client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
+    other_client = csrf_session(other)
     assert put(other_client, {"text": "B\n"}, etag(b"other's secret\n")).status_code == 200
-    secret = _sha(b"other's secret\n")
+    secret = sha(b"other's secret\n")
     assert other_client.get(f"{VERSIONS_URL}{secret}/").status_code == 200
 
     assert session.get(VERSIONS_URL).json() == {"versions": []}
@@ -347,13 +319,13 @@ def test_delete_forgets_every_version_and_keeps_memory(session, memory_file, use
     for text in ("B\n", "C\n"):
         current = session.get(URL).json()["etag"]
         assert put(session, {"text": text}, current).status_code == 200
-    forgotten = session.delete(VERSIONS_URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
+    forgotten = session.delete(VERSIONS_URL, **unsafe_headers())
     assert forgotten.status_code == 204
     versions = memory_file.parent / ".memory-versions"
     assert list(versions.iterdir()) == []
     assert memory_file.read_bytes() == b"C\n"
     assert session.get(VERSIONS_URL).json() == {"versions": []}
-    gone = _sha(b"A\n")
+    gone = sha(b"A\n")
     assert session.get(f"{VERSIONS_URL}{gone}/").status_code == 404
     assert MemoryEvent.objects.latest("id").kind == "versions_forgotten"
 
@@ -384,10 +356,10 @@ def test_a_version_url_takes_the_bare_hex_or_the_etag_form(session, memory_file,
     memory_file.write_bytes(b"")
     assert put(session, {"text": "A\n"}, etag(b"")).status_code == 200
     assert put(session, {"text": "B\n"}, etag(b"A\n")).status_code == 200
-    name = prefix + _sha(b"A\n")
+    name = prefix + sha(b"A\n")
     read = session.get(f"{VERSIONS_URL}{name}/")
     assert read.status_code == 200
-    assert read.json() == {"sha256": _sha(b"A\n"), "text": "A\n", "size_bytes": 2}
+    assert read.json() == {"sha256": sha(b"A\n"), "text": "A\n", "size_bytes": 2}
     current = etag(b"B\n")
     restored = restore(session, name, f'"{current}"')
     assert restored.status_code == 200 and memory_file.read_bytes() == b"A\n"
@@ -420,7 +392,7 @@ def test_a_restore_of_a_credential_is_kept_with_a_warning(session, memory_file):
     original = "tea\n身份证 11010519491231002X\n".encode()
     memory_file.write_bytes(b"")
     put(session, {"text": original.decode()}, etag(b""))
-    session.delete(URL, HTTP_X_CSRFTOKEN=CSRF_TOKEN)
-    restored = restore(session, _sha(original), etag(b""))
+    session.delete(URL, **unsafe_headers())
+    restored = restore(session, sha(original), etag(b""))
     assert restored.status_code == 200 and memory_file.read_bytes() == original
     assert restored.json()["warnings"] == [{"line": 2, "kind": "resident_id"}]

@@ -10,15 +10,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.test import Client
 
 from memory_app.models import MemoryEvent
-from memory_app.services import remember_memory
-from tests.factories import (
-    ConversationFactory,
-    RunningAgentRunFactory,
-    UserConfigFactory,
-    context_for,
-)
+from tests.memory_app.helpers import etag, remember, unsafe_headers
 
-CSRF_TOKEN = "d" * 32
 URL = "/api/memory/lines/"
 
 pytestmark = pytest.mark.django_db
@@ -29,39 +22,13 @@ def as_json(value: object) -> str:
     return DjangoJSONEncoder().default(value)
 
 
-def etag(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-@pytest.fixture
-def user():
-    return UserConfigFactory().user
-
-
 @pytest.fixture
 def memory_file(user) -> Path:
     return Path(settings.WORKSPACE_ROOT) / str(user.pk) / "agents" / "MEMORY.md"
 
 
-@pytest.fixture
-def session(user) -> Client:
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(user)
-    client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
-    return client
-
-
-def remember(user, content: str):
-    run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
-    remember_memory(context_for(run), content)
-    return run
-
-
 def forget(client: Client, number: object, if_match: str | None):
-    headers = {"HTTP_X_CSRFTOKEN": CSRF_TOKEN}
-    if if_match is not None:
-        headers["HTTP_IF_MATCH"] = if_match
-    return client.delete(f"{URL}{number}/", **headers)
+    return client.delete(f"{URL}{number}/", **unsafe_headers(if_match))
 
 
 def put_text(client: Client, text: str) -> None:
@@ -70,8 +37,7 @@ def put_text(client: Client, text: str) -> None:
         "/api/memory/",
         data={"text": text},
         content_type="application/json",
-        HTTP_X_CSRFTOKEN=CSRF_TOKEN,
-        HTTP_IF_MATCH=current,
+        **unsafe_headers(current),
     )
     assert response.status_code == 200
 

@@ -1,8 +1,6 @@
 """Where each line of MEMORY.md came from: derived from real kept versions (real files under a
 private workspace root) and the real ledger in PostgreSQL, after real writes of every kind."""
 
-import hashlib
-
 import pytest
 
 from conversations.models import AgentRun
@@ -17,36 +15,22 @@ from memory_app.services import (
     clear_memory,
     delete_memory_line,
     forget_memory_versions,
-    remember_memory,
     restore_memory_version,
     write_memory_file,
 )
 from memory_app.versions import MEMORY_VERSIONS_DIR
 from tests.factories import (
-    ConversationFactory,
-    RunningAgentRunFactory,
     StaffUserFactory,
     UserConfigFactory,
-    context_for,
     memory_user,
 )
+from tests.memory_app.helpers import remember, sha
 
 EARLIER = {"kind": "earlier"}
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _etag(user) -> str:
     return memory_lines(user=user).memory.etag
-
-
-def _remember(user, content: str, replaces: str | None = None) -> AgentRun:
-    """One agent write in a new thread of `user`, through the real write path."""
-    run = RunningAgentRunFactory(conversation=ConversationFactory(user=user))
-    remember_memory(context_for(run), content, replaces)
-    return run
 
 
 def _edit(user, text: str, actor=None) -> None:
@@ -79,8 +63,8 @@ def _memory_path(settings, user):
     return settings.WORKSPACE_ROOT / str(user.pk) / "agents" / "MEMORY.md"
 
 
-def _current_sha(settings, user) -> str:
-    return _sha(_memory_path(settings, user).read_bytes())
+def _currentsha(settings, user) -> str:
+    return sha(_memory_path(settings, user).read_bytes())
 
 
 def _versions_path(settings, user):
@@ -91,8 +75,8 @@ def _versions_path(settings, user):
 class TestAttributed:
     def test_agent_writes_come_from_their_run_and_thread_the_first_from_the_empty_file(self):
         user = memory_user()
-        tea = _remember(user, "drinks oolong tea")
-        lisbon = _remember(user, "lives in Lisbon")
+        tea = remember(user, "drinks oolong tea")
+        lisbon = remember(user, "lives in Lisbon")
         assert _origins(user) == [
             ("drinks oolong tea", _by_agent(tea)),
             ("lives in Lisbon", _by_agent(lisbon)),
@@ -100,7 +84,7 @@ class TestAttributed:
 
     def test_a_users_edit_is_by_you_a_staff_edit_by_staff_the_rest_keeps_its_origin(self):
         user = memory_user()
-        tea = _remember(user, "drinks oolong tea")
+        tea = remember(user, "drinks oolong tea")
         _edit(user, "drinks oolong tea\nhas a cat\n")
         mine = _latest(user, "user_edited", "you")
         _edit(user, "drinks oolong tea\nhas a cat\nreviewed by support\n", StaffUserFactory())
@@ -112,9 +96,9 @@ class TestAttributed:
 
     def test_a_replace_brings_only_its_new_line_and_a_line_it_moved_keeps_its_origin(self):
         user = memory_user()
-        first = _remember(user, "drinks oolong tea")
-        _remember(user, "lives in Lisbon")
-        replace = _remember(
+        first = remember(user, "drinks oolong tea")
+        remember(user, "lives in Lisbon")
+        replace = remember(
             user, "lives in Porto\ndrinks oolong tea", "drinks oolong tea\nlives in Lisbon"
         )
         assert _origins(user) == [
@@ -125,17 +109,17 @@ class TestAttributed:
 
     def test_restored_lines_come_from_the_restore_by_you(self, settings):
         user = memory_user()
-        _remember(user, "drinks oolong tea")
-        before_clear = _current_sha(settings, user)
+        remember(user, "drinks oolong tea")
+        before_clear = _currentsha(settings, user)
         clear_memory(user=user, actor=user)
-        _remember(user, "lives in Lisbon")
+        remember(user, "lives in Lisbon")
         restore_memory_version(user=user, sha256=before_clear, if_match=_etag(user), actor=user)
         assert _origins(user) == [("drinks oolong tea", _latest(user, "user_restored", "you"))]
 
     def test_a_line_moved_and_re_typed_as_a_crlf_bullet_keeps_its_origin(self):
         user = memory_user()
-        tea = _remember(user, "drinks oolong tea")
-        cat = _remember(user, "has a cat")
+        tea = remember(user, "drinks oolong tea")
+        cat = remember(user, "has a cat")
         _edit(user, "- has a cat  \r\n* drinks oolong tea\r\n- walks daily\r\n")
         assert _origins(user) == [
             ("- has a cat  ", _by_agent(cat)),
@@ -145,7 +129,7 @@ class TestAttributed:
 
     def test_each_copy_of_a_duplicate_line_comes_from_the_change_that_made_it_that_copy(self):
         user = memory_user()
-        tea = _remember(user, "drinks oolong tea")
+        tea = remember(user, "drinks oolong tea")
         _edit(user, "drinks oolong tea\nhas a cat\n- drinks oolong tea\n")
         copy = _latest(user, "user_edited", "you")
         # Deleting the first copy leaves one: the older origin is the first copy's.
@@ -164,7 +148,7 @@ class TestAttributed:
         agents_file(user.pk, "MEMORY.md").write_bytes(b"tea\ntea\n")
         _edit(user, "tea\ntea\ncat\ntea\n")
         third = _latest(user, "user_edited", "you")
-        cat = _remember(user, "has a dog")
+        cat = remember(user, "has a dog")
         assert _origins(user) == [
             ("tea", EARLIER),
             ("tea", EARLIER),
@@ -188,7 +172,7 @@ class TestEarlier:
     def test_a_line_present_before_the_oldest_change_is_earlier(self, settings, agents_file):
         user = memory_user()
         agents_file(user.pk, "MEMORY.md").write_bytes(b"written before the ledger\n")
-        tea = _remember(user, "drinks oolong tea")
+        tea = remember(user, "drinks oolong tea")
         assert _origins(user) == [
             ("written before the ledger", EARLIER),
             ("drinks oolong tea", _by_agent(tea)),
@@ -197,10 +181,10 @@ class TestEarlier:
     def test_a_line_older_than_every_kept_version_is_earlier(self, settings):
         settings.MEMORY_VERSIONS_KEPT = 2
         user = memory_user()
-        _remember(user, "one")
-        _remember(user, "two")
-        three = _remember(user, "three")
-        four = _remember(user, "four")
+        remember(user, "one")
+        remember(user, "two")
+        three = remember(user, "three")
+        four = remember(user, "four")
         # "one\n" and "one\ntwo\n" were pruned: the walk ends at "one\ntwo\n".
         assert len(list(_versions_path(settings, user).iterdir())) == 2
         assert _origins(user) == [
@@ -212,10 +196,10 @@ class TestEarlier:
 
     def test_forgetting_the_versions_makes_every_line_earlier_a_later_write_is_attributed(self):
         user = memory_user()
-        _remember(user, "drinks oolong tea")  # from the empty file, which is always known
+        remember(user, "drinks oolong tea")  # from the empty file, which is always known
         forget_memory_versions(user=user, actor=user)
         assert _origins(user) == [("drinks oolong tea", EARLIER)]
-        cat = _remember(user, "has a cat")
+        cat = remember(user, "has a cat")
         assert _origins(user) == [("drinks oolong tea", EARLIER), ("has a cat", _by_agent(cat))]
 
     @pytest.mark.parametrize("damage", ["missing", "altered"])
@@ -223,10 +207,10 @@ class TestEarlier:
         self, settings, damage
     ):
         user = memory_user()
-        _remember(user, "drinks oolong tea")
-        oldest = _current_sha(settings, user)
-        _remember(user, "has a cat")  # its file before is the one damaged: unknown
-        dog = _remember(user, "has a dog")
+        remember(user, "drinks oolong tea")
+        oldest = _currentsha(settings, user)
+        remember(user, "has a cat")  # its file before is the one damaged: unknown
+        dog = remember(user, "has a dog")
         version = _versions_path(settings, user) / oldest
         if damage == "missing":
             version.unlink()
@@ -240,8 +224,8 @@ class TestEarlier:
 
     def test_a_change_nobody_recorded_is_crossed_where_both_its_files_are_kept(self, settings):
         user = memory_user()
-        tea = _remember(user, "drinks oolong tea")
-        tea_only = _current_sha(settings, user)
+        tea = remember(user, "drinks oolong tea")
+        tea_only = _currentsha(settings, user)
         _edit(user, "drinks oolong tea\nhas a cat\n")
         restore_memory_version(user=user, sha256=tea_only, if_match=_etag(user), actor=user)
         # Edited outside the app: no ledger event, so the chain breaks here.
@@ -255,7 +239,7 @@ class TestEarlier:
 
     def test_a_change_nobody_recorded_over_an_unkept_file_ends_the_walk(self, settings):
         user = memory_user()
-        _remember(user, "drinks oolong tea")
+        remember(user, "drinks oolong tea")
         _memory_path(settings, user).write_bytes(b"drinks oolong tea\nedited by hand\n")
         assert _origins(user) == [("drinks oolong tea", EARLIER), ("edited by hand", EARLIER)]
 
@@ -267,7 +251,7 @@ class TestEarlier:
         assert memory_line_origins(user=user) == []
         assert memory_lines(user=user).memory.problem == "invalid_encoding"
         _edit(user, "café\n")
-        cat = _remember(user, "has a cat")
+        cat = remember(user, "has a cat")
         assert _origins(user) == [("café", EARLIER), ("has a cat", _by_agent(cat))]
 
     def test_a_file_too_large_to_be_text_has_no_lines(self, agents_file):
@@ -283,7 +267,7 @@ class TestEarlier:
 @pytest.mark.django_db
 def test_another_users_versions_and_ledger_are_never_walked(settings):
     owner, other = memory_user(), memory_user()
-    _remember(other, "drinks oolong tea")
+    remember(other, "drinks oolong tea")
     _memory_path(settings, owner).parent.mkdir(parents=True, exist_ok=True)
     _memory_path(settings, owner).write_bytes(b"drinks oolong tea\n")
     assert _origins(owner) == [("drinks oolong tea", EARLIER)]
@@ -294,10 +278,10 @@ def test_the_walk_costs_one_query_and_reads_each_kept_version_once(
     settings, django_assert_num_queries, opened_files
 ):
     user = memory_user()
-    tea = _remember(user, "drinks oolong tea")
-    tea_only = _current_sha(settings, user)
+    tea = remember(user, "drinks oolong tea")
+    tea_only = _currentsha(settings, user)
     _edit(user, "drinks oolong tea\nhas a cat\n")
-    with_cat = _current_sha(settings, user)
+    with_cat = _currentsha(settings, user)
     for _ in range(3):  # back and forth: the same two files again and again
         restore_memory_version(user=user, sha256=tea_only, if_match=_etag(user), actor=user)
         restore_memory_version(user=user, sha256=with_cat, if_match=_etag(user), actor=user)
@@ -316,10 +300,10 @@ def test_the_walk_costs_one_query_and_reads_each_kept_version_once(
 def test_a_walk_longer_than_a_page_reads_the_next_page(settings):
     settings.MEMORY_VERSIONS_KEPT = 3
     user = memory_user()
-    tea = _remember(user, "drinks oolong tea")
-    first = _current_sha(settings, user)
+    tea = remember(user, "drinks oolong tea")
+    first = _currentsha(settings, user)
     _edit(user, "drinks oolong tea\nhas a cat\n")
-    second = _current_sha(settings, user)
+    second = _currentsha(settings, user)
     for _ in range(ORIGIN_EVENTS_PAGE // 2 + 1):
         restore_memory_version(user=user, sha256=first, if_match=_etag(user), actor=user)
         restore_memory_version(user=user, sha256=second, if_match=_etag(user), actor=user)
@@ -373,22 +357,22 @@ class TestDeleteMemoryLine:
         before = _memory_path(settings, user).read_bytes()
         memory = delete_memory_line(user=user, number=2, if_match=_etag(user), actor=user)
         assert _memory_path(settings, user).read_bytes() == b"one\r\nthree"
-        assert (memory.text, memory.etag) == ("one\r\nthree", "sha256:" + _sha(b"one\r\nthree"))
+        assert (memory.text, memory.etag) == ("one\r\nthree", "sha256:" + sha(b"one\r\nthree"))
         event = MemoryEvent.objects.filter(user=user).latest("id")
         assert (event.kind, event.actor_id, event.before_sha256) == (
             "user_edited",
             user.pk,
-            _sha(before),
+            sha(before),
         )
-        assert (_versions_path(settings, user) / _sha(before)).read_bytes() == before
+        assert (_versions_path(settings, user) / sha(before)).read_bytes() == before
         delete_memory_line(user=user, number=2, if_match=_etag(user), actor=user)
         assert _memory_path(settings, user).read_bytes() == b"one\r\n"
 
     def test_the_other_lines_keep_their_origins(self):
         user = memory_user()
-        tea = _remember(user, "drinks oolong tea")
-        _remember(user, "has a dog")
-        lisbon = _remember(user, "lives in Lisbon")
+        tea = remember(user, "drinks oolong tea")
+        remember(user, "has a dog")
+        lisbon = remember(user, "lives in Lisbon")
         delete_memory_line(user=user, number=2, if_match=_etag(user), actor=user)
         assert _origins(user) == [
             ("drinks oolong tea", _by_agent(tea)),
@@ -399,7 +383,7 @@ class TestDeleteMemoryLine:
         user = memory_user()
         _edit(user, "one\n")
         stale = _etag(user)
-        _remember(user, "two")
+        remember(user, "two")
         before = _memory_path(settings, user).read_bytes()
         for number in (1, 99):
             with pytest.raises(MemoryConflict) as raised:

@@ -1,6 +1,5 @@
 """The file fence: a writer whose database session died can never publish over a later one."""
 
-import hashlib
 import os
 import threading
 import time
@@ -21,6 +20,7 @@ from memory_app.services import (
 )
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from tests.factories import ConversationFactory, RunningAgentRunFactory, context_for, memory_user
+from tests.memory_app.helpers import sha
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,10 +30,6 @@ WAIT_SECONDS = 30
 
 def _agents(settings, uid: int):
     return settings.WORKSPACE_ROOT / str(uid) / "agents"
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _new_connection():
@@ -196,11 +192,11 @@ def test_a_holder_whose_backend_died_mid_publish_never_overwrites_the_next_write
     # No leftover: the file, its fence, and the one version both writers replaced (kept once).
     agents = _agents(settings, user.pk)
     assert sorted(os.listdir(agents)) == [".memory-versions", ".memory.lock", "MEMORY.md"]
-    assert os.listdir(agents / ".memory-versions") == [_sha(SEED)]
+    assert os.listdir(agents / ".memory-versions") == [sha(SEED)]
     events = list(
         MemoryEvent.objects.filter(user=user).values_list("before_sha256", "after_sha256")
     )
-    assert events == [(_sha(SEED), _sha(final))]
+    assert events == [(sha(SEED), sha(final))]
 
 
 def test_a_holder_paused_before_its_ledger_row_keeps_a_waiting_writer_out(

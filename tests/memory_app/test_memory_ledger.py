@@ -1,6 +1,5 @@
 """The MemoryEvent ledger follows MEMORY.md's history exactly, and shows where a writer died."""
 
-import hashlib
 import logging
 import threading
 
@@ -25,6 +24,7 @@ from tests.factories import (
     context_for,
     memory_user,
 )
+from tests.memory_app.helpers import sha
 
 WAIT_SECONDS = 30
 
@@ -32,10 +32,6 @@ WAIT_SECONDS = 30
 def _disk(settings, uid: int) -> bytes:
     path = settings.WORKSPACE_ROOT / str(uid) / "agents" / "MEMORY.md"
     return path.read_bytes() if path.exists() else b""
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _events(user) -> list[tuple]:
@@ -58,7 +54,7 @@ def test_events_match_the_files_history_across_agent_and_user_changes(settings):
         before = _disk(settings, user.pk)
         change()
         after = _disk(settings, user.pk)
-        expected.append((kind, actor, run_id, _sha(before), _sha(after), len(after)))
+        expected.append((kind, actor, run_id, sha(before), sha(after), len(after)))
 
     step("agent_added", lambda: remember_memory(ctx, "Likes oolong."), run_id=run.pk)
     step("agent_added", lambda: remember_memory(ctx, "Lives in Kyoto."), run_id=run.pk)
@@ -93,7 +89,7 @@ def test_events_match_the_files_history_across_agent_and_user_changes(settings):
     assert _events(user) == expected
     hashes = [(before, after) for _, _, _, before, after, _ in expected]
     assert all(hashes[i][1] == hashes[i + 1][0] for i in range(len(hashes) - 1))
-    assert hashes[-1][1] == _sha(_disk(settings, user.pk))
+    assert hashes[-1][1] == sha(_disk(settings, user.pk))
 
 
 @pytest.mark.django_db
@@ -104,7 +100,7 @@ def test_a_switch_event_records_the_files_hash_as_before_and_after(settings):
     set_memory_enabled(user=user, enabled=False, actor=user)
     event = MemoryEvent.objects.filter(user=user).last()
     assert event.kind == "switch_off"
-    assert event.before_sha256 == event.after_sha256 == _sha(b"A fact.\n")
+    assert event.before_sha256 == event.after_sha256 == sha(b"A fact.\n")
     assert event.size_bytes == len(b"A fact.\n")
 
 
@@ -119,7 +115,7 @@ def test_approval_changes_are_ledger_events_with_the_files_hash_and_the_actor(se
     # Already on: no change, no event.
     set_memory_write_approval(user=user, enabled=True, actor=user)
     set_memory_write_approval(user=user, enabled=False, actor=staff)
-    digest = _sha(b"A fact.\n")
+    digest = sha(b"A fact.\n")
     assert _events(user)[1:] == [
         ("approval_on", user.pk, None, digest, digest, len(b"A fact.\n")),
         ("approval_off", staff.pk, None, digest, digest, len(b"A fact.\n")),
@@ -137,7 +133,7 @@ def test_every_change_is_logged_as_one_key_value_line_without_memory_text(settin
     lines = [r.getMessage() for r in caplog.records if r.name == "yuxi.memory"]
     assert len(lines) == 2
     assert lines[0].startswith(f"memory_changed user={user.pk} kind=agent_added actor=None")
-    after = _sha(b"secret-ish fact\n")
+    after = sha(b"secret-ish fact\n")
     assert f"run={run.run_id} " in lines[0] and f"after={after}" in lines[0]
     assert "kind=user_cleared" in lines[1]
     assert all("secret" not in line for line in lines)
@@ -194,7 +190,7 @@ def test_a_writer_killed_between_rename_and_commit_shows_as_a_break_in_the_chain
     assert remember_memory(context_for(runs[0]), "third").status == "added"
     chain = list(MemoryEvent.objects.filter(user=user).values_list("before_sha256", "after_sha256"))
     assert chain == [
-        (_sha(b""), _sha(after_first)),
-        (_sha(orphan), _sha(_disk(settings, user.pk))),
+        (sha(b""), sha(after_first)),
+        (sha(orphan), sha(_disk(settings, user.pk))),
     ]
     assert chain[1][0] != chain[0][1]  # the break: someone changed the file without a record

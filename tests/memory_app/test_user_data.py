@@ -41,6 +41,7 @@ from tests.factories import (
     context_for,
     memory_user,
 )
+from tests.memory_app.helpers import etag
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,10 +50,6 @@ LOGIN_URL = reverse("login")
 
 class DeletionFailed(Exception):
     pass
-
-
-def etag(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def workspace_dir(uid: int) -> Path:

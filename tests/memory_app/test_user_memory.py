@@ -34,6 +34,7 @@ from tests.factories import (
     context_for,
     memory_user,
 )
+from tests.memory_app.helpers import etag
 
 pytestmark = pytest.mark.django_db
 
@@ -46,26 +47,22 @@ def _seed(uid: int, data: bytes) -> None:
     Workspace.for_user(uid).replace_authorized_file(MEMORY_RELPATH, data)
 
 
-def _etag(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
 # -- read ------------------------------------------------------------------------------------
 
 
 def test_a_missing_file_reads_as_empty_with_the_etag_of_no_bytes():
     user = UserFactory()
     assert read_memory_file(user=user) == MemoryFile(
-        text="", etag=_etag(b""), size_bytes=0, problem=None
+        text="", etag=etag(b""), size_bytes=0, problem=None
     )
 
 
-def test_the_whole_file_is_read_with_its_sha256_etag():
+def test_the_whole_file_is_read_with_its_sha256etag():
     user = UserFactory()
     data = "对花生过敏 🥜\nPrefers tea.\n".encode()
     _seed(user.pk, data)
     assert read_memory_file(user=user) == MemoryFile(
-        text=data.decode(), etag=_etag(data), size_bytes=len(data), problem=None
+        text=data.decode(), etag=etag(data), size_bytes=len(data), problem=None
     )
 
 
@@ -75,7 +72,7 @@ def test_an_oversize_file_is_reported_with_the_etag_of_all_its_bytes(os_read_siz
     _seed(user.pk, data)
     os_read_sizes.clear()
     assert read_memory_file(user=user) == MemoryFile(
-        text=None, etag=_etag(data), size_bytes=len(data), problem="too_large"
+        text=None, etag=etag(data), size_bytes=len(data), problem="too_large"
     )
     # Memory stays bounded: the rest of the file is hashed in chunks as it streams past.
     assert max(os_read_sizes) <= MEMORY_FILE_MAX_BYTES + 1
@@ -86,7 +83,7 @@ def test_a_non_utf8_file_is_reported_not_raised():
     data = b"good\n\xff\xfe bad\n"
     _seed(user.pk, data)
     assert read_memory_file(user=user) == MemoryFile(
-        text=None, etag=_etag(data), size_bytes=len(data), problem="invalid_encoding"
+        text=None, etag=etag(data), size_bytes=len(data), problem="invalid_encoding"
     )
 
 
@@ -97,10 +94,10 @@ def test_a_current_etag_replaces_the_whole_file_as_given(settings):
     user = memory_user()
     _seed(user.pk, b"old\n")
     text = "  Line with trailing space   \r\nno final newline"
-    result = write_memory_file(user=user, text=text, if_match=_etag(b"old\n"), actor=user)
+    result = write_memory_file(user=user, text=text, if_match=etag(b"old\n"), actor=user)
     assert _path(settings, user.pk).read_bytes() == text.encode()
     assert result == MemoryFile(
-        text=text, etag=_etag(text.encode()), size_bytes=len(text.encode()), problem=None
+        text=text, etag=etag(text.encode()), size_bytes=len(text.encode()), problem=None
     )
     assert read_memory_file(user=user) == result
 
@@ -136,7 +133,7 @@ def test_bad_text_is_refused_and_changes_nothing(settings, text, error):
     user = memory_user()
     _seed(user.pk, b"old\n")
     with pytest.raises(error):
-        write_memory_file(user=user, text=text, if_match=_etag(b"old\n"), actor=user)
+        write_memory_file(user=user, text=text, if_match=etag(b"old\n"), actor=user)
     assert _path(settings, user.pk).read_bytes() == b"old\n"
     assert not MemoryEvent.objects.exists()
 
@@ -144,7 +141,7 @@ def test_bad_text_is_refused_and_changes_nothing(settings, text, error):
 def test_text_of_exactly_the_limit_is_accepted(settings):
     user = memory_user()
     text = "x" * MEMORY_FILE_MAX_BYTES
-    assert write_memory_file(user=user, text=text, if_match=_etag(b""), actor=user).size_bytes == (
+    assert write_memory_file(user=user, text=text, if_match=etag(b""), actor=user).size_bytes == (
         MEMORY_FILE_MAX_BYTES
     )
 
@@ -157,7 +154,7 @@ def test_an_etag_that_is_not_text_is_refused():
 
 def test_writes_work_with_the_switch_off(settings):
     user = UserFactory()
-    write_memory_file(user=user, text="edited while off\n", if_match=_etag(b""), actor=user)
+    write_memory_file(user=user, text="edited while off\n", if_match=etag(b""), actor=user)
     assert _path(settings, user.pk).read_bytes() == b"edited while off\n"
     assert not memory_enabled(user.pk)
 
@@ -166,8 +163,8 @@ def test_the_same_text_again_publishes_and_records_nothing(settings):
     user = memory_user()
     _seed(user.pk, b"same\n")
     inode = _path(settings, user.pk).stat().st_ino
-    result = write_memory_file(user=user, text="same\n", if_match=_etag(b"same\n"), actor=user)
-    assert result.etag == _etag(b"same\n")
+    result = write_memory_file(user=user, text="same\n", if_match=etag(b"same\n"), actor=user)
+    assert result.etag == etag(b"same\n")
     assert _path(settings, user.pk).stat().st_ino == inode
     assert not MemoryEvent.objects.exists()
 
@@ -183,7 +180,7 @@ def test_an_inactive_or_missing_user_is_denied_and_no_workspace_is_created(setti
         user.is_active = False
         user.save(update_fields=["is_active"])
     for call in (
-        lambda: write_memory_file(user=user, text="x", if_match=_etag(b""), actor=None),
+        lambda: write_memory_file(user=user, text="x", if_match=etag(b""), actor=None),
         lambda: clear_memory(user=user, actor=None),
         lambda: set_memory_enabled(user=user, enabled=True, actor=None),
     ):
@@ -204,7 +201,7 @@ def test_a_file_with_a_problem_can_be_replaced_or_cleared(settings, problem):
     _seed(user.pk, data)
     clear_memory(user=user, actor=user)
     assert read_memory_file(user=user) == MemoryFile(
-        text="", etag=_etag(b""), size_bytes=0, problem=None
+        text="", etag=etag(b""), size_bytes=0, problem=None
     )
     assert [e.before_sha256 for e in MemoryEvent.objects.filter(kind="user_cleared")] == [
         hashlib.sha256(data).hexdigest()
@@ -218,7 +215,7 @@ def test_a_symlinked_memory_file_is_denied_and_its_target_untouched(settings, tm
     _path(settings, user.pk).parent.mkdir(parents=True)
     _path(settings, user.pk).symlink_to(outside)
     with pytest.raises(MemoryAccessDenied):
-        write_memory_file(user=user, text="x", if_match=_etag(b""), actor=user)
+        write_memory_file(user=user, text="x", if_match=etag(b""), actor=user)
     with pytest.raises(MemoryAccessDenied):
         clear_memory(user=user, actor=user)
     assert outside.read_bytes() == b"outside\n"

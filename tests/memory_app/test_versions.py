@@ -4,7 +4,6 @@ Real files under a private workspace root and real PostgreSQL; no file-system ca
 except where a test injects a failure.
 """
 
-import hashlib
 import json
 import os
 import stat
@@ -47,19 +46,12 @@ from tests.factories import (
     context_for,
     memory_user,
 )
+from tests.memory_app.helpers import etag, sha
 from tests.memory_app.models import RecordingModel
 
 pytestmark = pytest.mark.django_db
 
 CJK = "对花生过敏 🥜\n住在東京。\n".encode()
-
-
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _etag(data: bytes) -> str:
-    return "sha256:" + _sha(data)
 
 
 def _agents(settings, uid: int):
@@ -95,11 +87,11 @@ def test_a_user_write_keeps_the_replaced_cjk_bytes_byte_for_byte_named_by_their_
     user = memory_user()
     _write(user, CJK)
     _write(user, b"new\n")
-    assert _kept(settings, user.pk) == {_sha(CJK): CJK}
-    path = _agents(settings, user.pk) / ".memory-versions" / _sha(CJK)
+    assert _kept(settings, user.pk) == {sha(CJK): CJK}
+    path = _agents(settings, user.pk) / ".memory-versions" / sha(CJK)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert read_memory_version(user=user, sha256=_sha(CJK)) == CJK
+    assert read_memory_version(user=user, sha256=sha(CJK)) == CJK
 
 
 def test_a_file_of_exactly_128_kib_is_kept_whole():
@@ -108,7 +100,7 @@ def test_a_file_of_exactly_128_kib_is_kept_whole():
     assert len(data) == MEMORY_FILE_MAX_BYTES
     Workspace.for_user(user.pk).replace_authorized_file(MEMORY_RELPATH, data)
     clear_memory(user=user, actor=user)
-    assert read_memory_version(user=user, sha256=_sha(data)) == data
+    assert read_memory_version(user=user, sha256=sha(data)) == data
 
 
 @pytest.mark.parametrize(
@@ -117,11 +109,11 @@ def test_a_file_of_exactly_128_kib_is_kept_whole():
 def test_a_file_over_128_kib_or_not_utf8_is_replaced_but_not_kept(settings, data):
     user = memory_user()
     Workspace.for_user(user.pk).replace_authorized_file(MEMORY_RELPATH, data)
-    write_memory_file(user=user, text="repaired\n", if_match=_etag(data), actor=user)
+    write_memory_file(user=user, text="repaired\n", if_match=etag(data), actor=user)
     assert _memory(settings, user.pk) == b"repaired\n"
     assert _kept(settings, user.pk) == {}
     [version] = list_memory_versions(user=user)
-    assert (version.sha256, version.available) == (_sha(data), False)
+    assert (version.sha256, version.available) == (sha(data), False)
 
 
 def test_the_agents_append_and_replacement_keep_what_they_replaced(settings):
@@ -132,11 +124,11 @@ def test_the_agents_append_and_replacement_keep_what_they_replaced(settings):
     remember_memory(ctx, "I live in Lyon")
     second = _memory(settings, user.pk)
     remember_memory(ctx, "I drink green tea", replaces="I drink oolong tea")
-    assert _kept(settings, user.pk) == {_sha(first): first, _sha(second): second}
+    assert _kept(settings, user.pk) == {sha(first): first, sha(second): second}
     kinds = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
     assert kinds == [
-        (_sha(second), "agent_added", "agent_replaced"),
-        (_sha(first), "agent_added", "agent_added"),
+        (sha(second), "agent_added", "agent_replaced"),
+        (sha(first), "agent_added", "agent_added"),
     ]
 
 
@@ -146,7 +138,7 @@ def test_the_replaced_file_is_kept_by_a_hard_link_to_it_not_a_copy(settings):
     remember_memory(ctx, "I drink oolong tea")
     replaced = (_agents(settings, user.pk) / "MEMORY.md").stat()
     remember_memory(ctx, "I live in Lyon")
-    kept = (_agents(settings, user.pk) / ".memory-versions" / _sha(b"I drink oolong tea\n")).stat()
+    kept = (_agents(settings, user.pk) / ".memory-versions" / sha(b"I drink oolong tea\n")).stat()
     assert kept.st_ino == replaced.st_ino
     assert stat.S_IMODE(kept.st_mode) == 0o600 and kept.st_nlink == 1
 
@@ -176,7 +168,7 @@ def test_a_file_written_by_hand_is_kept_as_a_private_copy(settings):
     path.write_bytes(b"written by hand\n")
     path.chmod(0o644)
     remember_memory(context_for(_agent_run(user)), "I live in Lyon")
-    kept = path.parent / ".memory-versions" / _sha(b"written by hand\n")
+    kept = path.parent / ".memory-versions" / sha(b"written by hand\n")
     assert kept.read_bytes() == b"written by hand\n"
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
 
@@ -228,13 +220,13 @@ def test_an_existing_version_is_not_rewritten(settings):
     user = memory_user()
     _write(user, b"A\n")
     _write(user, b"B\n")
-    path = _agents(settings, user.pk) / ".memory-versions" / _sha(b"A\n")
+    path = _agents(settings, user.pk) / ".memory-versions" / sha(b"A\n")
     before = path.stat()
     _write(user, b"A\n")
     _write(user, b"C\n")  # replaces A again
     after = path.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert set(_kept(settings, user.pk)) == {_sha(b"A\n"), _sha(b"B\n")}
+    assert set(_kept(settings, user.pk)) == {sha(b"A\n"), sha(b"B\n")}
 
 
 def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
@@ -275,7 +267,7 @@ def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
     assert [sql for sql in after_ledger if not sql.startswith("RELEASE SAVEPOINT")] == []
     # The replaced file is kept by a hard link to it (its bytes are already durable).
     assert steps == ["link version", "rename MEMORY.md", "prune", "prune"]
-    assert _kept(settings, user.pk) == {_sha(b"C\n"): b"C\n"}
+    assert _kept(settings, user.pk) == {sha(b"C\n"): b"C\n"}
 
 
 # -- pruning ---------------------------------------------------------------------------------
@@ -290,10 +282,10 @@ def test_only_the_newest_n_distinct_versions_are_kept(settings):
     _write(user, texts[2])  # replaces version 6; version 2 is the file again
     _write(user, b"last\n")  # replaces version 2 once more
     # Newest replaced first: 2 (again), 6, 5. Distinct, so 2 counts once.
-    assert _kept(settings, user.pk) == {_sha(t): t for t in (texts[2], texts[6], texts[5])}
+    assert _kept(settings, user.pk) == {sha(t): t for t in (texts[2], texts[6], texts[5])}
     listed = list_memory_versions(user=user)
     order = [texts[i] for i in (2, 6, 5, 4, 3, 1, 0)]
-    assert [v.sha256 for v in listed] == [_sha(t) for t in order]
+    assert [v.sha256 for v in listed] == [sha(t) for t in order]
     assert [v.available for v in listed] == [True] * 3 + [False] * 4
     # Sizes of versions no longer kept come from the ledger.
     assert [v.size_bytes for v in listed] == [len(texts[0])] * 7
@@ -303,7 +295,7 @@ def test_a_setting_of_zero_keeps_none_and_removes_what_was_kept(settings):
     user = memory_user()
     _write(user, b"A\n")
     _write(user, b"B\n")
-    assert set(_kept(settings, user.pk)) == {_sha(b"A\n")}
+    assert set(_kept(settings, user.pk)) == {sha(b"A\n")}
     settings.MEMORY_VERSIONS_KEPT = 0
     _write(user, b"C\n")
     assert _kept(settings, user.pk) == {}
@@ -337,7 +329,7 @@ def test_a_failed_prune_is_logged_and_the_write_stands(settings, monkeypatch, ca
     assert "versions_prune_failed" in caplog.text
     monkeypatch.undo()
     _write(user, b"D\n")  # the next change prunes again
-    assert set(_kept(settings, user.pk)) == {_sha(b"C\n")}
+    assert set(_kept(settings, user.pk)) == {sha(b"C\n")}
 
 
 # -- symlinks and failures -----------------------------------------------------------------------
@@ -356,7 +348,7 @@ def test_a_symlinked_versions_path_is_refused_and_memory_stays_byte_for_byte(
         (agents / ".memory-versions").symlink_to(outside, target_is_directory=True)
     else:
         (agents / ".memory-versions").mkdir()
-        (agents / ".memory-versions" / _sha(CJK)).symlink_to(outside / "stolen")
+        (agents / ".memory-versions" / sha(CJK)).symlink_to(outside / "stolen")
     events = MemoryEvent.objects.count()
     with pytest.raises(MemoryAccessDenied):
         _write(user, b"new\n")
@@ -406,7 +398,7 @@ def test_the_list_says_when_and_by_what_each_version_was_replaced():
     events = list(MemoryEvent.objects.filter(user=user).order_by("-id"))
     assert list_memory_versions(user=user) == [
         MemoryVersion(
-            sha256=_sha(b"B\n"),
+            sha256=sha(b"B\n"),
             size_bytes=2,
             replaced_at=events[0].created_at,
             kind="user_edited",
@@ -414,7 +406,7 @@ def test_the_list_says_when_and_by_what_each_version_was_replaced():
             available=True,
         ),
         MemoryVersion(
-            sha256=_sha(b"A\n"),
+            sha256=sha(b"A\n"),
             size_bytes=2,
             replaced_at=events[1].created_at,
             kind="user_edited",
@@ -432,8 +424,8 @@ def test_a_file_no_recorded_change_produced_is_initial(settings):
     remember_memory(context_for(_agent_run(user)), "I drink oolong tea")
     listed = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
     assert listed == [
-        (_sha(b"- edited\n"), "user_edited", "agent_added"),
-        (_sha(seed), "initial", "user_edited"),
+        (sha(b"- edited\n"), "user_edited", "agent_added"),
+        (sha(seed), "initial", "user_edited"),
     ]
 
 
@@ -442,9 +434,9 @@ def test_a_version_is_read_and_restored_by_its_bare_hex_or_its_etag_form(setting
     user = memory_user()
     _write(user, b"A\n")
     _write(user, b"B\n")
-    name = form.format(hex=_sha(b"A\n"))
+    name = form.format(hex=sha(b"A\n"))
     assert read_memory_version(user=user, sha256=name) == b"A\n"
-    restore_memory_version(user=user, sha256=name, if_match=_etag(b"B\n"), actor=user)
+    restore_memory_version(user=user, sha256=name, if_match=etag(b"B\n"), actor=user)
     assert _memory(settings, user.pk) == b"A\n"
 
 
@@ -469,11 +461,11 @@ def test_a_kept_version_whose_bytes_changed_is_not_found(settings):
     user = memory_user()
     _write(user, b"A\n")
     _write(user, b"B\n")
-    (_agents(settings, user.pk) / ".memory-versions" / _sha(b"A\n")).write_bytes(b"tampered\n")
+    (_agents(settings, user.pk) / ".memory-versions" / sha(b"A\n")).write_bytes(b"tampered\n")
     with pytest.raises(MemoryVersionNotFound):
-        read_memory_version(user=user, sha256=_sha(b"A\n"))
+        read_memory_version(user=user, sha256=sha(b"A\n"))
     with pytest.raises(MemoryVersionNotFound):
-        restore_memory_version(user=user, sha256=_sha(b"A\n"), if_match=_etag(b"B\n"), actor=user)
+        restore_memory_version(user=user, sha256=sha(b"A\n"), if_match=etag(b"B\n"), actor=user)
     assert _memory(settings, user.pk) == b"B\n"
 
 
@@ -481,12 +473,12 @@ def test_another_users_version_is_not_found():
     owner, other = memory_user(), memory_user()
     _write(owner, b"owner's secret\n")
     _write(owner, b"B\n")
-    sha = _sha(b"owner's secret\n")
-    assert read_memory_version(user=owner, sha256=sha) == b"owner's secret\n"
+    secret = sha(b"owner's secret\n")
+    assert read_memory_version(user=owner, sha256=secret) == b"owner's secret\n"
     with pytest.raises(MemoryVersionNotFound):
-        read_memory_version(user=other, sha256=sha)
+        read_memory_version(user=other, sha256=secret)
     with pytest.raises(MemoryVersionNotFound):
-        restore_memory_version(user=other, sha256=sha, if_match=_etag(b""), actor=other)
+        restore_memory_version(user=other, sha256=secret, if_match=etag(b""), actor=other)
     assert list_memory_versions(user=other) == []
 
 
@@ -498,11 +490,11 @@ def test_a_clear_is_undone_by_a_restore(settings):
     _write(user, CJK)
     clear_memory(user=user, actor=user)
     assert read_memory_for_prompt(user.pk).text == ""
-    restored = restore_memory_version(user=user, sha256=_sha(CJK), if_match=_etag(b""), actor=user)
+    restored = restore_memory_version(user=user, sha256=sha(CJK), if_match=etag(b""), actor=user)
     assert _memory(settings, user.pk) == CJK
     assert (restored.text, restored.etag, restored.size_bytes) == (
         CJK.decode(),
-        _etag(CJK),
+        etag(CJK),
         len(CJK),
     )
     event = MemoryEvent.objects.filter(user=user).latest("id")
@@ -510,7 +502,7 @@ def test_a_clear_is_undone_by_a_restore(settings):
         "user_restored",
         user.pk,
         EMPTY_SHA256,
-        _sha(CJK),
+        sha(CJK),
     )
 
 
@@ -518,13 +510,13 @@ def test_a_restore_keeps_the_file_it_replaces_so_it_can_be_undone(settings):
     user = memory_user()
     _write(user, b"A\n")
     _write(user, b"B\n")
-    restore_memory_version(user=user, sha256=_sha(b"A\n"), if_match=_etag(b"B\n"), actor=user)
-    restore_memory_version(user=user, sha256=_sha(b"B\n"), if_match=_etag(b"A\n"), actor=user)
+    restore_memory_version(user=user, sha256=sha(b"A\n"), if_match=etag(b"B\n"), actor=user)
+    restore_memory_version(user=user, sha256=sha(b"B\n"), if_match=etag(b"A\n"), actor=user)
     assert _memory(settings, user.pk) == b"B\n"
     listed = [(v.sha256, v.kind, v.replaced_by) for v in list_memory_versions(user=user)]
     assert listed == [
-        (_sha(b"A\n"), "user_restored", "user_restored"),
-        (_sha(b"B\n"), "user_edited", "user_restored"),
+        (sha(b"A\n"), "user_restored", "user_restored"),
+        (sha(b"B\n"), "user_edited", "user_restored"),
     ]
 
 
@@ -538,7 +530,7 @@ def test_a_restore_with_a_stale_etag_is_a_conflict_and_changes_nothing(settings)
     events = MemoryEvent.objects.count()
     for if_match in (stale, "*", ""):
         with pytest.raises(MemoryConflict) as excinfo:
-            restore_memory_version(user=user, sha256=_sha(b"A\n"), if_match=if_match, actor=user)
+            restore_memory_version(user=user, sha256=sha(b"A\n"), if_match=if_match, actor=user)
         assert excinfo.value.reason == "stale"
     assert _memory(settings, user.pk) == before_file
     assert _kept(settings, user.pk) == before_kept
@@ -552,9 +544,9 @@ def test_restoring_the_current_file_changes_and_records_nothing(settings):
     _write(user, b"A\n")
     events = MemoryEvent.objects.count()
     restored = restore_memory_version(
-        user=user, sha256=_sha(b"A\n"), if_match=_etag(b"A\n"), actor=user
+        user=user, sha256=sha(b"A\n"), if_match=etag(b"A\n"), actor=user
     )
-    assert restored.etag == _etag(b"A\n")
+    assert restored.etag == etag(b"A\n")
     assert MemoryEvent.objects.count() == events
 
 
@@ -564,7 +556,7 @@ def test_a_restore_works_with_the_switch_off_and_a_broken_current_file(settings)
     _write(user, b"B\n")
     broken = b"\xff" * 10
     Workspace.for_user(user.pk).replace_authorized_file(MEMORY_RELPATH, broken)
-    restore_memory_version(user=user, sha256=_sha(b"A\n"), if_match=_etag(broken), actor=user)
+    restore_memory_version(user=user, sha256=sha(b"A\n"), if_match=etag(broken), actor=user)
     assert _memory(settings, user.pk) == b"A\n"
 
 
@@ -584,17 +576,17 @@ def test_forgetting_removes_every_kept_file_and_keeps_memory(settings):
     event = MemoryEvent.objects.filter(user=user).latest("id")
     assert (event.kind, event.before_sha256, event.after_sha256, event.size_bytes) == (
         "versions_forgotten",
-        _sha(b"D\n"),
-        _sha(b"D\n"),
+        sha(b"D\n"),
+        sha(b"D\n"),
         2,
     )
     assert list_memory_versions(user=user) == []
     with pytest.raises(MemoryVersionNotFound):
-        read_memory_version(user=user, sha256=_sha(b"A\n"))
+        read_memory_version(user=user, sha256=sha(b"A\n"))
     # What is replaced after the forgetting is listed again, and only that.
     _write(user, b"E\n")
     assert [(v.sha256, v.kind) for v in list_memory_versions(user=user)] == [
-        (_sha(b"D\n"), "user_edited")
+        (sha(b"D\n"), "user_edited")
     ]
 
 
@@ -628,7 +620,7 @@ def test_forgetting_for_an_inactive_user_is_denied():
     type(user).objects.filter(pk=user.pk).update(is_active=False)
     with pytest.raises(MemoryAccessDenied):
         forget_memory_versions(user=user, actor=user)
-    assert read_memory_version(user=user, sha256=_sha(b"A\n")) == b"A\n"
+    assert read_memory_version(user=user, sha256=sha(b"A\n")) == b"A\n"
 
 
 # -- the agent never reads versions -------------------------------------------------------------
@@ -655,9 +647,7 @@ def test_versions_live_in_the_workspace_folder_the_contract_names(settings):
     _write(user, b"A\n")
     _write(user, b"B\n")
     assert MEMORY_VERSIONS_DIR == "agents/.memory-versions"
-    assert os.listdir(settings.WORKSPACE_ROOT / str(user.pk) / MEMORY_VERSIONS_DIR) == [
-        _sha(b"A\n")
-    ]
+    assert os.listdir(settings.WORKSPACE_ROOT / str(user.pk) / MEMORY_VERSIONS_DIR) == [sha(b"A\n")]
 
 
 def test_a_user_with_no_memory_has_no_versions():
@@ -694,8 +684,8 @@ def test_eight_racing_agent_appends_and_a_clear_keep_every_file_they_replaced(se
     cleared_last = MemoryEvent.objects.filter(user=user).latest("id").kind == "user_cleared"
     assert len(befores) == (9 if cleared_last else 8)
     assert set(kept) == befores
-    assert all(_sha(data) == name for name, data in kept.items())
+    assert all(sha(data) == name for name, data in kept.items())
     # Undo the whole race: the seed comes back byte-for-byte.
     current = read_memory_file(user=user).etag
-    restore_memory_version(user=user, sha256=_sha(b"seed\n"), if_match=current, actor=user)
+    restore_memory_version(user=user, sha256=sha(b"seed\n"), if_match=current, actor=user)
     assert _memory(settings, user.pk) == b"seed\n"

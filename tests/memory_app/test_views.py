@@ -3,7 +3,6 @@ fragment, no inline script or style and nothing from another origin, the languag
 browser or of the switch, another user's thread out of reach, the memory cut where the agent
 stops reading."""
 
-import gettext
 import re
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from memory_app.selectors import (
     read_memory_file,
 )
 from memory_app.services import write_memory_file
+from tests.catalogues import ROOT, translated_and_compiled
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,
@@ -150,6 +150,24 @@ def test_the_language_switch_overrides_the_browser(logged_in):
     assert "早期版本" in memory
 
 
+@pytest.mark.parametrize(
+    ("accept", "heading", "pointer", "wrong"),
+    [
+        ("en", "Memory", "(the Memory section of this page)", "on the right"),
+        ("zh-CN,zh;q=0.9", "记忆", "（见本页的“记忆”部分）", "右侧"),
+    ],
+)
+def test_the_empty_conversation_names_the_memory_section_in_words_true_at_any_width(
+    logged_in, accept, heading, pointer, wrong
+):
+    """A phone shows the memory panel below the conversation, a wide window beside it: the
+    empty state names the section by its heading, never by where it stands."""
+    html = logged_in.get("/", HTTP_ACCEPT_LANGUAGE=accept).content.decode()
+    [empty] = re.findall(r'<div class="empty">.*?</div>', html, re.S)
+    assert pointer in empty and wrong not in empty
+    assert f'<h2 id="memory-title">{heading}</h2>' in html
+
+
 def test_another_users_or_an_unknown_thread_or_version_is_404(logged_in):
     other = ConversationFactory()
     MessageFactory(conversation=other)
@@ -210,30 +228,9 @@ def test_the_page_ships_its_own_scripts_and_htmx_with_its_licence():
     assert not re.search(r"https?://|eval\(|new Function|\.innerHTML|insertAdjacentHTML", script)
 
 
-def _po_entries(path: Path) -> dict[str, str]:
-    """msgid -> msgstr of a .po file (the header aside), continuation lines joined."""
-    entries = {}
-    for block in path.read_text(encoding="utf-8").split("\n\n"):
-        assert "#, fuzzy" not in block, block
-        found = re.search(r'^msgid ((?:".*"\n)+)msgstr ((?:".*"\n?)+)', block + "\n", re.M)
-        if found:
-            msgid, msgstr = (
-                "".join(re.findall(r'"(.*)"', part)).replace('\\"', '"').replace("\\n", "\n")
-                for part in found.groups()
-            )
-            if msgid:
-                entries[msgid] = msgstr
-    return entries
-
-
 def test_every_text_of_the_page_is_translated_and_the_compiled_catalogue_is_current():
-    messages = Path(__file__).resolve().parents[2] / "memory_app/locale/zh_Hans/LC_MESSAGES"
-    entries = _po_entries(messages / "django.po")
+    entries = translated_and_compiled(ROOT / "memory_app/locale/zh_Hans/LC_MESSAGES")
     assert len(entries) > 90
-    assert [msgid for msgid, msgstr in entries.items() if not msgstr] == []
-    with (messages / "django.mo").open("rb") as compiled:
-        catalogue = gettext.GNUTranslations(compiled)
-    assert {msgid: catalogue.gettext(msgid) for msgid in entries} == entries
 
 
 def test_an_empty_reply_is_said_to_be_empty(user, logged_in):

@@ -114,7 +114,9 @@ def user_with_memory():
     return user
 
 
-def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
+def open_page(driver, base_url: str, size: str):
+    """A new `user_with_memory`, logged in through the login form in a window of `size`
+    ("390x844"), on their page with its memory panel loaded; returns the user."""
     user = user_with_memory()
     width, height = map(int, size.split("x"))
     driver.set_window_size(width, height)
@@ -125,6 +127,11 @@ def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
         submit='button[type="submit"]',
         landed="#memory-panel .memory-body",
     )
+    return user
+
+
+def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
+    user = open_page(driver, base_url, size)
     assert urlsplit(driver.current_url).path == "/"
     wait(driver, shows("#memory-panel .file", "I drink green tea"))
     check_axe(driver, "logged in")
@@ -241,15 +248,7 @@ def test_the_same_flow_under_the_asgi_server(browser, asgi_server):
 def test_an_edit_over_a_changed_file_explains_the_412_and_saving_again_replaces_it(
     browser, live_server
 ):
-    user = user_with_memory()
-    browser.set_window_size(1280, 800)
-    log_in(
-        browser,
-        live_server.url + "/",
-        user.username,
-        submit='button[type="submit"]',
-        landed="#memory-panel .memory-body",
-    )
+    user = open_page(browser, live_server.url, "1280x800")
     click(browser, '[data-memory="edit"]')
     box = browser.find_element(By.ID, "memory-text")
     assert browser.switch_to.active_element == box
@@ -273,16 +272,8 @@ def test_an_edit_over_a_changed_file_explains_the_412_and_saving_again_replaces_
 
 
 def test_stop_aborts_the_streamed_reply_and_keeps_the_message(browser, live_server, wire_model):
-    user = user_with_memory()
     wire_model.answer(Reply(text="too late", first_token_after=60))  # has not answered yet
-    browser.set_window_size(390, 844)
-    log_in(
-        browser,
-        live_server.url + "/",
-        user.username,
-        submit='button[type="submit"]',
-        landed="#memory-panel .memory-body",
-    )
+    open_page(browser, live_server.url, "390x844")
     browser.find_element(By.ID, "composer-text").send_keys("tell me a long story", Keys.ENTER)
     wait(browser, lambda d: d.find_element(By.ID, "stop").is_displayed())
     assert browser.find_element(By.ID, "send").get_attribute("disabled") == "true"

@@ -26,6 +26,11 @@ DECISION_ANSWERS = {
 }
 
 
+def _cancelled() -> CommandError:
+    """Ctrl-C during a turn: the turn is cancelled and the command ends as the shell expects."""
+    return CommandError("interrupted: the turn was cancelled", returncode=INTERRUPTED_EXIT_STATUS)
+
+
 class Command(BaseCommand):
     help = (
         "Chat with the agent as USERNAME; interactive (one line per turn) without a message. A "
@@ -66,15 +71,17 @@ class Command(BaseCommand):
         except ChatError as exc:
             raise CommandError(str(exc)) from exc
         except KeyboardInterrupt as exc:
-            raise CommandError(
-                "interrupted: the turn was cancelled", returncode=INTERRUPTED_EXIT_STATUS
-            ) from exc
-        for call in turn.tool_calls:
-            self.stdout.write(f"[tool {call['name']}: {call['status']}]")
-        self.stdout.write(f"yuxi> {turn.reply}")
+            raise _cancelled() from exc
+        self._show(turn)
         self.stdout.write(f"(thread {turn.thread_id})")
         self._decide(user_id, turn)
         return turn.thread_id
+
+    def _show(self, turn: ChatTurn) -> None:
+        """What the turn did: a line per tool call with its status, then the reply."""
+        for call in turn.tool_calls:
+            self.stdout.write(f"[tool {call['name']}: {call['status']}]")
+        self.stdout.write(f"yuxi> {turn.reply}")
 
     def _decide(self, user_id: int, turn: ChatTurn) -> None:
         """Put a memory write that waits for approval to the user, and carry their decision
@@ -107,12 +114,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"refused: {exc}")
                 continue
             except KeyboardInterrupt as exc:
-                raise CommandError(
-                    "interrupted: the turn was cancelled", returncode=INTERRUPTED_EXIT_STATUS
-                ) from exc
-            for call in turn.tool_calls:
-                self.stdout.write(f"[tool {call['name']}: {call['status']}]")
-            self.stdout.write(f"yuxi> {turn.reply}")
+                raise _cancelled() from exc
+            self._show(turn)
 
     def _ask(self, prompt: str) -> str | None:
         """One line of the command's input after `prompt`; None at the end of input."""
