@@ -1,8 +1,9 @@
 """The Chat service on LangChain, as a package; every public name is importable from here.
 
 The Chat service is the only writer of `ToolRuntimeContext`: it creates and claims the run,
-registers it with the process's lease keeper, runs the `create_agent` graph with
-`context=ctx`, persists what the agent produced and finishes the run. The model never sees or
+registers it with the process's lease keeper, runs the process's compiled `create_agent` graph
+of the turn's shape with the run's context (`RunContext`: its identity, system message and
+tool calls), persists what the agent produced and finishes the run. The model never sees or
 supplies any of the context's fields.
 
 Its parts, each importing only those above it in this list:
@@ -12,15 +13,19 @@ Its parts, each importing only those above it in this list:
 - `errors` — `ChatError` and its children (`ChatDecisionInvalid` and `ChatDecisionRefused`:
   a decision refused before it is spent), the run guard's in-run signals, and
   `CHAT_HTTP_ERRORS`: the one table of what HTTP answers each refusal.
+- `context` — `RunContext` (and `RunCalls`): what one run of a shared graph brings at
+  invocation.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
 - `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
   `remember_memory`), the check that refuses a decision that could not be carried out, and
   the resume command of a user's decision.
-- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`.
+- `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`
+  (a graph built for one run), and `shared_graph` / `GraphShape` / `run_system_message` (the
+  process's compiled graph of a shape, and what a run of it is shown).
 - `loop` — the process's one event loop (a daemon thread) every turn runs on, and the
   adapters sync and async callers reach it through (`run_sync`, `on_process_loop`).
-- `turns` — a turn's parts (`Turn`, `AgentRunHandle`, `AgentInput`, `TurnOutcome`,
-  `ChatEvent`) and the cancellation policy (`cancellation`).
+- `turns` — a turn's parts (`Turn`, `AgentRunHandle`, `TurnContext`, `AgentInput`,
+  `TurnOutcome`, `ChatEvent`) and the cancellation policy (`cancellation`).
 - `opening` — `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with
   the user's message, lease keeper registration), `open_resume_turn`, `open_subagent_turn`.
 - `agent_phase` — `astream_agent` / `arun_agent` (the agent's `astream`; failures travel in
@@ -45,6 +50,7 @@ from memory_app.runtime.agent_phase import (
     run_agent,
 )
 from memory_app.runtime.closing import cancel_turn, close_turn
+from memory_app.runtime.context import RunCalls, RunContext
 from memory_app.runtime.errors import (
     CHAT_HTTP_ERRORS,
     INTERNAL_ERROR,
@@ -62,9 +68,12 @@ from memory_app.runtime.graphs import (
     CHATBOT_PROMPT,
     SUBAGENT_PROMPT,
     AgentGraph,
+    GraphShape,
     build_chatbot_graph,
     build_resume_graph,
     build_subagent_graph,
+    run_system_message,
+    shared_graph,
 )
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import (
@@ -103,6 +112,7 @@ from memory_app.runtime.turns import (
     AgentRunHandle,
     ChatEvent,
     Turn,
+    TurnContext,
     TurnOutcome,
     logger,
 )
@@ -126,6 +136,10 @@ __all__ = [
     "AgentGraph",
     "AgentInput",
     "AgentRunHandle",
+    "GraphShape",
+    "RunCalls",
+    "RunContext",
+    "TurnContext",
     "ChatDecisionInvalid",
     "ChatDecisionRefused",
     "ChatError",
@@ -167,6 +181,8 @@ __all__ = [
     "outcome_of",
     "resume_start",
     "run_agent",
+    "run_system_message",
+    "shared_graph",
     "stream_chat",
     "subagent_input",
 ]

@@ -18,6 +18,13 @@ first use and started anew in a forked child (the thread does not survive a fork
 - `on_database(func)`: how a turn runs a database phase: on the waiting sync caller's thread,
   else on a database worker thread (never on the loop).
 - `cancel_reason(default)`: inside a turn, why it was cancelled.
+
+LangChain wraps each middleware's `awrap_model_call` / `awrap_tool_call` in LangSmith's
+`traceable`, which sets up and ends its (maybe) traced call on a worker thread: two thread
+hops per model call and per tool call, tracing on or off. With tracing off there is nothing to
+send, so the process loop's first start installs `inline_unless_tracing` as LangSmith's
+`aio_to_thread` (its documented runtime override): inline while tracing is off, LangSmith's
+own way while it is on.
 """
 
 import asyncio
@@ -29,11 +36,15 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, ParamSpec, TypeVar
 
+import langsmith
+from langsmith.utils import tracing_is_enabled
+
 from conversations.utils.connections import in_worker_thread
 
 __all__ = [
     "CANCELLED_BY_INTERRUPT",
     "cancel_reason",
+    "inline_unless_tracing",
     "iterate_sync",
     "on_database",
     "on_process_loop",
@@ -53,12 +64,29 @@ _loop: tuple[int, asyncio.AbstractEventLoop] | None = None
 _loop_lock = threading.Lock()
 
 
+async def inline_unless_tracing(
+    default: Callable[..., Awaitable[Any]],
+    ctx: contextvars.Context,
+    func: Callable[..., Any],
+    /,
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """LangSmith's `aio_to_thread`: `func` (the setup or end of a `traceable` call) run
+    inline in `ctx` while tracing is off in it (then it does no I/O), else on LangSmith's
+    thread as LangSmith would."""
+    if ctx.run(tracing_is_enabled):
+        return await default(ctx, func, *args, **kwargs)
+    return ctx.run(func, *args, **kwargs)
+
+
 def process_loop() -> asyncio.AbstractEventLoop:
     """This process's event loop, running in its daemon thread (started on first use, and
     again in a forked child, whose copy of the parent's thread does not run)."""
     global _loop
     with _loop_lock:
         if _loop is None or _loop[0] != os.getpid():
+            langsmith.set_runtime_overrides(aio_to_thread=inline_unless_tracing)
             loop = asyncio.new_event_loop()
             threading.Thread(
                 target=loop.run_forever, name=f"yuxi-loop-{os.getpid()}", daemon=True

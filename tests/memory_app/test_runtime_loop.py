@@ -3,16 +3,25 @@ connection pool (bound to the loop that opened it) works on every call; sync cal
 their database work on their own thread; a caller's cancellation reaches the turn."""
 
 import asyncio
+import concurrent.futures
+import contextvars
 import os
 import threading
 
+import langsmith
 import pytest
 
 from conversations.models import AgentRun
 from memory_app.runtime import achat, astream_chat, chat, stream_chat
-from memory_app.runtime.loop import on_process_loop, process_loop, run_sync
-from tests.factories import UserFactory
+from memory_app.runtime.loop import (
+    inline_unless_tracing,
+    on_process_loop,
+    process_loop,
+    run_sync,
+)
+from tests.factories import UserFactory, memory_user
 from tests.memory_app.models import WireModel
+from tests.wire_model import WireModel as ChatWireModel
 
 
 @pytest.fixture
@@ -93,3 +102,68 @@ def test_a_forked_child_starts_its_own_process_loop():
     os.close(write)
     os.waitpid(pid, 0)
     assert os.read(read, 100) == b"ok"
+
+
+@pytest.fixture
+def thread_hops(monkeypatch):
+    """Every piece of work handed to a thread pool from now on (a spy: the work still runs)."""
+    handed = []
+    real = concurrent.futures.ThreadPoolExecutor.submit
+
+    def counting(self, fn, /, *args, **kwargs):
+        handed.append(fn)
+        return real(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures.ThreadPoolExecutor, "submit", counting)
+    return handed
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("message", "hops"),
+    # open, prepare and close; a remember turn adds its tool call (two model calls, no hop)
+    [("hello", 3), ("remember that I like tea", 4)],
+)
+def test_a_streamed_turn_hops_threads_only_for_its_database_work(
+    settings, thread_hops, message, hops
+):
+    user = memory_user()
+    with ChatWireModel() as model:
+        settings.LLM_BASE_URL, settings.LLM_API_KEY, settings.LLM_MODEL = model.url, "k", "m"
+
+        async def turn(thread_id: str | None) -> list[dict]:
+            return [
+                event
+                async for event in astream_chat(
+                    user_id=user.pk, message=message, thread_id=thread_id
+                )
+            ]
+
+        first = asyncio.run(turn(None))  # the first turn of its shape compiles its graph
+        thread_hops.clear()
+        events = asyncio.run(turn(first[0]["thread_id"]))
+    assert events[-1]["event"] == "done" and events[-1]["status"] == "succeeded"
+    assert len(thread_hops) == hops
+
+
+def test_langsmiths_calls_run_inline_while_tracing_is_off_and_its_own_way_when_on():
+    process_loop()  # installs the override
+    done_by_default = []
+
+    async def default(ctx, func, *args, **kwargs):
+        done_by_default.append(func)
+        return ctx.run(func, *args, **kwargs)
+
+    def whose_thread() -> str:
+        return threading.current_thread().name
+
+    here = threading.current_thread().name
+    with langsmith.tracing_context(enabled=False):
+        off = contextvars.copy_context()
+    ran_on = asyncio.run(inline_unless_tracing(default, off, whose_thread))
+    assert ran_on == here and done_by_default == []
+    with langsmith.tracing_context(enabled=True):
+        on = contextvars.copy_context()
+    asyncio.run(inline_unless_tracing(default, on, whose_thread))
+    assert done_by_default == [whose_thread]
+    assert langsmith._runtime_overrides._runtime_overrides.aio_to_thread is inline_unless_tracing
