@@ -30,6 +30,7 @@ from memory_app.errors import (
     MemoryFileTooLarge,
     MemoryInputError,
 )
+from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused
 from memory_app.services import check_memory_write
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
@@ -119,13 +120,16 @@ class ApprovalGate(AgentMiddleware):
 
 def _is_first_write(request: ToolCallRequest) -> bool:
     """Only the reply's first `remember_memory` is put to the user (the same answer when the
-    graph resumes: it reads the same state), and never one whose content holds a credential:
-    that call runs at once, and the tool refuses it (`rejected`) before any lock."""
-    first = _first_write(_last_reply(request.state["messages"]))
+    graph resumes: it reads the same state), and never one whose content holds a credential or
+    repeats one the user stated, however worded: that call runs at once, and is refused
+    (`rejected`) before any lock."""
+    messages = request.state["messages"]
+    first = _first_write(_last_reply(messages))
     return (
         first is not None
         and first["id"] == request.tool_call["id"]
         and not credential_kinds(first["args"]["content"])
+        and stated_credential(first, messages) is None
     )
 
 
