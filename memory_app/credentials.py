@@ -221,13 +221,14 @@ _BARE_NUMBER = re.compile(
     r"(?<![0-9A-Za-z_.,:/#+$€£¥-])(?<!\d )\d{4,8}(?![0-9A-Za-z_]|[.,:/-]\d| \d)"
 )
 # Words that make a number near a password word something else: a reference (order, ticket,
-# 工单 ...), a phone or extension to call, a room, a port, a model, a flight, or a number's
-# own label ("locker number"). The word nearest before the number decides.
+# 工单 ...), a phone or extension to call, a room, a port, a model, a flight, a card's last
+# digits ("ending in", 尾号), or a number's own label ("locker number"). The word nearest
+# before the number decides.
 _OTHER_NUMBER_WORD = re.compile(
     _REFERENCE_WORD.pattern
     + r"|(?<![a-z])(?:phone|tel|call|dial|hotline|helpline|extension|ext|room|port|model|"
-    r"flight|line|number|num|no(?=\.))(?![a-z])|电话|热线|客服|拨打|分机|手机|房间|型号|航班|号码|"
-    r"编号",
+    r"flight|line|number|num|no(?=\.)|ending|ends)(?![a-z])|电话|热线|客服|拨打|分机|手机|房间|"
+    r"型号|航班|号码|编号|尾号|末四位|后四位",
     re.IGNORECASE,
 )
 # A year: 19xx or 20xx after a word that takes one (in, since, until, a month ...) or before 年.

@@ -157,6 +157,8 @@ NUMBERS_NEAR_PASSWORD_WORDS = [
     "密码写在 3 号楼 1204 室的抽屉里",
     "Pin Django at v4.2.1 for the project",
     "My password manager is 1Password",
+    "The PIN letter for my card ending in 4821 arrived",
+    "尾号 9480 的银行卡密码函寄到了",
 ]
 
 
@@ -174,6 +176,12 @@ def test_a_bare_number_is_a_pin_only_within_reach_of_the_word():
     assert credential_kinds("PIN: see the note. 4821") == [CredentialKind.PASSWORD]
     far = "I set a new PIN yesterday, and then took the number " + "very " * 8 + "4821 bus"
     assert find_credentials(far) == []
+
+
+def test_a_password_word_after_a_number_names_it_only_if_it_has_no_number_of_its_own():
+    assert [found.value for found in credential_values("4821 is the PIN of my card")] == ["4821"]
+    text = "my locker number is 4821, and my PIN is 7350"
+    assert {found.value for found in credential_values(text)} == {"7350"}
 
 
 def test_a_reference_word_decides_only_when_it_stands_nearer_than_the_password_word():
