@@ -251,6 +251,8 @@ _UNIT_AFTER = re.compile(
 )
 # How far back a year's word may stand, in characters.
 _YEAR_WORD_REACH = 12
+# At least as long as any password or label word above ("pin number", "confirmation").
+_LONGEST_WORD = 16
 
 # Mainland China resident identity numbers: region, birth date, sequence, check character.
 _RESIDENT_ID = re.compile(
@@ -359,15 +361,17 @@ def _password_assignments(line: str) -> Iterator[str]:
 
 
 def _end_before(pattern: re.Pattern[str], line: str, start: int) -> int | None:
-    """Where the last match of `pattern` before `start` ends, if it ends within reach."""
-    ends = [match.end() for match in pattern.finditer(line, 0, start)]
+    """Where the last match of `pattern` before `start` ends, if it ends within reach. Only the
+    reach and a word's length before it are searched, so a long line costs no more per number."""
+    window = max(0, start - _WORD_REACH - _LONGEST_WORD)
+    ends = [match.end() for match in pattern.finditer(line, window, start)]
     return ends[-1] if ends and ends[-1] >= start - _WORD_REACH else None
 
 
 def _claimed_by_word_after(line: str, end: int) -> bool:
     """Whether a password word within reach after a number names it ("4821 is my PIN"): not
     when the word has a number of its own after it ("locker 4821, and my PIN is 7350")."""
-    word = _PASSWORD_WORD_PATTERN.search(line, end)
+    word = _PASSWORD_WORD_PATTERN.search(line, end, end + _WORD_REACH + _LONGEST_WORD)
     return (
         word is not None
         and word.start() <= end + _WORD_REACH
@@ -376,6 +380,8 @@ def _claimed_by_word_after(line: str, end: int) -> bool:
 
 
 def _is_year(line: str, number: re.Match[str]) -> bool:
+    """A 19xx or 20xx after a word that takes a year ("in 2023", "since March 2019") or before
+    年: when the password was changed, not what it is."""
     if _YEAR.fullmatch(number.group()) is None:
         return False
     before = line[max(0, number.start() - _YEAR_WORD_REACH) : number.start()]
