@@ -54,11 +54,11 @@ def main(argv: list[str] | None = None) -> int:
         by_group[(fact["category"], fact["language"])][0] += 1
     for fact, _ in refusals:
         by_group[(fact["category"], fact["language"])][1] += 1
-    print(f"{'category':<12}{'language':<10}{'facts':>7}{'refused':>9}")
+    print(f"{'category':<15}{'language':<10}{'facts':>7}{'refused':>9}")
     for (category, language), (count, bad) in sorted(by_group.items()):
-        print(f"{category:<12}{language:<10}{count:>7}{bad:>9}")
+        print(f"{category:<15}{language:<10}{count:>7}{bad:>9}")
     rate = len(refusals) / len(facts)
-    print(f"{'all':<22}{len(facts):>7}{len(refusals):>9}   false refusals {rate:.2%}")
+    print(f"{'all':<25}{len(facts):>7}{len(refusals):>9}   false refusals {rate:.2%}")
     print(
         f"detector time per fact: median {statistics.median(timings):.0f} us, "
         f"max {max(timings):.0f} us"

@@ -239,6 +239,56 @@ def _templates(rng: random.Random) -> dict[tuple[str, str], list]:
             lambda: f"会员卡号 {_digits(rng, rng.randint(10, 16))}",
             lambda: f"社保电脑号 {_digits(rng, rng.randint(8, 12))}",
         ],
+        # Ordinary numbers next to a password or PIN word: a bare 4 to 8 digit number near
+        # one is refused as a PIN, so these measure what that rule takes for one.
+        ("en", "password_word"): [
+            lambda: f"I changed my email password in {rng.randint(2005, 2026)}",
+            lambda: f"Password reset ticket {_digits(rng, rng.randint(6, 8))} is closed",
+            lambda: f"The Wi-Fi password must be at least {rng.randint(8, 16)} characters",
+            lambda: f"My bank makes me change the PIN every {rng.choice([30, 60, 90, 180])} days",
+            lambda: _date(
+                rng,
+                rng.choice(
+                    [
+                        "Password expires {y}-{m:02d}-{d:02d}",
+                        "My work password expires on {m}/{d}/{y}",
+                    ]
+                ),
+            ),
+            lambda: f"If I forget my bank PIN, call {_phone(rng)}",
+            lambda: (
+                "For a password reset, call the IT helpdesk at extension "
+                f"{_digits(rng, rng.randint(3, 5))}"
+            ),
+            lambda: (
+                f"Since {rng.choice(MONTHS)} {rng.randint(2018, 2026)} the office uses passkeys "
+                "instead of passwords"
+            ),
+            lambda: f"The PIN letter for my card ending in {_digits(rng, 4)} arrived",
+            lambda: (
+                f"The password manager family plan costs ${rng.randint(30, 99)}.99 a year, "
+                f"renews {_date(rng, '{y}-{m:02d}-{d:02d}')}"
+            ),
+        ],
+        ("zh", "password_word"): [
+            lambda: f"{rng.randint(2005, 2026)}年改过一次邮箱密码",
+            lambda: f"密码重置工单 {_digits(rng, rng.randint(6, 8))} 已关闭",
+            lambda: f"公司要求密码至少 {rng.randint(8, 16)} 位",
+            lambda: f"银行卡密码每 {rng.choice([30, 60, 90, 180])} 天要改一次",
+            lambda: _date(
+                rng,
+                rng.choice(
+                    ["邮箱密码 {y}-{m:02d}-{d:02d} 过期", "工作账号的密码 {y}年{m}月{d}日 到期"]
+                ),
+            ),
+            lambda: f"忘了银行卡密码就打 {_phone(rng)}",
+            lambda: (
+                f"忘记网银密码可以打客服电话 {rng.choice(['95588', '95533', '95555', '95566'])}"
+            ),
+            lambda: f"从 {rng.randint(2015, 2026)} 年起公司不再用短信重置密码",
+            lambda: f"尾号 {_digits(rng, 4)} 的银行卡密码函寄到了",
+            lambda: f"家里的密码锁花了 {rng.randint(300, 3999)} 元",
+        ],
     }
 
 

@@ -8,9 +8,14 @@ What counts: private keys, tokens and API keys of known formats (detect-secrets'
 plugins, called directly: its `scan_line` changes process-wide settings and is not
 thread-safe), `password: ...` / `密码：...`-style assignments, payment card numbers (Luhn, on a
 card brand's prefix and length), mainland China resident identity numbers (checksum), and
-high-entropy strings next to a credential word or as an assignment's value. A hex string of
-digest length right after a hash word (sha256, md5, checksum, commit, ...) is a file's
-fingerprint, not a credential.
+high-entropy strings next to a credential word or as an assignment's value, and a bare 4 to 8
+digit number near a password or PIN word. A hex string of digest length right after a hash word
+(sha256, md5, checksum, commit, ...) is a file's fingerprint, not a credential.
+
+A model may restate a credential so that none of this sees it any more ("my bank PIN, 4821"
+becomes "function 4821"). So the values a text states as credentials can be had too
+(`credential_values`, for comparison only), and `stated_credential_in` says whether another
+text repeats one of them.
 
 A leaf: it imports nothing of the app.
 """
@@ -18,7 +23,8 @@ A leaf: it imports nothing of the app.
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
@@ -49,8 +55,11 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 __all__ = [
     "CredentialFinding",
     "CredentialKind",
+    "CredentialValue",
     "credential_kinds",
+    "credential_values",
     "find_credentials",
+    "stated_credential_in",
 ]
 
 
@@ -87,6 +96,15 @@ class CredentialFinding:
 
     line: int
     kind: CredentialKind
+
+
+@dataclass(frozen=True)
+class CredentialValue:
+    """One credential's kind and the secret itself, to compare texts with and nothing else:
+    `value` is never shown, logged or stored (it is left out of the `repr`), only looked for."""
+
+    kind: CredentialKind
+    value: str = field(repr=False)
 
 
 # detect-secrets' format plugins, by the kind they find. Only regular-expression plugins of
@@ -194,6 +212,48 @@ _REFERENCE_WORD = re.compile(
     re.IGNORECASE,
 )
 
+# A password or PIN said as a bare number near its word ("the password for a 739164 bank
+# account", "PIN 4821"): 4 to 8 digits standing alone, not one group of a longer number (a
+# phone's "0013 8000", a date's "2023-05", a decimal, a time), nor a code's part (`#`, letters),
+# nor an amount (a currency sign before it).
+_PASSWORD_WORD_PATTERN = re.compile(_PASSWORD_WORD, re.IGNORECASE)
+_BARE_NUMBER = re.compile(
+    r"(?<![0-9A-Za-z_.,:/#+$€£¥-])(?<!\d )\d{4,8}(?![0-9A-Za-z_]|[.,:/-]\d| \d)"
+)
+# Words that make a number near a password word something else: a reference (order, ticket,
+# 工单 ...), a phone or extension to call, a room, a port, a model, a flight, a card's last
+# digits ("ending in", 尾号), or a number's own label ("locker number"). The word nearest
+# before the number decides.
+_OTHER_NUMBER_WORD = re.compile(
+    _REFERENCE_WORD.pattern
+    + r"|(?<![a-z])(?:phone|tel|call|dial|hotline|helpline|extension|ext|room|port|model|"
+    r"flight|line|number|num|no(?=\.)|ending|ends)(?![a-z])|电话|热线|客服|拨打|分机|手机|房间|"
+    r"型号|航班|号码|编号|尾号|末四位|后四位",
+    re.IGNORECASE,
+)
+# A year: 19xx or 20xx after a word that takes one (in, since, until, a month ...) or before 年.
+_YEAR = re.compile(r"(?:19|20)\d{2}")
+_YEAR_BEFORE = re.compile(
+    r"(?:(?<![a-z])(?:in|since|from|until|till|to|by|before|after|during|of|year|"
+    r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?|从|自|于|到|至)\s*$",
+    re.IGNORECASE,
+)
+_YEAR_AFTER = re.compile(r"\s*年")
+# A quantity or a place: a number followed by its unit (a length, a duration, a count, an
+# amount, a house, room or floor number).
+_UNIT_AFTER = re.compile(
+    r"\s*(?:(?:characters?|chars?|digits?|letters?|symbols?|words?|bits?|bytes?|"
+    r"days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?|times?|"
+    r"attempts?|tries|users?|people|accounts?|dollars?|euros?|pounds?|yuan|rmb|usd|eur|gbp)"
+    r"(?![a-z])|%|位|个|天|周|月|年|小时|分钟|秒|次|元|块|美元|人|字|号|室|楼|栋|层|单元)",
+    re.IGNORECASE,
+)
+# How far back a year's word may stand, in characters.
+_YEAR_WORD_REACH = 12
+# At least as long as any password or label word above ("pin number", "confirmation").
+_LONGEST_WORD = 16
+
 # Mainland China resident identity numbers: region, birth date, sequence, check character.
 _RESIDENT_ID = re.compile(
     r"(?<![0-9A-Za-z])[1-8]\d{5}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
@@ -258,9 +318,9 @@ def _mixed_case(token: str) -> bool:
     return any(c.islower() for c in token) and any(c.isupper() for c in token)
 
 
-def _secret_near_word(line: str) -> bool:
-    """A high-entropy string next to a credential word (before or after it), or a strong one
-    as an assignment's value; a digest after a hash word is neither."""
+def _near_word_secrets(line: str) -> Iterator[str]:
+    """Each high-entropy string next to a credential word (before or after it), and each strong
+    one as an assignment's value; a digest after a hash word is neither."""
     for match in _TOKEN.finditer(line):
         token, start = match.group().strip(".-"), match.start()
         if len(token) < 8 or _is_digest(line, start, token):
@@ -270,7 +330,7 @@ def _secret_near_word(line: str) -> bool:
             _CREDENTIAL_WORD.search(line, end, end + _WORD_REACH)
         )
         if near is not None and _looks_random(token, min_entropy=_NEAR_WORD_MIN_ENTROPY):
-            return True
+            yield token
     for match in _ASSIGNED_VALUE.finditer(line):
         token, start = match.group("value"), match.start("value")
         if (
@@ -279,71 +339,144 @@ def _secret_near_word(line: str) -> bool:
             and _looks_random(token, min_entropy=_ASSIGNED_MIN_ENTROPY)
             and not _is_digest(line, start, token)
         ):
-            return True
-    return False
+            yield token
 
 
-def _payment_code(line: str) -> bool:
+def _payment_codes(line: str) -> Iterator[str]:
     if not (_CARD_WORD.search(line) and _PAY_WORD.search(line)):
-        return False
-    return any(
-        not _REFERENCE_WORD.search(line, max(0, code.start() - _WORD_REACH), code.start())
-        for code in _SIX_DIGIT_CODE.finditer(line)
-    )
+        return
+    for code in _SIX_DIGIT_CODE.finditer(line):
+        if not _REFERENCE_WORD.search(line, max(0, code.start() - _WORD_REACH), code.start()):
+            yield code.group()
 
 
-def _password_assignment(line: str) -> bool:
+def _password_assignments(line: str) -> Iterator[str]:
     for match in _PASSWORD_ASSIGNMENT.finditer(line):
         spoken = match.group("sep") not in (":", "=", "：")
-        value = match.group("value").rstrip(".,;!?")
+        value = match.group("value").rstrip(".,;!?\"')")
         if len(value) < 3:
             continue
         if _SYMBOL_OR_DIGIT.search(value) or (not spoken and len(value) >= 4):
-            return True
-    return False
+            yield value
 
 
-def _payment_card(line: str) -> bool:
+def _end_before(pattern: re.Pattern[str], line: str, start: int) -> int | None:
+    """Where the last match of `pattern` before `start` ends, if it ends within reach. Only the
+    reach and a word's length before it are searched, so a long line costs no more per number."""
+    window = max(0, start - _WORD_REACH - _LONGEST_WORD)
+    ends = [match.end() for match in pattern.finditer(line, window, start)]
+    return ends[-1] if ends and ends[-1] >= start - _WORD_REACH else None
+
+
+def _claimed_by_word_after(line: str, end: int) -> bool:
+    """Whether a password word within reach after a number names it ("4821 is my PIN"): not
+    when the word has a number of its own after it ("locker 4821, and my PIN is 7350")."""
+    word = _PASSWORD_WORD_PATTERN.search(line, end, end + _WORD_REACH + _LONGEST_WORD)
+    return (
+        word is not None
+        and word.start() <= end + _WORD_REACH
+        and _BARE_NUMBER.search(line, word.end(), word.end() + _WORD_REACH) is None
+    )
+
+
+def _is_year(line: str, number: re.Match[str]) -> bool:
+    """A 19xx or 20xx after a word that takes a year ("in 2023", "since March 2019") or before
+    年: when the password was changed, not what it is."""
+    if _YEAR.fullmatch(number.group()) is None:
+        return False
+    before = line[max(0, number.start() - _YEAR_WORD_REACH) : number.start()]
+    return (
+        _YEAR_BEFORE.search(before) is not None or _YEAR_AFTER.match(line, number.end()) is not None
+    )
+
+
+def _bare_pins(line: str) -> Iterator[str]:
+    """Each 4 to 8 digit number within reach of a password or PIN word (before it, or after
+    it and naming it) that is no year after its word, no quantity before its unit, and has no
+    reference, phone, room or other label standing nearer before it than the password word."""
+    if not _PASSWORD_WORD_PATTERN.search(line):
+        return
+    for number in _BARE_NUMBER.finditer(line):
+        start, end = number.span()
+        word_before = _end_before(_PASSWORD_WORD_PATTERN, line, start)
+        if word_before is None and not _claimed_by_word_after(line, end):
+            continue
+        # (A tie is a password word holding the other: "PIN number 4821".)
+        other_before = _end_before(_OTHER_NUMBER_WORD, line, start)
+        if other_before is not None and (word_before is None or other_before > word_before):
+            continue
+        if _is_year(line, number) or _UNIT_AFTER.match(line, end):
+            continue
+        yield number.group()
+
+
+def _payment_cards(line: str) -> Iterator[str]:
     for match in _CARD.finditer(line):
         digits = re.sub(r"[ -]", "", match.group())
         if not (_CARD_BRANDS.fullmatch(digits) and _luhn_valid(digits)):
             continue
         if _REFERENCE_WORD.search(line, max(0, match.start() - _WORD_REACH), match.start()):
             continue
-        return True
-    return False
+        yield digits
 
 
-def _resident_id(line: str) -> bool:
-    return any(_resident_id_valid(m.group()) for m in _RESIDENT_ID.finditer(line))
+def _resident_ids(line: str) -> Iterator[str]:
+    return (m.group() for m in _RESIDENT_ID.finditer(line) if _resident_id_valid(m.group()))
+
+
+def _format_values(plugin: RegexBasedDetector, line: str) -> list[str]:
+    """What a format plugin finds on `line` (nothing, or its captures and its whole matches:
+    a capture alone may be a prefix such as `ghp`)."""
+    found = list(plugin.analyze_string(line))
+    if not any(found):
+        return []
+    return found + [match.group() for regex in plugin.denylist for match in regex.finditer(line)]
+
+
+def _line_values(
+    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
+) -> list[CredentialValue]:
+    """Every credential on `line` with its value; a near-word secret is looked for only where a
+    credential word or an assignment is."""
+    rules: list[tuple[CredentialKind, Iterable[str]]] = [
+        *((kind, _format_values(plugin, line)) for plugin, kind in formats),
+        (CredentialKind.PASSWORD, _password_assignments(line)),
+        (CredentialKind.PASSWORD, _payment_codes(line)),
+        (CredentialKind.PASSWORD, _bare_pins(line)),
+        (CredentialKind.PAYMENT_CARD, _payment_cards(line)),
+        (CredentialKind.RESIDENT_ID, _resident_ids(line)),
+    ]
+    if _ASSIGNMENT_OR_WORD.search(line):
+        rules.append((CredentialKind.SECRET, _near_word_secrets(line)))
+    return [CredentialValue(kind, value) for kind, values in rules for value in values]
 
 
 def _line_kinds(
     line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
 ) -> set[CredentialKind]:
-    kinds = {kind for plugin, kind in formats if any(plugin.analyze_string(line))}
-    if _password_assignment(line) or _payment_code(line):
-        kinds.add(CredentialKind.PASSWORD)
-    if _payment_card(line):
-        kinds.add(CredentialKind.PAYMENT_CARD)
-    if _resident_id(line):
-        kinds.add(CredentialKind.RESIDENT_ID)
-    if not kinds and _ASSIGNMENT_OR_WORD.search(line) and _secret_near_word(line):
-        kinds.add(CredentialKind.SECRET)
+    """The kinds on `line`; a near-word secret counts only where nothing else was found (it is
+    the weakest rule, and the others name the kind better)."""
+    kinds = {found.kind for found in _line_values(line, formats)}
+    if len(kinds) > 1:
+        kinds.discard(CredentialKind.SECRET)
     return kinds
+
+
+def _formats_in(text: str) -> tuple[tuple[RegexBasedDetector, CredentialKind], ...]:
+    """The format plugins that match somewhere in `text`: only they are tried line by line (their
+    patterns take a line break for the space or the start they look for), so a long file costs
+    one pass of each plugin, not one per line."""
+    return tuple(
+        (plugin, kind) for plugin, kind in _FORMAT_PLUGINS if any(plugin.analyze_string(text))
+    )
 
 
 def find_credentials(text: str) -> list[CredentialFinding]:
     """Every credential in `text`, one finding per line and kind, in line order.
 
-    Lines are split on `\\n` (a `\\r` before it is part of no credential). A format plugin is
-    tried line by line only if it matches somewhere in the whole text (its patterns take a line
-    break for the space or the start they look for), so a long file costs one pass of each
-    plugin, not one per line.
+    Lines are split on `\\n` (a `\\r` before it is part of no credential).
     """
-    formats = tuple(
-        (plugin, kind) for plugin, kind in _FORMAT_PLUGINS if any(plugin.analyze_string(text))
-    )
+    formats = _formats_in(text)
     return sorted(
         CredentialFinding(line=number, kind=kind)
         for number, line in enumerate(text.split("\n"), start=1)
@@ -354,3 +487,40 @@ def find_credentials(text: str) -> list[CredentialFinding]:
 def credential_kinds(text: str) -> list[CredentialKind]:
     """The distinct kinds of credential in `text`, in the order they first appear."""
     return list(dict.fromkeys(finding.kind for finding in find_credentials(text)))
+
+
+def credential_values(text: str) -> list[CredentialValue]:
+    """Every credential `text` states, with its value: a password or PIN, a format plugin's
+    match, a near-word secret, a card's digits (without spaces or dashes), a resident identity
+    number. For comparison only (`stated_credential_in`): a value must never be shown, logged
+    or stored."""
+    formats = _formats_in(text)
+    return [found for line in text.split("\n") for found in _line_values(line, formats)]
+
+
+# Shorter values are too common to be told from any other word or number.
+_STATED_VALUE_MIN_CHARS = 4
+# Kinds whose digits are compared with spaces and dashes ignored (written in groups, or not).
+_GROUPED_DIGITS = frozenset({CredentialKind.PAYMENT_CARD, CredentialKind.RESIDENT_ID})
+
+
+def _value_pattern(found: CredentialValue) -> re.Pattern[str]:
+    """`found.value` as a whole token (no letter or digit right before or after it), any case;
+    a card's or an identity number's digits also in groups."""
+    if found.kind in _GROUPED_DIGITS:
+        body = "[ -]?".join(map(re.escape, found.value))
+    else:
+        body = re.escape(found.value)
+    return re.compile(rf"(?<![0-9A-Za-z]){body}(?![0-9A-Za-z])", re.IGNORECASE)
+
+
+def stated_credential_in(content: str, stated_texts: Iterable[str]) -> CredentialKind | None:
+    """The kind of a credential that one of `stated_texts` states (`credential_values`) and
+    `content` repeats, as a whole token, however the rest is worded ("my bank PIN, 4821"
+    stated, "function 4821" repeated); None if it repeats none. Values shorter than four
+    characters are not compared."""
+    stated = dict.fromkeys(found for text in stated_texts for found in credential_values(text))
+    for found in stated:
+        if len(found.value) >= _STATED_VALUE_MIN_CHARS and _value_pattern(found).search(content):
+            return found.kind
+    return None

@@ -15,6 +15,8 @@ Its parts, each importing only those above it in this list:
   `CHAT_HTTP_ERRORS`: the one table of what HTTP answers each refusal.
 - `context` — `RunContext` (and `RunCalls`): what one run of a shared graph brings at
   invocation.
+- `credential_check` — `stated_credential_refusal`: a memory write repeating a credential
+  the user stated in the thread, however the model worded it, is refused before it runs.
 - `guard` — `RunGuard`, the middleware enforcing the run's rules on every model/tool call.
 - `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
   `remember_memory`), the check that refuses a decision that could not be carried out, and

@@ -30,8 +30,9 @@ from memory_app.errors import (
     MemoryFileTooLarge,
     MemoryInputError,
 )
+from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused
-from memory_app.services import check_memory_write
+from memory_app.services import check_memory_write, normalize_memory_text
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult, ToolStatus
 
@@ -58,16 +59,22 @@ _ONE_WRITE_PER_REPLY = ToolResult(
 )
 
 
+def _proposes_text(call: LangChainToolCall) -> bool:
+    content = call["args"].get("content")
+    return isinstance(content, str) and bool(normalize_memory_text(content))
+
+
 def _first_write(reply: BaseMessage | None) -> LangChainToolCall | None:
     """The first `remember_memory` call of a reply that proposes a text, if any (a call
-    without one is no write to ask about: the tool refuses it as it stands)."""
+    without one, or with only whitespace, is no write to ask about: the user would be shown an
+    empty card; the tool refuses it as it stands)."""
     if not isinstance(reply, AIMessage):
         return None
     return next(
         (
             call
             for call in reply.tool_calls
-            if call["name"] == REMEMBER_MEMORY_TOOL and isinstance(call["args"].get("content"), str)
+            if call["name"] == REMEMBER_MEMORY_TOOL and _proposes_text(call)
         ),
         None,
     )
@@ -122,13 +129,16 @@ class ApprovalGate(AgentMiddleware):
 
 def _is_first_write(request: ToolCallRequest) -> bool:
     """Only the reply's first `remember_memory` is put to the user (the same answer when the
-    graph resumes: it reads the same state), and never one whose content holds a credential:
-    that call runs at once, and the tool refuses it (`rejected`) before any lock."""
-    first = _first_write(_last_reply(request.state["messages"]))
+    graph resumes: it reads the same state), and never one whose content holds a credential or
+    repeats one the user stated, however worded: that call runs at once, and is refused
+    (`rejected`) before any lock."""
+    messages = request.state["messages"]
+    first = _first_write(_last_reply(messages))
     return (
         first is not None
         and first["id"] == request.tool_call["id"]
         and not credential_kinds(first["args"]["content"])
+        and stated_credential(first, messages) is None
     )
 
 

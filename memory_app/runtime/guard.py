@@ -32,6 +32,7 @@ from conversations.utils.connections import release_connection
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 from memory_app.llm import model_endpoint
 from memory_app.runtime.context import RunCalls, RunContext
+from memory_app.runtime.credential_check import stated_credential_refusal
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.limits import (
     ASSISTANT_TEXT_MAX_BYTES,
@@ -161,7 +162,8 @@ class RunGuard(AgentMiddleware):
             return ToolResult(ToolStatus.REJECTED, "no such tool")
         if request.tool_call["id"] in calls.refused:
             return ToolResult(ToolStatus.REJECTED, _UNUSABLE_ARGUMENTS)
-        return None
+        # A memory write repeating a credential the user stated, however the model worded it.
+        return stated_credential_refusal(request)
 
 
 def _checked_reply(reply: AIMessage, *, seen: set[str], refused: set[str]) -> AIMessage:

@@ -13,7 +13,16 @@ def test_the_set_holds_1000_ordinary_facts_of_every_category_in_both_languages()
     assert len({fact["id"] for fact in facts}) == len(facts)
     groups = {(fact["category"], fact["language"]) for fact in facts}
     categories = {category for category, _ in groups}
-    assert {"date", "address", "phone", "order", "tracking", "version", "hash"} <= categories
+    assert {
+        "date",
+        "address",
+        "phone",
+        "order",
+        "tracking",
+        "version",
+        "hash",
+        "password_word",
+    } <= categories
     assert groups == {(category, language) for category in categories for language in ("en", "zh")}
 
 

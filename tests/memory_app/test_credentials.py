@@ -1,15 +1,20 @@
 """The credential detector: each kind found on its line, ordinary facts with long numbers
-left alone, and findings that never carry the matched text."""
+left alone, findings that never carry the matched text, and the values a text states as
+credentials, found again in another text however it is worded."""
 
 import dataclasses
+import time
 
 import pytest
 
 from memory_app.credentials import (
     CredentialFinding,
     CredentialKind,
+    CredentialValue,
     credential_kinds,
+    credential_values,
     find_credentials,
+    stated_credential_in,
 )
 
 # One example of each kind, as a user might paste it into a chat.
@@ -113,3 +118,174 @@ def test_findings_name_line_and_kind_only_never_the_text():
 
 def test_every_kind_has_words_for_people():
     assert {kind.label for kind in CredentialKind} >= {"an API key", "a payment card number"}
+
+
+# --- a bare number near a password or PIN word ----------------------------------------------
+
+BARE_PINS = [
+    # What SmolLM2 proposed for "记住我的银行卡密码是 739164".
+    "The user has forgotten the password for a 739164 bank account.",
+    "PIN 4821",
+    "my bank PIN 4821.",
+    "4821 is the PIN of my debit card",
+    "The passcode for the front door is now 2580",
+    "银行卡密码739164",
+    "门禁密码 5823，别忘了",
+    "手机锁屏口令 20480917",
+    "my PIN 1987",  # a year-like number, but no word that takes a year
+]
+
+# Ordinary numbers next to a password or PIN word: none is one.
+NUMBERS_NEAR_PASSWORD_WORDS = [
+    "I changed my email password in 2023",
+    "The password changed in March 2024",
+    "since 2019 I use a passphrase instead of a password",
+    "2023年改过一次邮箱密码",
+    "从 2018 年起公司要求定期改密码",
+    "Password expires 2025-06-30",
+    "密码 2026.03.01 过期",
+    "password reset ticket 48291377 is closed",
+    "密码重置工单 482913 已关闭",
+    "The Wi-Fi password must be at least 12 characters",
+    "The bank makes me change the PIN every 1000 days",
+    "密码至少 1024 位",
+    "call 138 0013 8000 if I forget my password",
+    "For a password reset, call IT at extension 4821",
+    "忘了银行卡密码就打客服电话 95588",
+    "A smart lock with a PIN pad cost $1299",
+    "密码锁花了 1299 元",
+    "The password is on the router sticker in room 1204",
+    "密码写在 3 号楼 1204 室的抽屉里",
+    "Pin Django at v4.2.1 for the project",
+    "My password manager is 1Password",
+    "The PIN letter for my card ending in 4821 arrived",
+    "尾号 9480 的银行卡密码函寄到了",
+]
+
+
+@pytest.mark.parametrize("text", BARE_PINS)
+def test_a_bare_number_near_a_password_or_pin_word_is_a_password(text):
+    assert credential_kinds(text) == [CredentialKind.PASSWORD]
+
+
+@pytest.mark.parametrize("text", NUMBERS_NEAR_PASSWORD_WORDS)
+def test_a_year_date_reference_quantity_phone_or_room_near_a_password_word_is_not(text):
+    assert find_credentials(text) == []
+
+
+def test_a_bare_number_is_a_pin_only_within_reach_of_the_word():
+    assert credential_kinds("PIN: see the note. 4821") == [CredentialKind.PASSWORD]
+    far = "I set a new PIN yesterday, and then took the number " + "very " * 8 + "4821 bus"
+    assert find_credentials(far) == []
+
+
+def test_a_password_word_after_a_number_names_it_only_if_it_has_no_number_of_its_own():
+    assert [found.value for found in credential_values("4821 is the PIN of my card")] == ["4821"]
+    text = "my locker number is 4821, and my PIN is 7350"
+    assert {found.value for found in credential_values(text)} == {"7350"}
+
+
+def test_a_long_line_of_numbers_near_password_words_costs_a_bounded_time_per_number():
+    # 60 KB on one line, 5,000 numbers: each looks at most its reach around it (searching the
+    # whole line before each one took 13 s).
+    line = "password x " + "order 12345 " * 5000
+    started = time.perf_counter()
+    assert find_credentials(line) == []
+    assert credential_kinds("PIN 4821 " * 6000) == [CredentialKind.PASSWORD]
+    assert time.perf_counter() - started < 3
+
+
+def test_a_reference_word_decides_only_when_it_stands_nearer_than_the_password_word():
+    assert find_credentials("order for the new password 4821") == [
+        CredentialFinding(line=1, kind=CredentialKind.PASSWORD)
+    ]
+    assert find_credentials("password reset order 4821") == []
+
+
+# --- the values a text states as credentials -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "value"),
+    [
+        ("Please store my bank PIN, 4821, so you can remind me later.", "password", "4821"),
+        ("记住我的银行卡密码是 739164", "password", "739164"),
+        ('wifi password: "Tr0ub4dor&3".', "password", "Tr0ub4dor&3"),
+        ("use 739164 to pay with my card", "password", "739164"),
+        ("backup at https://admin:Tr0ub4dor@backup.example.com", "password", "Tr0ub4dor"),
+        ("remember my API key: sk-test-4f9a2b7c1d", "secret", "sk-test-4f9a2b7c1d"),
+        (
+            "GitHub: ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+            "access_token",
+            "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+        ),
+        ("AWS access key AKIAIOSFODNN7EXAMPLE", "api_key", "AKIAIOSFODNN7EXAMPLE"),
+        ("Visa card 4111 1111 1111 1111, expires 09/29", "payment_card", "4111111111111111"),
+        ("身份证号 11010519491231002X", "resident_id", "11010519491231002X"),
+    ],
+)
+def test_the_values_a_text_states_as_credentials(text, kind, value):
+    assert CredentialValue(CredentialKind(kind), value) in credential_values(text)
+
+
+def test_a_text_without_a_credential_states_no_value():
+    assert credential_values("Order number 2024112588231 arrives; I changed my password.") == []
+
+
+def test_a_value_is_never_in_its_repr():
+    (found,) = set(credential_values("my PIN is 4821"))
+    assert "4821" not in repr(found) and "4821" not in str(found)
+
+
+STATED = [
+    "Please store my bank PIN, 4821, so you can remind me later.",
+    "记住我的银行卡密码是 739164",
+    "Visa card 4111 1111 1111 1111",
+]
+
+
+@pytest.mark.parametrize(
+    ("content", "kind"),
+    [
+        # What SmolLM2 proposed for the PIN: no credential word left.
+        ("function 4821, no return type specified", CredentialKind.PASSWORD),
+        ("The user's lucky number is 739164.", CredentialKind.PASSWORD),
+        ("用户的幸运数字是739164", CredentialKind.PASSWORD),
+        ("Invoice 4111-1111-1111-1111 was paid", CredentialKind.PAYMENT_CARD),
+    ],
+)
+def test_content_repeating_a_stated_value_is_found_however_it_is_worded(content, kind):
+    assert stated_credential_in(content, STATED) == kind
+    # The detector alone does not see it (the card: a reference word stands before it).
+    assert find_credentials(content) == []
+
+
+def test_a_stated_cards_digits_are_found_in_any_grouping():
+    for content in ("4111111111111111", "4111-1111-1111-1111", "4111 1111 11111111"):
+        assert stated_credential_in(content, STATED) == CredentialKind.PAYMENT_CARD
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Locker 48213 at the gym",  # the value inside a longer number
+        "Room A4821",  # inside a word
+        "flat 1739164",
+        "Visa ending 1111",  # a card's last group alone
+        "The user likes tea",
+    ],
+)
+def test_a_value_counts_only_as_a_whole_token(content):
+    assert stated_credential_in(content, STATED) is None
+
+
+def test_a_value_shorter_than_four_characters_is_not_compared():
+    stated = ["my password is 1!a"]
+    assert credential_kinds(stated[0]) == [CredentialKind.PASSWORD]
+    assert stated_credential_in("the answer is 1!a", stated) is None
+
+
+def test_a_number_the_user_did_not_state_as_a_credential_is_not_one():
+    stated = ["Remember my locker number is 4821, and my PIN is 7350"]
+    assert stated_credential_in("Locker number 4821", stated) is None
+    assert stated_credential_in("7350", stated) == CredentialKind.PASSWORD

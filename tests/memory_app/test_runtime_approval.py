@@ -666,3 +666,26 @@ def test_an_edit_that_holds_a_credential_is_refused_before_it_is_spent_and_stays
     )
     assert memory_bytes(agents_file, user) is None
     assert_still_pending(interrupted)
+
+
+# --- empty content -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("approval", [False, True])
+@pytest.mark.parametrize("content", ["", "  \n\t\r\n "])
+def test_an_empty_write_is_never_put_to_the_user_and_the_tool_rejects_it(
+    agents_file, approval, content
+):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    model = RecordingModel(
+        replies=[tool_reply(("call_e", "remember_memory", {"content": content}))]
+    )
+    turn = chat(user_id=user.pk, message=REMEMBER, model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
+    result = json.loads(ToolCall.objects.get(tool_call_id="call_e").output)
+    assert result["status"] == "rejected"
+    assert result["message"].startswith("The arguments were refused: content must be non-empty")
+    assert memory_bytes(agents_file, user) is None
+    assert not MemoryEvent.objects.exists()
+    assert not checkpoints.checkpoint_exists(turn.run_id)
