@@ -7,8 +7,14 @@ what the user said: if its content repeats a value one of the user's messages st
 credential, it is refused (`rejected`, the same message as any credential: the kind, never the
 value) before it runs, and with approval on it is never put to the user as a proposal.
 
+A value is not the only thing a model can keep: it may spell a PIN out in words or split a key.
+So in a turn whose own user message holds a credential, no memory write runs at all, whatever
+its content (the user is told to ask again without the credential): what a user asks to
+remember in the same breath as a secret is too likely to carry it.
+
 The user's words are the `HumanMessage`s of the agent's state: the thread's earlier user
-messages the turn was given, and this turn's. Stateless: only the state and the call are read.
+messages the turn was given, and this turn's (the last). Stateless: only the state and the call
+are read.
 """
 
 from collections.abc import Sequence
@@ -17,32 +23,52 @@ from langchain.agents.middleware import ToolCallRequest
 from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.messages.tool import ToolCall as LangChainToolCall
 
-from memory_app.credentials import CredentialKind, stated_credential_in
+from memory_app.credentials import CredentialKind, credential_kinds, stated_credential_in
 from memory_app.errors import MemorySensitiveContent
 from memory_app.services import normalize_memory_text
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult, ToolStatus
 
-__all__ = ["stated_credential", "stated_credential_refusal"]
+__all__ = ["TURN_HOLDS_CREDENTIAL", "stated_credential", "stated_credential_refusal"]
+
+# What a memory write in a turn whose message holds a credential is told (`{kind}`: its label).
+TURN_HOLDS_CREDENTIAL = (
+    "memory never stores credentials: this message holds {kind}, so nothing from it is saved; "
+    "ask again without the credential"
+)
 
 
 def stated_credential(
     call: LangChainToolCall, messages: Sequence[BaseMessage]
-) -> CredentialKind | None:
-    """The kind of a credential the user stated in `messages` that `call`'s content repeats,
-    if `call` is a `remember_memory` with text content; else None. The content is compared as
-    the write would store it (normalized)."""
+) -> tuple[CredentialKind, bool] | None:
+    """Why `call`, a `remember_memory` with text content, may not run, with whether it is the
+    turn's message that is to blame: a credential in the content itself (as the write would
+    store it), False; else one in this turn's user message (the last in `messages`), True;
+    else one that a user message in `messages` states and the content repeats, False. None
+    when none holds, or `call` is no such write."""
     content = call["args"].get("content") if call["name"] == REMEMBER_MEMORY_TOOL else None
     if not isinstance(content, str):
         return None
-    said = (message.text for message in messages if isinstance(message, HumanMessage))
-    return stated_credential_in(normalize_memory_text(content), said)
+    content = normalize_memory_text(content)
+    said = [message.text for message in messages if isinstance(message, HumanMessage)]
+    for kinds, in_turn in ((credential_kinds(content), False), (_turn_kinds(said), True)):
+        if kinds:
+            return kinds[0], in_turn
+    repeated = stated_credential_in(content, said)
+    return None if repeated is None else (repeated, False)
+
+
+def _turn_kinds(said: list[str]) -> list[CredentialKind]:
+    return credential_kinds(said[-1]) if said else []
 
 
 def stated_credential_refusal(request: ToolCallRequest) -> ToolResult | None:
-    """The `rejected` result a `remember_memory` call repeating a stated credential gets instead
-    of running (nothing is written, kept or recorded), or None for any other call."""
-    kind = stated_credential(request.tool_call, request.state["messages"])
-    if kind is None:
+    """The `rejected` result a `remember_memory` call gets instead of running when the turn's
+    message holds a credential or the call repeats one the user stated (nothing is written,
+    kept or recorded; the message names the kind, never the value), or None."""
+    found = stated_credential(request.tool_call, request.state["messages"])
+    if found is None:
         return None
-    return ToolResult(ToolStatus.REJECTED, str(MemorySensitiveContent(kind)))
+    kind, in_turn = found
+    message = TURN_HOLDS_CREDENTIAL.format(kind=kind.label) if in_turn else None
+    return ToolResult(ToolStatus.REJECTED, message or str(MemorySensitiveContent(kind)))

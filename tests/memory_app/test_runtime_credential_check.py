@@ -14,7 +14,7 @@ from conversations.models import ToolCall
 from memory_app.credentials import CredentialKind, find_credentials
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
-from memory_app.runtime.credential_check import stated_credential
+from memory_app.runtime.credential_check import TURN_HOLDS_CREDENTIAL, stated_credential
 from tests.factories import UserConfigFactory
 from tests.memory_app.models import RecordingModel, tool_reply
 
@@ -25,6 +25,7 @@ PIN_PARAPHRASE = "function 4821, no return type specified"
 CARD_PASSWORD_PARAPHRASE = "用户的幸运数字是 739164"
 SMOLLM2_CARD_PASSWORD_PROPOSAL = "The user has forgotten the password for a 739164 bank account."
 REFUSAL = "memory never stores credentials: this looks like a password or PIN"
+TURN_REFUSAL = TURN_HOLDS_CREDENTIAL.format(kind="a password or PIN")
 SEEDED = b"# Memory\nPrefers oolong tea.\r\n"
 
 
@@ -45,8 +46,18 @@ def test_the_paraphrases_hold_no_credential_the_detector_sees():
     [(PIN_MESSAGE, PIN_PARAPHRASE), (CARD_PASSWORD_MESSAGE, CARD_PASSWORD_PARAPHRASE)],
 )
 def test_a_write_repeating_a_value_the_user_stated_as_a_credential_is_found(said, content):
-    messages = [HumanMessage(said), AIMessage("ok")]
-    assert stated_credential(remember(content), messages) == CredentialKind.PASSWORD
+    messages = [HumanMessage(said), AIMessage("ok"), HumanMessage("now save it")]
+    assert stated_credential(remember(content), messages) == (CredentialKind.PASSWORD, False)
+
+
+@pytest.mark.parametrize("content", ["I like tea", "PIN is four eight two one"])
+def test_no_write_runs_in_a_turn_whose_message_holds_a_credential(content):
+    # The value may be kept in any wording (spelled out, split): nothing of that turn is saved.
+    messages = [HumanMessage("hello"), AIMessage("hi"), HumanMessage(PIN_MESSAGE)]
+    assert stated_credential(remember(content), messages) == (CredentialKind.PASSWORD, True)
+    # A later turn's message without one: only a repeated value is refused.
+    later = [*messages, AIMessage("I cannot store that."), HumanMessage("remember I like tea")]
+    assert stated_credential(remember(content), later) is None
 
 
 def test_only_the_users_own_messages_state_a_credential():
@@ -76,13 +87,15 @@ def agents_snapshot(agents_file, user) -> dict[str, bytes]:
     }
 
 
-def assert_refused_and_nothing_kept(turn, before, agents_file, user, *, value: str) -> None:
+def assert_refused_and_nothing_kept(
+    turn, before, agents_file, user, *, value: str, refusal: str = REFUSAL
+) -> None:
     """The turn ended without a proposal, the call was `rejected` naming the kind only, and the
     folder and the ledger are as before."""
     assert turn.status == "succeeded" and turn.approval is None
     row = ToolCall.objects.get(tool_call_id="call_r")
     assert row.status == "error"
-    assert json.loads(row.output) == {"status": "rejected", "message": REFUSAL}
+    assert json.loads(row.output) == {"status": "rejected", "message": refusal}
     assert value not in row.output and value not in (row.error or "")
     assert agents_snapshot(agents_file, user) == before
     assert not MemoryEvent.objects.filter(user=user, kind__startswith="agent_").exists()
@@ -92,16 +105,17 @@ def assert_refused_and_nothing_kept(turn, before, agents_file, user, *, value: s
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("approval", [False, True])
 @pytest.mark.parametrize(
-    ("message", "content", "value"),
+    ("message", "content", "value", "refusal"),
     [
-        (PIN_MESSAGE, PIN_PARAPHRASE, "4821"),
-        (CARD_PASSWORD_MESSAGE, CARD_PASSWORD_PARAPHRASE, "739164"),
-        # What the model proposed for it (the detector finds this one too).
-        (CARD_PASSWORD_MESSAGE, SMOLLM2_CARD_PASSWORD_PROPOSAL, "739164"),
+        # This turn's own message holds the credential: no write of that turn runs.
+        (PIN_MESSAGE, PIN_PARAPHRASE, "4821", TURN_REFUSAL),
+        (CARD_PASSWORD_MESSAGE, CARD_PASSWORD_PARAPHRASE, "739164", TURN_REFUSAL),
+        # What the model proposed for it: the detector finds a credential in the content itself.
+        (CARD_PASSWORD_MESSAGE, SMOLLM2_CARD_PASSWORD_PROPOSAL, "739164", REFUSAL),
     ],
 )
 def test_a_paraphrased_credential_is_rejected_and_never_proposed(
-    agents_file, approval, message, content, value
+    agents_file, approval, message, content, value, refusal
 ):
     user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
     agents_file(user.pk, "MEMORY.md").write_bytes(SEEDED)
@@ -111,7 +125,7 @@ def test_a_paraphrased_credential_is_rejected_and_never_proposed(
     )
     turn = chat(user_id=user.pk, message=message, model=model)
     assert turn.tool_calls == [{"name": "remember_memory", "status": "error"}]
-    assert_refused_and_nothing_kept(turn, before, agents_file, user, value=value)
+    assert_refused_and_nothing_kept(turn, before, agents_file, user, value=value, refusal=refusal)
     # The model was told, and replied.
     assert len(model.calls) == 2
 
@@ -138,14 +152,35 @@ def test_a_credential_stated_earlier_in_the_thread_counts(agents_file, approval)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_number_the_user_did_not_state_as_a_credential_is_written(agents_file):
-    user = UserConfigFactory(enable_memory=True).user
+@pytest.mark.parametrize("approval", [False, True])
+def test_nothing_asked_in_the_same_message_as_a_credential_is_saved(agents_file, approval):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    agents_file(user.pk, "MEMORY.md").write_bytes(SEEDED)
+    before = agents_snapshot(agents_file, user)
     model = RecordingModel(
         replies=[tool_reply(("call_r", "remember_memory", {"content": "Gym locker 7350"}))]
     )
     turn = chat(
         user_id=user.pk,
         message="My PIN is 4821, but remember only that my gym locker is 7350.",
+        model=model,
+    )
+    assert_refused_and_nothing_kept(
+        turn, before, agents_file, user, value="4821", refusal=TURN_REFUSAL
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_number_the_user_did_not_state_as_a_credential_is_written_in_a_later_turn(agents_file):
+    user = UserConfigFactory(enable_memory=True).user
+    first = chat(user_id=user.pk, message="My PIN is 4821, keep it to yourself.")
+    model = RecordingModel(
+        replies=[tool_reply(("call_r", "remember_memory", {"content": "Gym locker 7350"}))]
+    )
+    turn = chat(
+        user_id=user.pk,
+        thread_id=first.thread_id,
+        message="Remember that my gym locker is 7350.",
         model=model,
     )
     assert turn.tool_calls == [{"name": "remember_memory", "status": "success"}]
