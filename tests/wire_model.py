@@ -129,6 +129,9 @@ class WireModel:
         self._lock = threading.Lock()
         self._next_id = 0
         self._closing = threading.Event()
+        # `think()`: a script's request says the model is thinking, then waits for `release`.
+        self.thinking = threading.Event()
+        self.release = threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
@@ -146,6 +149,7 @@ class WireModel:
 
     def close(self) -> None:
         self._closing.set()
+        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -153,6 +157,12 @@ class WireModel:
         """Queue replies for the next requests, in order (the script answers the rest)."""
         with self._lock:
             self._queued.extend(replies)
+
+    def think(self, timeout: float = 20) -> None:
+        """In a script: say the model is thinking (`thinking`), then wait until the test
+        sets `release` (or the server closes, or `timeout`)."""
+        self.thinking.set()
+        self.release.wait(timeout)
 
     def streamed_requests(self) -> list[Received]:
         return [request for request in self.requests if request.stream]

@@ -30,7 +30,7 @@ from memory_app.runtime import (
 )
 from memory_app.tools import RememberMemoryTool, build_memory_tools
 from tests.factories import UserConfigFactory
-from tests.memory_app.models import WireModel
+from tests.wire_model import Reply, WireModel, call_reply, text_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -120,7 +120,7 @@ def test_a_consumer_that_stops_reading_cancels_the_run(wire, user, entry):
     [("achat", BY_CALLER), ("astream_chat", BY_READER), ("aagent_run", BY_CALLER)],
 )
 def test_a_cancelled_caller_task_cancels_the_run(wire, user, entry, error):
-    wire.script = lambda n, body: wire.think() or {"text": "too late"}
+    wire.script = lambda request: wire.think() or text_reply("too late")
 
     async def started() -> None:
         if entry == "achat":
@@ -173,7 +173,7 @@ def test_an_interrupted_sync_caller_cancels_the_run_and_the_interruption_propaga
         os.kill(os.getpid(), signum)
         wire.think()
 
-    wire.script = lambda n, body: interrupt_the_caller() or {"text": "too late"}
+    wire.script = lambda request: interrupt_the_caller() or text_reply("too late")
     expected = CommandError if (entry, kind) == ("manage.py chat", KeyboardInterrupt) else kind
     with pytest.raises(expected) as raised:
         if entry == "agent_run":
@@ -217,9 +217,9 @@ def lease_lost_row(user, agents_file) -> None:
 def test_a_lost_lease_stops_the_turn_and_leaves_the_run_to_the_reaper(
     wire, user, entry, agents_file
 ):
-    def lose_then_ask_to_write(n, body):
+    def lose_then_ask_to_write(request):
         take_over_the_lease(user)
-        return {"tool_calls": [("c1", "remember_memory", {"content": "written after"})]}
+        return call_reply("remember_memory", {"content": "written after"})
 
     wire.script = lose_then_ask_to_write
     answers = {
@@ -235,7 +235,7 @@ def test_a_lost_lease_stops_the_turn_and_leaves_the_run_to_the_reaper(
     else:
         with pytest.raises(CommandError if entry == "manage.py chat" else ChatRunLost):
             chat_at(entry, user)
-    assert wire.requests == 1  # no model call after the loss
+    assert len(wire.requests) == 1  # no model call after the loss
     lease_lost_row(user, agents_file)
 
 
@@ -264,7 +264,7 @@ def test_a_lost_lease_in_a_teams_run_raises_at_its_end_and_leaves_it_to_the_reap
 
 @pytest.mark.parametrize("entry", CHAT_ENTRIES)
 def test_a_failed_model_call_fails_the_run_and_keeps_the_user_message(wire, user, entry):
-    wire.script = lambda n, body: {"status": 500}
+    wire.script = lambda request: Reply(status=500)
     if entry in ("stream_chat", "astream_chat"):
         assert chat_at(entry, user) == {
             "event": "error",
@@ -283,7 +283,7 @@ def test_a_failed_model_call_fails_the_run_and_keeps_the_user_message(wire, user
 
 @pytest.mark.parametrize("entry", ["agent_run", "aagent_run"])
 def test_a_teams_failed_model_call_fails_its_run_and_propagates(wire, user, entry):
-    wire.script = lambda n, body: {"status": 500}
+    wire.script = lambda request: Reply(status=500)
     model = ChatOpenAI(base_url=wire.url, api_key="local", model="m", max_retries=0)
     with pytest.raises(Exception) as raised:
         if entry == "agent_run":
@@ -321,7 +321,7 @@ def remember_raises(monkeypatch):
 def test_a_tool_that_raises_fails_the_run_and_stores_no_step_of_it(
     wire, user, entry, remember_raises, agents_file
 ):
-    wire.script = lambda n, body: {"tool_calls": [("c1", "remember_memory", {"content": "x"})]}
+    wire.script = lambda request: call_reply("remember_memory", {"content": "x"})
     if entry in ("stream_chat", "astream_chat"):
         assert chat_at(entry, user) == {
             "event": "error",

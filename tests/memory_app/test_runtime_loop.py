@@ -20,17 +20,10 @@ from memory_app.runtime.loop import (
     run_sync,
 )
 from tests.factories import UserFactory, memory_user
-from tests.memory_app.models import WireModel
-from tests.wire_model import WireModel as ChatWireModel
+from tests.wire_model import text_reply
 
-
-@pytest.fixture
-def wire_model(settings):
-    with WireModel() as model:
-        settings.LLM_BASE_URL = model.url
-        settings.LLM_API_KEY = "local"
-        settings.LLM_MODEL = "m"
-        yield model
+# What the wire model (the `wire_model` fixture) answers these turns.
+WIRE_REPLY = "hello from the wire"
 
 
 def _run_status(run_id: str) -> tuple[str, str]:
@@ -40,21 +33,21 @@ def _run_status(run_id: str) -> tuple[str, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_achat_in_a_fresh_asyncio_run_each_time_succeeds_every_time(wire_model):
+    wire_model.answer(*[text_reply(WIRE_REPLY)] * 3)
     user = UserFactory()
     turns = [asyncio.run(achat(user_id=user.pk, message=f"hello {i}")) for i in range(3)]
-    assert [(t.status, t.reply) for t in turns] == [("succeeded", "hello from the wire")] * 3
+    assert [(t.status, t.reply) for t in turns] == [("succeeded", WIRE_REPLY)] * 3
     assert [_run_status(t.run_id) for t in turns] == [("succeeded", "")] * 3
 
 
 @pytest.mark.django_db(transaction=True)
 def test_stream_chat_called_again_and_again_in_one_process_succeeds_every_time(wire_model):
+    wire_model.answer(*[text_reply(WIRE_REPLY)] * 3)
     user = UserFactory()
     for i in range(3):
         events = list(stream_chat(user_id=user.pk, message=f"hello {i}"))
         assert events[-1]["event"] == "done", events[-1]
-        assert "".join(e["text"] for e in events if e["event"] == "token") == (
-            "hello from the wire"
-        )
+        assert "".join(e["text"] for e in events if e["event"] == "token") == WIRE_REPLY
 
 
 @pytest.mark.django_db(transaction=True)
@@ -69,7 +62,7 @@ def test_every_entry_point_in_any_order_shares_one_model_connection_pool(wire_mo
     assert list(stream_chat(user_id=user.pk, message="hi"))[-1]["event"] == "done"
     assert asyncio.run(streamed())[-1]["event"] == "done"
     assert chat(user_id=user.pk, message="hi").status == "succeeded"
-    assert wire_model.requests == 5
+    assert len(wire_model.requests) == 5
 
 
 def test_the_process_loop_is_one_loop_in_a_daemon_thread_for_every_caller():
@@ -125,23 +118,19 @@ def thread_hops(monkeypatch):
     [("hello", 3), ("remember that I like tea", 4)],
 )
 def test_a_streamed_turn_hops_threads_only_for_its_database_work(
-    settings, thread_hops, message, hops
+    wire_model, thread_hops, message, hops
 ):
     user = memory_user()
-    with ChatWireModel() as model:
-        settings.LLM_BASE_URL, settings.LLM_API_KEY, settings.LLM_MODEL = model.url, "k", "m"
 
-        async def turn(thread_id: str | None) -> list[dict]:
-            return [
-                event
-                async for event in astream_chat(
-                    user_id=user.pk, message=message, thread_id=thread_id
-                )
-            ]
+    async def turn(thread_id: str | None) -> list[dict]:
+        return [
+            event
+            async for event in astream_chat(user_id=user.pk, message=message, thread_id=thread_id)
+        ]
 
-        first = asyncio.run(turn(None))  # the first turn of its shape compiles its graph
-        thread_hops.clear()
-        events = asyncio.run(turn(first[0]["thread_id"]))
+    first = asyncio.run(turn(None))  # the first turn of its shape compiles its graph
+    thread_hops.clear()
+    events = asyncio.run(turn(first[0]["thread_id"]))
     assert events[-1]["event"] == "done" and events[-1]["status"] == "succeeded"
     assert len(thread_hops) == hops
 
