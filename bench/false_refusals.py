@@ -8,6 +8,8 @@ and other reference numbers, English and Chinese, none a credential) through
 `memory_app.credentials.credential_kinds`, the check `remember_memory` refuses on, and prints
 per category and language how many would be refused. `--show` lists each refused fact with
 the kinds found. The target is at most 1% refused; `docs/evaluation.md` records the figures.
+Last, the detector's time on two long lines full of numbers beside password words (each number
+looks only within its reach, so the time grows with the line, not with its square).
 """
 
 import argparse
@@ -24,6 +26,11 @@ sys.path.insert(0, str(PROJECT_ROOT))
 from memory_app.credentials import credential_kinds  # noqa: E402
 
 FACT_SET = Path(__file__).resolve().parent / "fact_set" / "ordinary_facts.json"
+# Long lines of numbers beside password words: 5,000 and 6,000 numbers on one line each.
+LONG_LINES = {
+    "60 KB: 'password x' then 5,000 order numbers": "password x " + "order 12345 " * 5000,
+    "54 KB: 'PIN 4821' 6,000 times": "PIN 4821 " * 6000,
+}
 # The most false refusals the set may have, as a fraction of its facts.
 MAX_FALSE_REFUSAL_RATE = 0.01
 
@@ -63,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         f"detector time per fact: median {statistics.median(timings):.0f} us, "
         f"max {max(timings):.0f} us"
     )
+    for label, line in LONG_LINES.items():
+        start = time.perf_counter()
+        credential_kinds(line)
+        print(f"detector time on one long line, {label}: {time.perf_counter() - start:.2f} s")
     if args.show:
         for fact, kinds in refusals:
             print(f"  {fact['id']}: {', '.join(kinds)}: {fact['text']}")

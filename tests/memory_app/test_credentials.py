@@ -3,7 +3,6 @@ left alone, findings that never carry the matched text, and the values a text st
 credentials, found again in another text however it is worded."""
 
 import dataclasses
-import time
 
 import pytest
 
@@ -185,14 +184,11 @@ def test_a_password_word_after_a_number_names_it_only_if_it_has_no_number_of_its
     assert {found.value for found in credential_values(text)} == {"7350"}
 
 
-def test_a_long_line_of_numbers_near_password_words_costs_a_bounded_time_per_number():
-    # 60 KB on one line, 5,000 numbers: each looks at most its reach around it (searching the
-    # whole line before each one took 13 s).
-    line = "password x " + "order 12345 " * 5000
-    started = time.perf_counter()
-    assert find_credentials(line) == []
+def test_a_long_line_of_numbers_near_password_words_is_judged_number_by_number():
+    # 60 KB on one line, 5,000 numbers: each looks only within its reach (its time is in
+    # bench/false_refusals.py).
+    assert find_credentials("password x " + "order 12345 " * 5000) == []
     assert credential_kinds("PIN 4821 " * 6000) == [CredentialKind.PASSWORD]
-    assert time.perf_counter() - started < 3
 
 
 def test_a_reference_word_decides_only_when_it_stands_nearer_than_the_password_word():
