@@ -12,6 +12,7 @@ import threading
 
 from django.db import DatabaseError, connections
 from django.urls import reverse
+from django.utils.module_loading import import_string
 
 __all__ = ["is_warm", "warm_up"]
 
@@ -19,13 +20,20 @@ logger = logging.getLogger("yuxi.warmup")
 
 _warm = threading.Event()
 
+# What the apps prepare before the process serves, by name: the entry points import this
+# module before Django is set up, when the apps' modules cannot be imported yet.
+APP_WARM_UPS = ("memory_app.runtime.warm_up_graphs",)
+
 
 def warm_up() -> None:
-    """Import the URLconf and everything it routes to, build its reverse index, and open the
-    database pool (a connection taken and handed back). A database that is down does not keep
-    the process cold: `/healthz` reports it on its own round trip, and the pool opens once the
-    database is back."""
+    """Import the URLconf and everything it routes to, build its reverse index, compile the
+    chat agent's graphs for the configured model, and open the database pool (a connection
+    taken and handed back). A database that is down does not keep the process cold:
+    `/healthz` reports it on its own round trip, and the pool opens once the database is
+    back."""
     reverse("healthz")  # imports ROOT_URLCONF and its includes, and indexes every route
+    for name in APP_WARM_UPS:  # the chat agent's graphs: a burst of first turns compiles none
+        import_string(name)()
     # On a thread of its own: a server may load the application from inside its event loop
     # (plain `uvicorn` does), where Django refuses database calls.
     opener = threading.Thread(target=_open_pools, name="yuxi-warmup")

@@ -23,7 +23,7 @@ Its parts, each importing only those above it in this list:
   the resume command of a user's decision.
 - `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`
   (a graph built for one run), and `shared_graph` / `GraphShape` / `run_system_message` (the
-  process's compiled graph of a shape, and what a run of it is shown).
+  process's compiled graph of a shape, and what a run of it is shown), `warm_graph`.
 - `loop` — the process's one event loop (a daemon thread) every turn runs on, and the
   adapters sync and async callers reach it through (`run_sync`, `on_process_loop`).
 - `turns` — a turn's parts (`Turn`, `AgentRunHandle`, `TurnContext`, `AgentInput`,
@@ -38,7 +38,8 @@ Its parts, each importing only those above it in this list:
 - `team` — `agent_run` / `aagent_run`: the same open and close around a team's own loop.
 - `subagent` — `DelegateToSubagentTool`: a child turn on the sub-agent graph.
 - `service` — `aturn` (the one implementation of a turn) and its adapters `chat`, `achat`
-  (and `ChatTurn`).
+  (and `ChatTurn`), and `warm_up_graphs` (a server process compiles its graphs before it
+  serves).
 - `streaming` — `astream_chat`, `stream_chat`: the same turn as `ChatEvent`s as it happens.
 """
 
@@ -76,6 +77,7 @@ from memory_app.runtime.graphs import (
     build_subagent_graph,
     run_system_message,
     shared_graph,
+    warm_graph,
 )
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import (
@@ -101,6 +103,7 @@ from memory_app.runtime.service import (
     chat,
     chat_turn,
     chatbot_input,
+    warm_up_graphs,
 )
 from memory_app.runtime.streaming import astream_chat, stream_chat
 from memory_app.runtime.subagent import (
@@ -187,4 +190,6 @@ __all__ = [
     "shared_graph",
     "stream_chat",
     "subagent_input",
+    "warm_graph",
+    "warm_up_graphs",
 ]

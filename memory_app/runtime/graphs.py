@@ -193,11 +193,13 @@ class _Compiled:
 class _SharedGraphs:
     """The process's compiled graphs by shape, model, checkpointer and extra tools; the least
     recently used is dropped past `size` (a caller that passes a new model object each turn
-    compiles each turn, as a graph built per run would)."""
+    compiles each turn, as a graph built per run would). Turns that need the same graph at
+    once wait for one compile rather than each making its own."""
 
     def __init__(self, size: int) -> None:
         self.size = size
         self._graphs: OrderedDict[tuple, _Compiled] = OrderedDict()
+        self._compiling: dict[tuple, threading.Lock] = {}
         self._lock = threading.Lock()
 
     def get(
@@ -213,16 +215,27 @@ class _SharedGraphs:
         model_key = model_settings() if model is None else id(model)
         key = (shape, model_key, id(checkpointer), tuple(map(id, extra_tools)))
         with self._lock:
-            if key in self._graphs:
-                self._graphs.move_to_end(key)
-                return self._graphs[key]
-        built = _compile_shared(shape, model, checkpointer, extra_tools)
-        with self._lock:
-            built = self._graphs.setdefault(key, built)
-            self._graphs.move_to_end(key)
-            while len(self._graphs) > self.size:
-                self._graphs.popitem(last=False)
+            if (found := self._found(key)) is not None:
+                return found
+            compiling = self._compiling.setdefault(key, threading.Lock())
+        with compiling:
+            with self._lock:
+                if (found := self._found(key)) is not None:
+                    return found
+            built = _compile_shared(shape, model, checkpointer, extra_tools)
+            with self._lock:
+                self._graphs[key] = built
+                self._compiling.pop(key, None)
+                while len(self._graphs) > self.size:
+                    self._graphs.popitem(last=False)
         return built
+
+    def _found(self, key: tuple) -> _Compiled | None:
+        """The graph of `key`, marked as just used, if there is one (under `_lock`)."""
+        if key not in self._graphs:
+            return None
+        self._graphs.move_to_end(key)
+        return self._graphs[key]
 
 
 _SHARED_GRAPHS = _SharedGraphs(size=32)
@@ -273,6 +286,12 @@ def shared_graph(
         middleware=compiled.middleware,
         approval=shape.approval,
     )
+
+
+def warm_graph(shape: GraphShape, *, extra_tools: Sequence[BaseTool] = ()) -> None:
+    """Compile now, unless it is already, the process's graph of `shape` for the configured
+    model (what `shared_graph` runs a turn of that shape on, `extra_tools` the same objects)."""
+    _SHARED_GRAPHS.get(shape, model=None, checkpointer=None, extra_tools=extra_tools)
 
 
 def run_system_message(

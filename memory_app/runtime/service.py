@@ -25,10 +25,10 @@ from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
 from memory_app.runtime.closing import aopen, cancel_turn, close_turn, settle_late_calls
 from memory_app.runtime.errors import ChatInputError
-from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph
+from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph, warm_graph
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_resume_turn, open_turn
-from memory_app.runtime.subagent import DelegateToSubagentTool
+from memory_app.runtime.subagent import SUBAGENT_SHAPE, DelegateToSubagentTool
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
     AgentInput,
@@ -189,6 +189,17 @@ def chat_turn(turn: Turn, outcome: TurnOutcome, tool_calls: list[dict[str, str]]
 
 # The chat agent's sub-agent tool: one for every turn (each run's own comes with its context).
 _DELEGATE = DelegateToSubagentTool()
+
+
+def warm_up_graphs() -> None:
+    """Compile, for the configured model, the graphs most turns run on: the chat agent with
+    memory on and with memory off (without approval), and the sub-agent. A server process
+    calls it before it serves (`yuxi_site.warmup`): its first turns then compile nothing,
+    where a burst of them would otherwise wait on the compile of their shape. A graph with
+    approval is compiled on its first turn (its checkpointer belongs to the process loop)."""
+    for memory in (True, False):
+        warm_graph(GraphShape(memory=memory), extra_tools=(_DELEGATE,))
+    warm_graph(SUBAGENT_SHAPE)
 
 
 def chatbot_input(

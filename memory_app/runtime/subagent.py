@@ -28,14 +28,14 @@ class DelegateArguments(StrictArguments):
     task: str
 
 
-_SUBAGENT = GraphShape(subagent=True)
+SUBAGENT_SHAPE = GraphShape(subagent=True)
 
 
 def subagent_input(turn: Turn, *, model: BaseChatModel | None) -> AgentInput:
     """The sub-agent for a child turn: the shared context only, and the task as its input."""
     system_message = run_system_message(turn.handle.ctx, None, subagent=True)
     return AgentInput(
-        graph=shared_graph(_SUBAGENT, system_message=system_message, model=model),
+        graph=shared_graph(SUBAGENT_SHAPE, system_message=system_message, model=model),
         messages=[HumanMessage(turn.message)],
         context=TurnContext.of(turn, system_message=system_message, model=model),
     )

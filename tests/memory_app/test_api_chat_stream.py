@@ -16,6 +16,7 @@ from django.test import AsyncClient, Client
 
 from conversations.models import AgentRun, Message
 from tests.factories import ConversationFactory, UserConfigFactory
+from tests.wire_model import text_reply
 from yuxi_site.asgi import application
 
 T = TypeVar("T")
@@ -202,14 +203,15 @@ def client_receive(body: bytes, *, disconnect_after: asyncio.Event):
     return receive
 
 
-def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs():
+def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs(wire_model):
     """The request's own thread reads the session and the user, then hands its connection
-    back: a stream waiting on its turn ties up no connection of the pool."""
+    back: a stream whose turn waits on the model ties up no connection of the pool."""
+    wire_model.script = lambda request: wire_model.think() or text_reply("hello back")
     user = UserConfigFactory(enable_memory=True).user
     scope, body = asgi_chat_stream(user, "hello")
     pool = connections["default"].pool
     out_before = pool.get_stats()["pool_size"] - pool.get_stats()["pool_available"]
-    out_while_streaming: list[int] = []
+    out_while_waiting: list[int] = []
 
     async def scenario():
         finished = asyncio.Event()
@@ -217,16 +219,18 @@ def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs():
 
         async def send(message):
             if message["type"] == "http.response.body" and message.get("body"):
-                if not out_while_streaming:  # the first event is out, the turn goes on
+                if not out_while_waiting:  # the first event is out, the turn waits on the model
+                    assert await asyncio.to_thread(wire_model.thinking.wait, 20)
                     stats = pool.get_stats()
-                    out_while_streaming.append(stats["pool_size"] - stats["pool_available"])
+                    out_while_waiting.append(stats["pool_size"] - stats["pool_available"])
+                    wire_model.release.set()
             elif message["type"] == "http.response.body":
                 finished.set()
 
         await asyncio.wait_for(application(scope, receive, send), timeout=60)
 
     asyncio.run(scenario())
-    assert out_while_streaming == [out_before]  # this test thread's own, if any
+    assert out_while_waiting == [out_before]  # this test thread's own, if any
     assert AgentRun.objects.get(user=user).status == "succeeded"
 
 

@@ -1,10 +1,12 @@
 """The Chat service's shared graphs: compiled once per shape and model, each run bringing its
 own identity, prompt and memory at invocation."""
 
+import time
+
 import pytest
 from django.test import override_settings
 
-from memory_app.runtime import chat, graphs
+from memory_app.runtime import chat, graphs, warm_up_graphs
 from tests.concurrency import race
 from tests.factories import UserConfigFactory
 from tests.memory_app.graph_runs import record_agent_inputs
@@ -25,6 +27,19 @@ def compiles(monkeypatch):
 
     monkeypatch.setattr(graphs, "create_agent", counting)
     return made
+
+
+@pytest.fixture
+def slow_compiles(compiles, monkeypatch):
+    """`compiles`, each taking a fifth of a second: turns arriving together overlap it."""
+    counting = graphs.create_agent
+
+    def slow(*args, **kwargs):
+        time.sleep(0.2)
+        return counting(*args, **kwargs)
+
+    monkeypatch.setattr(graphs, "create_agent", slow)
+    return compiles
 
 
 def every_shape_once(user_on, user_off, user_approval) -> None:
@@ -50,6 +65,25 @@ def test_in_steady_state_a_turn_of_every_shape_compiles_no_graph(compiles):
     every_shape_once(*users)
     every_shape_once(*users)
     assert len(compiles) == first  # 0 compiles per turn once each shape has been seen
+
+
+@override_settings(LLM_MAX_RETRIES=4)  # a model no test has compiled for yet
+def test_turns_that_need_a_new_graph_at_once_wait_for_its_one_compile(slow_compiles):
+    users = [UserConfigFactory(enable_memory=True).user for _ in range(6)]
+    turns = race(lambda user: chat(user_id=user.pk, message="hello"), [(u,) for u in users])
+    assert [turn.status for turn in turns] == ["succeeded"] * 6
+    assert len(slow_compiles) == 1
+
+
+@override_settings(LLM_MAX_RETRIES=5)
+def test_warming_up_compiles_the_graphs_a_fresh_processs_first_turns_run_on(compiles):
+    warm_up_graphs()
+    assert len(compiles) == 3  # the chat agent with memory on and off, and the sub-agent
+    chat(user_id=UserConfigFactory(enable_memory=True).user.pk, message="hello")
+    chat(user_id=UserConfigFactory(enable_memory=False).user.pk, message="hello")
+    chat(user_id=UserConfigFactory(enable_memory=True).user.pk, message="ask the sub-agent: hi")
+    warm_up_graphs()
+    assert len(compiles) == 3
 
 
 def test_a_changed_model_setting_compiles_a_new_graph_and_keeps_it(compiles):

@@ -1,5 +1,5 @@
-"""A server process warms up (URLconf, app registry, database pool) before it serves, and
-`/healthz` answers only once it has."""
+"""A server process warms up (URLconf, app registry, graphs, database pool) before it serves,
+and `/healthz` answers only once it has."""
 
 import json
 import os
@@ -24,12 +24,14 @@ async def serve():
     importlib.import_module(sys.argv[1])
 asyncio.run(serve()) if sys.argv[1].endswith("asgi") else importlib.import_module(sys.argv[1])
 from yuxi_site.warmup import is_warm
+from memory_app.runtime.graphs import _SHARED_GRAPHS
 stats = connections["default"].pool.get_stats()
 print(json.dumps({
     "warm": is_warm(),
     "modules": sorted(m for m in ("yuxi_site.urls", "memory_app.api", "memory_app.runtime",
                                   "langchain.agents", "langchain_openai") if m in sys.modules),
     "pooled": stats["pool_size"],
+    "graphs": len(_SHARED_GRAPHS._graphs),
 }))
 """
 
@@ -62,6 +64,7 @@ def test_loading_the_application_warms_the_process_before_its_first_request(entr
         "yuxi_site.urls",
     ]
     assert report["pooled"] >= 1  # the pool is open, a connection made
+    assert report["graphs"] == 3  # the chat agent's, memory on and off, and the sub-agent's
 
 
 @pytest.mark.django_db
