@@ -104,8 +104,12 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    # Last of the working ones, as django-axes requires: it turns a locked-out login into the
+    # lockout page.
     "axes.middleware.AxesMiddleware",
+    # A pass-through, sync only: under ASGI the chain above runs in one thread instead of a
+    # thread hop per hook (yuxi_site.middleware_chain).
+    "yuxi_site.middleware_chain.OneThreadMiddlewareChain",
 ]
 
 ROOT_URLCONF = "yuxi_site.urls"
