@@ -242,3 +242,41 @@ def test_the_model_serves_a_new_event_loop_each_time_and_keeps_a_loops_connectio
     ports = [request.client_port for request in wire_model.requests]
     assert len(set(ports[:3])) == 3  # a loop's connection is never used from another loop
     assert ports[3] == ports[4]  # HTTP/1.1 keep-alive within a loop
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
+def test_a_streamed_request_is_what_the_sdks_own_create_sends_and_reads_the_same(
+    settings, wire_model, sync
+):
+    # CompatibleChatOpenAI posts a streamed request's body as langchain-openai built it, and
+    # reads its chunks as JSON, skipping the SDK's transform and typed chunks: the request on
+    # the wire, its key included, and the message read back are the same as plain ChatOpenAI's.
+    settings.LLM_API_KEY = "sk-same"
+    reply = Reply(text="Saving that. ", calls=(TEA,))
+    wire_model.answer(reply, reply)
+    ours = llm.chat_model_from_settings()
+    theirs = ChatOpenAI(
+        base_url=ours.openai_api_base,
+        api_key="sk-same",
+        model=ours.model_name,
+        timeout=ours.request_timeout,
+        max_retries=ours.max_retries,
+        extra_body={"top_k": 3},
+    )
+    ours = ours.model_copy(update={"extra_body": {"top_k": 3}})
+    question = [SystemMessage("rules"), HumanMessage("remember that I drink oolong tea")]
+    read = []
+    for model in (ours, theirs):
+        bound = model.bind_tools([remember_memory, search_thread_messages])
+        read.append(
+            _streamed(bound, question) if sync else asyncio.run(_astreamed(bound, question))
+        )
+    mine, plain = wire_model.requests
+    assert isinstance(ours.client if sync else ours.async_client, llm._StreamedCompletions)
+    assert (mine.path, mine.authorization, mine.body) == (
+        plain.path,
+        plain.authorization,
+        plain.body,
+    )
+    assert mine.body["top_k"] == 3 and mine.stream
+    assert (read[0].text, _calls(read[0])) == (read[1].text, _calls(read[1]))
