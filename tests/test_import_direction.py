@@ -172,8 +172,8 @@ LAYERS = {
             "yuxi_site.utils.statements",
             "yuxi_site.utils.string_utils",
         },
-        # the login throttle and the CSP middleware the settings name
-        {"yuxi_site.content_security", "yuxi_site.login_throttle"},
+        # the login throttle and the middleware the settings name
+        {"yuxi_site.content_security", "yuxi_site.login_throttle", "yuxi_site.middleware_chain"},
         # warming a server process before it serves (health reports it, the entry points run it)
         {"yuxi_site.warmup"},
         {"yuxi_site.health", "yuxi_site.settings", "yuxi_site.wsgi", "yuxi_site.asgi"},
