@@ -193,7 +193,11 @@ def open_turn(*, user_id: int, thread_id: str | None, message: str) -> Turn:
         message=message,
     )
     return Turn(
-        handle=handle, message=message, user_message=user_message, checkpoint_key=handle.run_id
+        handle=handle,
+        message=message,
+        user_message=user_message,
+        checkpoint_key=handle.run_id,
+        new_thread=thread_id is None,
     )
 
 

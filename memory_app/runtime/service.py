@@ -208,10 +208,11 @@ def chatbot_input(
     model: BaseChatModel | None,
     checkpointer: BaseCheckpointSaver | None = None,
 ) -> AgentInput:
-    """The chat agent for `turn` and its input: the thread's earlier dialogue, then the user's
-    message; for a resume, the interrupted graph's shape (memory tools and approval, whatever
-    the switches say now: LangGraph drops a decision resumed on a graph without them; the
-    tools re-check at call time) and the user's decision.
+    """The chat agent for `turn` and its input: the thread's earlier dialogue (none to read in
+    a thread the turn opened), then the user's message; for a resume, the interrupted graph's
+    shape (memory tools and approval, whatever the switches say now: LangGraph drops a
+    decision resumed on a graph without them; the tools re-check at call time) and the
+    user's decision.
 
     The graph is the process's shared one for the turn's shape and model (its sub-agent
     tool on the same model); what is the run's own — the switch, the memory section, AGENTS.md
@@ -239,8 +240,12 @@ def chatbot_input(
         return AgentInput(
             graph=graph, messages=[], context=context, resume=decision_command(turn.decision)
         )
-    earlier = selectors.recent_dialogue(
-        conversation=turn.handle.conversation, before=turn.user_message
+    earlier = (
+        []
+        if turn.new_thread
+        else selectors.recent_dialogue(
+            conversation=turn.handle.conversation, before=turn.user_message
+        )
     )
     return AgentInput(
         graph=graph,

@@ -58,13 +58,14 @@ class Turn:
 
     `checkpoint_key` is where the turn's graph keeps its checkpoints when it runs with
     approval: the `run_id` of the run that started the turn (a resume keeps the key of the
-    run it resumes).
+    run it resumes). `new_thread`: the turn opened its thread, which holds nothing earlier.
     """
 
     handle: AgentRunHandle
     message: str | None
     user_message: Message | None
     checkpoint_key: str = ""
+    new_thread: bool = False
     decision: dict[str, Any] | None = None
     approval: selectors.PendingApproval | None = None
     # Filled when the agent phase is cancelled: the results of the tool calls that had ended,

@@ -2,8 +2,9 @@
 async or streamed turn will use them."""
 
 import pytest
+from langchain_core.messages import HumanMessage
 
-from conversations import runs
+from conversations import runs, selectors
 from conversations.models import AgentRun, Message
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime import close_turn, open_turn, run_agent
@@ -53,3 +54,26 @@ def test_the_three_phases_answer_and_persist_the_reply():
         ("user", "hello"),
         ("assistant", outcome.reply),
     ]
+
+
+def test_a_turn_that_opens_its_thread_reads_no_earlier_dialogue_and_a_later_turn_does(
+    monkeypatch,
+):
+    user = UserConfigFactory(enable_memory=False).user
+    read = []
+    real = selectors.recent_dialogue
+    monkeypatch.setattr(
+        selectors, "recent_dialogue", lambda **kwargs: read.append(kwargs) or real(**kwargs)
+    )
+    first = open_turn(user_id=user.pk, thread_id=None, message="hello")
+    assert first.new_thread
+    assert chatbot_input(first, model=None).messages == [HumanMessage("hello")]
+    close_turn(first, run_agent(first, prepare=lambda t: chatbot_input(t, model=None)))
+    assert read == []  # a thread the turn opened holds nothing before its message
+    thread_id = first.handle.conversation.thread_id
+    later = open_turn(user_id=user.pk, thread_id=thread_id, message="again")
+    assert not later.new_thread
+    earlier = chatbot_input(later, model=None).messages
+    assert [m.text for m in earlier] == ["hello", "You said: hello", "again"]
+    assert len(read) == 1
+    close_turn(later, run_agent(later, prepare=lambda t: chatbot_input(t, model=None)))
