@@ -8,6 +8,7 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing
 from typing import Any, Self
 from urllib.parse import urlsplit
 
@@ -27,7 +28,7 @@ from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
 from openai import AsyncStream, DefaultAsyncHttpxClient, Stream
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from memory_app.conf import DEFAULTS, setting
 from memory_app.middleware import injected_memory
@@ -51,7 +52,8 @@ def chat_model_from_settings() -> BaseChatModel:
     """`CompatibleChatOpenAI` for the OpenAI-compatible endpoint at `LLM_BASE_URL`, else the
     scripted model. Each request is bounded by `LLM_TIMEOUT_SECONDS` and retried at most
     `LLM_MAX_RETRIES` times; a streamed reply (async turns stream) may also go silent for at
-    most `LLM_TIMEOUT_SECONDS` between chunks (`stream_chunk_timeout`, else 120 s)."""
+    most `LLM_TIMEOUT_SECONDS` between chunks (its `silence_timeout`; langchain-openai's
+    default would be 120 s)."""
     if setting("LLM_BASE_URL"):
         return CompatibleChatOpenAI(
             base_url=setting("LLM_BASE_URL"),
@@ -169,6 +171,10 @@ class _AsyncStreamedCompletions(_StreamedCompletions):
         )
 
 
+# The error of a streamed reply that sent no chunk for `silence_timeout` seconds.
+SILENT_STREAM = "{model} sent nothing for {seconds:g} s in a streamed reply (after {chunks} chunks)"
+
+
 class CompatibleChatOpenAI(ChatOpenAI):
     """`ChatOpenAI` that takes a streamed reply's tool calls as OpenAI-compatible servers send
     them, so a streamed reply gives exactly the calls the same reply unstreamed gives.
@@ -184,9 +190,16 @@ class CompatibleChatOpenAI(ChatOpenAI):
     Its async requests go through `PerLoopAsyncHttpClient`, so it serves any event loop, and
     its streamed requests skip the OpenAI SDK's body transform and chunk objects
     (`_StreamedCompletions`).
+
+    `stream_chunk_timeout` (how long an async streamed reply may send no chunk; SSE keep-alive
+    comments do not count) is enforced here as one timer per stream, re-armed at each chunk
+    and paused while the chunk is with its reader: langchain-openai's own wraps every chunk
+    in `asyncio.wait_for`, a task per chunk, about a sixth of a streamed token's CPU. So the
+    field reads None once the model is built; `silence_timeout` holds the bound.
     """
 
     http_async_client: Any | None = Field(default=_ASYNC_HTTP_CLIENT, exclude=True)
+    _silence_timeout: float | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _stream_untransformed(self) -> Self:
@@ -196,7 +209,15 @@ class CompatibleChatOpenAI(ChatOpenAI):
             self.async_client, _StreamedCompletions
         ):
             self.async_client = _AsyncStreamedCompletions(self.async_client, self.root_async_client)
+        if self.stream_chunk_timeout:
+            self._silence_timeout, self.stream_chunk_timeout = self.stream_chunk_timeout, None
         return self
+
+    @property
+    def silence_timeout(self) -> float | None:
+        """Seconds an async streamed reply may go without a chunk (None: unbounded but for
+        the HTTP client's read timeout)."""
+        return self._silence_timeout
 
     def _convert_chunk_to_generation_chunk(
         self,
@@ -215,8 +236,25 @@ class CompatibleChatOpenAI(ChatOpenAI):
 
     async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         calls = _StreamedCalls()
-        async for chunk in super()._astream(*args, **kwargs):
-            yield calls.clean(chunk)
+        bound, loop, received = self._silence_timeout, asyncio.get_running_loop(), 0
+        try:
+            async with (
+                asyncio.timeout(None) as silence,
+                aclosing(super()._astream(*args, **kwargs)) as chunks,
+            ):
+                while True:
+                    silence.reschedule(loop.time() + bound if bound else None)
+                    try:
+                        chunk = await anext(chunks)
+                    except StopAsyncIteration:
+                        return
+                    silence.reschedule(None)  # the reader's time is not the model's silence
+                    received += 1
+                    yield calls.clean(chunk)
+        except TimeoutError as exc:
+            raise TimeoutError(
+                SILENT_STREAM.format(model=model_endpoint(self), seconds=bound, chunks=received)
+            ) from exc
 
 
 def _indexed_tool_calls(chunk: dict) -> dict:

@@ -61,6 +61,9 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     first_token_after: float = 0.0
     drop_after: int | None = None
+    # A stream that stops after this many SSE chunks for `pause_seconds`, then goes on.
+    pause_after: int | None = None
+    pause_seconds: float = 0.0
     role_chunk: bool = True
     usage_chunks: int = 1
 
@@ -228,6 +231,8 @@ class WireModel:
                     return self._drop()
                 for sent, chunk in enumerate(stream_chunks(reply, calls)):
                     if sent == reply.drop_after:
+                        return self._drop()
+                    if sent == reply.pause_after and model._closing.wait(reply.pause_seconds):
                         return self._drop()
                     self._send(f"data: {json.dumps(chunk)}\n\n".encode())
                 self._send(b"data: [DONE]\n\n")

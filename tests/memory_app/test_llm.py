@@ -1,5 +1,7 @@
 import asyncio
+import time
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -42,7 +44,7 @@ def test_settings_choose_chat_openai_only_when_a_base_url_is_set(settings):
     assert (model.openai_api_base, model.model_name) == ("http://127.0.0.1:9/v1", "m-2")
     assert (model.request_timeout, model.max_retries) == (7.5, 3)
     # A streamed reply that goes silent is bounded by the same timeout, not LangChain's 120 s.
-    assert model.stream_chunk_timeout == 7.5
+    assert model.silence_timeout == 7.5
 
 
 def test_chat_openai_posts_messages_and_function_tools_in_the_wire_format(settings, wire_model):
@@ -280,3 +282,44 @@ def test_a_streamed_request_is_what_the_sdks_own_create_sends_and_reads_the_same
     )
     assert mine.body["top_k"] == 3 and mine.stream
     assert (read[0].text, _calls(read[0])) == (read[1].text, _calls(read[1]))
+
+
+def test_a_stream_silent_longer_than_the_timeout_fails_soon_with_what_it_had(settings, wire_model):
+    settings.LLM_TIMEOUT_SECONDS = 0.5
+    wire_model.answer(Reply(text="one two three four", pause_after=3, pause_seconds=5))
+    model = llm.chat_model_from_settings()
+
+    async def read() -> list[str]:
+        texts = []
+        async for chunk in model.astream([HumanMessage("hi")]):
+            texts.append(chunk.text)
+        return texts
+
+    started = time.monotonic()
+    with pytest.raises(TimeoutError) as raised:
+        asyncio.run(read())
+    assert time.monotonic() - started < 3  # the bound, not the server's 5 s pause
+    port = urlsplit(wire_model.url).port
+    assert str(raised.value) == (
+        f"wire-model at 127.0.0.1:{port} sent nothing for 0.5 s in a streamed reply "
+        "(after 3 chunks)"
+    )
+
+
+def test_a_pause_within_the_timeout_and_a_slow_reader_do_not_count_as_silence(settings, wire_model):
+    settings.LLM_TIMEOUT_SECONDS = 0.5
+    wire_model.answer(
+        Reply(text="one two three", pause_after=2, pause_seconds=0.3),
+        Reply(text="one two three"),
+    )
+    model = llm.chat_model_from_settings()
+
+    async def read(reader_pause: float) -> str:
+        text = ""
+        async for chunk in model.astream([HumanMessage("hi")]):
+            text += chunk.text
+            await asyncio.sleep(reader_pause)  # the reader's own time, chunk after chunk
+        return text
+
+    assert asyncio.run(read(0)) == "one two three"
+    assert asyncio.run(read(0.6)) == "one two three"
