@@ -3,7 +3,7 @@
 
 Run: .venv/bin/python bench/chat_turn.py [SECTION ...]   (BENCH_DATABASE_URL picks the
 database, BENCH_STREAM_PORT the streams section's server port, default 8151; sections: graphs
-turns overhead approvals chats streams, default all)
+turns overhead approvals chats streams tokens, default all)
 
 1. `build_chatbot_graph` by MEMORY.md size, beside the home-made runtime's figures.
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
@@ -28,6 +28,8 @@ turns overhead approvals chats streams, default all)
    the first token), with a short lease: median and max time to the first `token` event
    (target median <= 4.0 s), the worker's CPU per chat (its /proc/<pid>/stat before and
    after; target <= 25 ms), leases lost (0), peak PostgreSQL backends (at most 16 + 1).
+6. What each streamed token costs that worker: 64 plain streamed chats at once, a short reply
+   and one 200 tokens longer, round by round; the CPU difference per token.
 
 Works in a temporary workspace root; deletes the users (and so their threads and runs) it made.
 """
@@ -595,6 +597,57 @@ def concurrent_streams(made: list) -> None:
         print(f"  time to first {event:19} {when(event)}")
 
 
+# The tokens section: plain streamed chats whose replies (the wire model echoes the message)
+# are this many tokens apart, and how many rounds of CONCURRENT_CHATS chats each runs.
+LONG_REPLY_EXTRA_TOKENS = 200
+TOKEN_ROUNDS = 3
+
+
+def streamed_tokens(made: list) -> None:
+    """Worker CPU per streamed token: CONCURRENT_CHATS plain streamed chats at once over HTTP
+    to one warm uvicorn worker, a short reply then one LONG_REPLY_EXTRA_TOKENS tokens longer
+    (the wire model echoes the message word by word, with no wait), round by round; the
+    difference per extra token is what every streamed token costs the worker on its way from
+    the model's socket to the client's (parsing, LangChain and LangGraph, the event, SSE)."""
+    users = [bench_user(prefix="bench-tokens", enabled=True) for _ in range(CONCURRENT_CHATS)]
+    made += users
+    sessions = [logged_in_session(user) for user in users]
+    connection.close()
+    connections["default"].close_pool()
+    model = WireModel()
+    model.__enter__()
+    monitor = direct_connection(autocommit=True)
+    server = _serve_one_worker(Path(settings.WORKSPACE_ROOT), model.url)
+    extra = " ".join(f"w{i}" for i in range(LONG_REPLY_EXTRA_TOKENS))
+    cpu: dict[str, list[float]] = {"short": [], "long": []}
+    try:
+        worker = _worker_of(server.pid)
+        for round_number in range(TOKEN_ROUNDS + 1):  # the first is a warm-up
+            for label, tail in (("short", ""), ("long", f" {extra}")):
+                before = _cpu_seconds(worker)
+
+                def one(index: int, tail: str = tail) -> None:
+                    result = _stream_chat_over_http(sessions[index], f"hello {index}{tail}")
+                    assert result["events"][-1]["status"] == "succeeded", result
+
+                all_at_once(one, CONCURRENT_CHATS, monitor)
+                if round_number:
+                    cpu[label].append((_cpu_seconds(worker) - before) / CONCURRENT_CHATS * 1000)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+        model.close()
+        monitor.close()
+    short, long = (statistics.median(cpu[label]) for label in ("short", "long"))
+    print(
+        f"\nworker CPU per streamed chat, {CONCURRENT_CHATS} at once, median of {TOKEN_ROUNDS} "
+        f"rounds: short reply {short:.1f} ms, {LONG_REPLY_EXTRA_TOKENS} tokens longer "
+        f"{long:.1f} ms"
+    )
+    per_token_us = (long - short) / LONG_REPLY_EXTRA_TOKENS * 1000
+    print(f"  per streamed token                {per_token_us:8.0f} us of worker CPU")
+
+
 SECTIONS = {
     "graphs": graph_builds,
     "turns": turns,
@@ -602,6 +655,7 @@ SECTIONS = {
     "approvals": approved_writes,
     "chats": concurrent_chats,
     "streams": concurrent_streams,
+    "tokens": streamed_tokens,
 }
 
 
