@@ -330,13 +330,27 @@ async def relay(events: AsyncIterator[T], *, reason: str | None = None) -> Async
     except BaseException:
         if not job.done.done():
             job.cancel(reason)
-            finished = asyncio.wrap_future(job.done)
-            await asyncio.wait([finished])
-            if not finished.cancelled():
-                finished.exception()  # its cancellation, expected: read, so not logged
+            await _finished(job)
         raise
     if item.error is not None:
         raise item.error
+
+
+async def _finished(job: _Job) -> None:
+    """Until `job` has finished, its outcome dropped (its cancellation, expected). A
+    cancellation of the waiting task meanwhile (one that arrived while the reader took a
+    ready event, say) does not cut the wait short: it is passed on once the job is over."""
+    finished = asyncio.wrap_future(job.done)
+    interrupted = False
+    while not finished.done():
+        try:
+            await asyncio.wait([finished])
+        except asyncio.CancelledError:
+            interrupted = True
+    if not finished.cancelled():
+        finished.exception()  # read, so not logged
+    if interrupted:
+        asyncio.current_task().cancel()
 
 
 def iterate_sync(events: AsyncIterator[T]) -> Iterator[T]:

@@ -4,6 +4,7 @@ their database work on their own thread; a caller's cancellation reaches the tur
 
 import asyncio
 import concurrent.futures
+import contextlib
 import contextvars
 import os
 import threading
@@ -14,9 +15,12 @@ import pytest
 from conversations.models import AgentRun
 from memory_app.runtime import achat, astream_chat, chat, stream_chat
 from memory_app.runtime.loop import (
+    RELAY_AHEAD,
+    cancel_reason,
     inline_unless_tracing,
     on_process_loop,
     process_loop,
+    relay,
     run_sync,
 )
 from tests.factories import UserFactory, memory_user
@@ -156,3 +160,78 @@ def test_langsmiths_calls_run_inline_while_tracing_is_off_and_its_own_way_when_o
     asyncio.run(inline_unless_tracing(default, on, whose_thread))
     assert done_by_default == [whose_thread]
     assert langsmith._runtime_overrides._runtime_overrides.aio_to_thread is inline_unless_tracing
+
+
+class _Produced:
+    """An async generator for the process loop that records what it yielded and how it
+    ended (the reason `cancel_reason` gave it, if it was stopped)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.yielded = 0
+        self.ended: str | None = None
+
+    async def events(self):
+        try:
+            for index in range(self.count):
+                self.yielded = index + 1
+                yield index
+                await asyncio.sleep(0)
+        except (asyncio.CancelledError, GeneratorExit):
+            self.ended = cancel_reason("no reason given")
+            raise
+        self.ended = "finished"
+
+
+def test_a_relayed_generator_runs_at_most_relay_ahead_events_ahead_of_a_slow_reader():
+    produced = _Produced(RELAY_AHEAD * 3)
+
+    async def read() -> tuple[list[int], int]:
+        received, furthest_ahead = [], 0
+        async for event in relay(produced.events()):
+            await asyncio.sleep(0.002)  # a slow reader: the generator fills the window
+            furthest_ahead = max(furthest_ahead, produced.yielded - len(received))
+            received.append(event)
+        return received, furthest_ahead
+
+    received, furthest_ahead = asyncio.run(read())
+    assert received == list(range(RELAY_AHEAD * 3))  # every event, in order
+    assert furthest_ahead <= RELAY_AHEAD + 1
+    assert furthest_ahead >= RELAY_AHEAD // 2  # it did run ahead while the reader was slow
+    assert produced.ended == "finished"
+
+
+@pytest.mark.parametrize("how", ["stops reading", "is cancelled"])
+def test_a_reader_that_stops_or_is_cancelled_stops_the_generator_with_its_reason(how):
+    produced = _Produced(10_000)
+
+    async def read_three() -> None:
+        async with contextlib.aclosing(relay(produced.events(), reason="the reader left")) as ev:
+            for _ in range(3):
+                await anext(ev)
+            if how == "is cancelled":
+                asyncio.current_task().cancel()
+                await anext(ev)
+
+    if how == "is cancelled":
+        with pytest.raises(asyncio.CancelledError):
+            asyncio.run(read_three())
+    else:
+        asyncio.run(read_three())
+    assert produced.ended == "the reader left"
+    assert produced.yielded < 10_000  # stopped where it was, well before its end
+
+
+def test_what_a_relayed_generator_raises_reaches_its_reader_after_its_events():
+    async def failing():
+        yield "first"
+        raise LookupError("gone")
+
+    async def read() -> list[str]:
+        received = []
+        with pytest.raises(LookupError, match="gone"):
+            async for event in relay(failing()):
+                received.append(event)
+        return received
+
+    assert asyncio.run(read()) == ["first"]
