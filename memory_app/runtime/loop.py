@@ -243,7 +243,8 @@ class _Ended:
 class _Channel:
     """Events handed from the process loop to a reader on another loop: the writer appends
     and wakes the reader only if it is waiting (one cross-thread wake-up per idle reader, not
-    per event), and waits itself once `RELAY_AHEAD` events are unread."""
+    per event), and waits itself once `RELAY_AHEAD` events are unread, until the reader is
+    down to half of them."""
 
     def __init__(self, reader_loop: asyncio.AbstractEventLoop) -> None:
         self._reader_loop = reader_loop
@@ -280,7 +281,9 @@ class _Channel:
             with self._lock:
                 if self._items:
                     item = self._items.popleft()
-                    writer, self._writer = self._writer, None
+                    writer = None
+                    if len(self._items) <= RELAY_AHEAD // 2:  # not one wake-up per event
+                        writer, self._writer = self._writer, None
                     break
                 self._reader = reader = self._reader_loop.create_future()
             await reader
