@@ -8,7 +8,6 @@ import json
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import aclosing
 from typing import Any, Self
 from urllib.parse import urlsplit
 
@@ -161,18 +160,66 @@ class _StreamedCompletions:
 
 
 class _AsyncStreamedCompletions(_StreamedCompletions):
-    """`_StreamedCompletions` for the async client."""
+    """`_StreamedCompletions` for the async client; its streams wait at most `silence`
+    seconds for each chunk (`_SilenceBoundStream`)."""
+
+    def __init__(self, completions: Any, client: Any, *, silence: float | None, model: str):
+        super().__init__(completions, client)
+        self._silence = silence
+        self._model = model
 
     async def create(self, **payload: Any) -> Any:
         if not payload.get("stream"):
             return await self._completions.create(**payload)
-        return await self._client.post(
+        stream = await self._client.post(
             **_post_arguments(payload), stream=True, stream_cls=AsyncStream[object]
         )
+        return _SilenceBoundStream(stream, seconds=self._silence, model=self._model)
 
 
 # The error of a streamed reply that sent no chunk for `silence_timeout` seconds.
 SILENT_STREAM = "{model} sent nothing for {seconds:g} s in a streamed reply (after {chunks} chunks)"
+
+
+class _SilenceBoundStream:
+    """An `AsyncStream` whose every chunk is awaited for at most `seconds` (None: unbounded
+    but for the HTTP client's read timeout; SSE keep-alive comments do not count), with one
+    timer per wait: the bound langchain-openai's `stream_chunk_timeout` sets, over the same
+    span (the chunks, once the response has begun), without its `asyncio.wait_for` and the
+    task that makes per chunk."""
+
+    def __init__(self, stream: AsyncStream, *, seconds: float | None, model: str) -> None:
+        self._stream = stream
+        self._chunks = stream.__aiter__()
+        self._seconds = seconds
+        self._model = model
+        self._received = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    async def __aenter__(self) -> Self:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self._stream.__aexit__(*exc_info)
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            async with asyncio.timeout(self._seconds):
+                chunk = await anext(self._chunks)
+        except TimeoutError as exc:
+            raise TimeoutError(
+                SILENT_STREAM.format(
+                    model=self._model, seconds=self._seconds, chunks=self._received
+                )
+            ) from exc
+        self._received += 1
+        return chunk
 
 
 class CompatibleChatOpenAI(ChatOpenAI):
@@ -192,10 +239,10 @@ class CompatibleChatOpenAI(ChatOpenAI):
     (`_StreamedCompletions`).
 
     `stream_chunk_timeout` (how long an async streamed reply may send no chunk; SSE keep-alive
-    comments do not count) is enforced here as one timer per stream, re-armed at each chunk
-    and paused while the chunk is with its reader: langchain-openai's own wraps every chunk
-    in `asyncio.wait_for`, a task per chunk, about a sixth of a streamed token's CPU. So the
-    field reads None once the model is built; `silence_timeout` holds the bound.
+    comments do not count) is enforced by its streams (`_SilenceBoundStream`), one timer per
+    chunk awaited: langchain-openai's own wraps every chunk in `asyncio.wait_for`, a task per
+    chunk, about a sixth of a streamed token's CPU. So the field reads None once the model is
+    built; `silence_timeout` holds the bound.
     """
 
     http_async_client: Any | None = Field(default=_ASYNC_HTTP_CLIENT, exclude=True)
@@ -205,12 +252,17 @@ class CompatibleChatOpenAI(ChatOpenAI):
     def _stream_untransformed(self) -> Self:
         if self.client is not None and not isinstance(self.client, _StreamedCompletions):
             self.client = _StreamedCompletions(self.client, self.root_client)
+        if self.stream_chunk_timeout:
+            self._silence_timeout, self.stream_chunk_timeout = self.stream_chunk_timeout, None
         if self.async_client is not None and not isinstance(
             self.async_client, _StreamedCompletions
         ):
-            self.async_client = _AsyncStreamedCompletions(self.async_client, self.root_async_client)
-        if self.stream_chunk_timeout:
-            self._silence_timeout, self.stream_chunk_timeout = self.stream_chunk_timeout, None
+            self.async_client = _AsyncStreamedCompletions(
+                self.async_client,
+                self.root_async_client,
+                silence=self._silence_timeout,
+                model=model_endpoint(self),
+            )
         return self
 
     @property
@@ -236,25 +288,8 @@ class CompatibleChatOpenAI(ChatOpenAI):
 
     async def _astream(self, *args: Any, **kwargs: Any) -> AsyncIterator[ChatGenerationChunk]:
         calls = _StreamedCalls()
-        bound, loop, received = self._silence_timeout, asyncio.get_running_loop(), 0
-        try:
-            async with (
-                asyncio.timeout(None) as silence,
-                aclosing(super()._astream(*args, **kwargs)) as chunks,
-            ):
-                while True:
-                    silence.reschedule(loop.time() + bound if bound else None)
-                    try:
-                        chunk = await anext(chunks)
-                    except StopAsyncIteration:
-                        return
-                    silence.reschedule(None)  # the reader's time is not the model's silence
-                    received += 1
-                    yield calls.clean(chunk)
-        except TimeoutError as exc:
-            raise TimeoutError(
-                SILENT_STREAM.format(model=model_endpoint(self), seconds=bound, chunks=received)
-            ) from exc
+        async for chunk in super()._astream(*args, **kwargs):
+            yield calls.clean(chunk)
 
 
 def _indexed_tool_calls(chunk: dict) -> dict:

@@ -222,10 +222,15 @@ class _SharedGraphs:
             with self._lock:
                 if (found := self._found(key)) is not None:
                     return found
-            built = _compile_shared(shape, model, checkpointer, extra_tools)
+            try:
+                built = _compile_shared(shape, model, checkpointer, extra_tools)
+            except BaseException:  # no lock left behind: the next turn tries again
+                with self._lock:
+                    self._compiling.pop(key, None)
+                raise
             with self._lock:
                 self._graphs[key] = built
-                self._compiling.pop(key, None)
+                self._compiling.pop(key, None)  # with the graph in place, in one step
                 while len(self._graphs) > self.size:
                     self._graphs.popitem(last=False)
         return built

@@ -164,3 +164,23 @@ def test_each_turn_runs_with_its_own_run_context(monkeypatch):
     assert inputs[0].graph.agent is inputs[1].graph.agent
     assert [turn.context.run_id for turn in inputs] == [first.run_id, second.run_id]
     assert inputs[0].context.calls is not inputs[1].context.calls
+
+
+@override_settings(LLM_MAX_RETRIES=6)
+def test_a_failed_compile_is_tried_again_by_the_next_turn_that_needs_the_graph(
+    compiles, monkeypatch
+):
+    counting = graphs.create_agent
+    failures = [LookupError("no such model")]
+
+    def failing_once(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return counting(*args, **kwargs)
+
+    monkeypatch.setattr(graphs, "create_agent", failing_once)
+    with pytest.raises(LookupError):
+        graphs.warm_graph(graphs.GraphShape(memory=True))
+    graphs.warm_graph(graphs.GraphShape(memory=True))
+    graphs.warm_graph(graphs.GraphShape(memory=True))
+    assert len(compiles) == 1  # compiled on the second try, kept for the third
