@@ -19,6 +19,9 @@ DEFAULTS: Mapping[str, Any] = {
     "MEMORY_APPROVAL_TTL_SECONDS": 604800,
     # Most connections each checkpoint saver of a process opens, on first use.
     "CHECKPOINT_POOL_MAX": 4,
+    # The statements every chat turn sends are prepared by PostgreSQL on each connection and
+    # planned once; False behind a pooler that loses prepared statements (transaction mode).
+    "PREPARED_STATEMENTS": True,
 }
 
 

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -22,8 +23,8 @@ from django.db.models.expressions import CombinedExpression
 
 from conversations import checkpoints, selectors, services
 from conversations.conf import setting
-from conversations.models import AgentRun, Conversation
-from conversations.utils.connections import direct_connection
+from conversations.models import AgentRun, Conversation, Message
+from conversations.utils.connections import direct_connection, prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.ids import parse_uid
 
@@ -51,6 +52,7 @@ __all__ = [
     "run_matching_context",
     "run_matching_context_reading",
     "start_run",
+    "start_run_with_messages",
     "tool_run_refusal",
 ]
 
@@ -106,17 +108,40 @@ def _require_worker_id(worker_id: str) -> None:
         raise ValueError("worker_id must be a non-empty string")
 
 
-def _insert_run(
-    *, user_id: int, conversation: Conversation, request_id: str, **fields: object
-) -> AgentRun:
-    """Insert a run after the checks every new run passes, pending or already claimed."""
+def _check_new_run(*, user_id: int, conversation: Conversation, request_id: str) -> None:
+    """The checks every new run passes, pending or already claimed."""
     if not request_id:
         raise ValueError("request_id must be a non-empty string")
     if conversation.user_id != int(user_id):
         raise ValueError("the conversation belongs to another user")
+
+
+def _insert_run(
+    *, user_id: int, conversation: Conversation, request_id: str, **fields: object
+) -> AgentRun:
+    """Insert a pending run after the checks every new run passes."""
+    _check_new_run(user_id=user_id, conversation=conversation, request_id=request_id)
     return AgentRun.objects.create(
         user_id=user_id, conversation=conversation, request_id=request_id, **fields
     )
+
+
+_TABLE = AgentRun._meta.db_table
+
+
+def _run_fields() -> tuple[str, ...]:
+    return tuple(field.attname for field in AgentRun._meta.concrete_fields)
+
+
+def _run_columns(table: str = "") -> str:
+    """Every column of a run in the model's field order (as `_run_from_row` takes them),
+    qualified by `table` if given."""
+    prefix = f"{table}." if table else ""
+    return ", ".join(f'{prefix}"{field.column}"' for field in AgentRun._meta.concrete_fields)
+
+
+def _run_from_row(row: Sequence[object]) -> AgentRun:
+    return AgentRun.from_db(connection.alias, _run_fields(), row)
 
 
 def create_run(
@@ -221,52 +246,139 @@ def start_run(
     in between for another worker to claim. A `resume` run names the interrupted run it
     `resumes` (unique: a second one for the same run raises `IntegrityError`).
     """
-    _require_worker_id(worker_id)
-    return _insert_run(
+    run, _ = start_run_with_messages(
         user_id=user_id,
         conversation=conversation,
         request_id=request_id,
+        worker_id=worker_id,
         run_type=run_type,
         parent_run=parent_run,
         resumes=resumes,
-        status=AgentRun.Status.RUNNING,
-        worker_id=worker_id,
-        started_at=ClockTimestamp(),
-        lease_expires_at=ClockTimestamp() + _lease_length(lease_seconds),
+        lease_seconds=lease_seconds,
     )
+    return run
+
+
+_STARTED_CTE = f"""
+    started AS (
+        INSERT INTO {_TABLE} (
+            run_id, user_id, conversation_id, request_id, run_type, parent_run_id, resumes_id,
+            status, worker_id, lease_expires_at, started_at
+        )
+        VALUES (
+            %s, %s, %s, %s, %s, %s, %s,
+            '{AgentRun.Status.RUNNING}', %s, clock_timestamp() + %s, clock_timestamp()
+        )
+        RETURNING {_run_columns()}
+    )
+"""
+
+
+def start_run_with_messages(
+    *,
+    user_id: int,
+    conversation: Conversation,
+    request_id: str,
+    worker_id: str,
+    run_type: str = AgentRun.RunType.CHAT,
+    parent_run: AgentRun | None = None,
+    resumes: AgentRun | None = None,
+    lease_seconds: int | None = None,
+    messages: Sequence[services.RunMessage] = (),
+) -> tuple[AgentRun, list[Message]]:
+    """`start_run`, and the messages that open the run (a chat turn's user message) stored
+    with it, tagged with its id: one statement, so both or neither are stored (it needs no
+    transaction around it)."""
+    _require_worker_id(worker_id)
+    _check_new_run(user_id=user_id, conversation=conversation, request_id=request_id)
+    run_id = uuid.uuid4()
+    stored = services.recording(conversation=conversation, run_id=str(run_id), messages=messages)
+    params = [
+        run_id,
+        int(user_id),
+        conversation.pk,
+        request_id,
+        run_type,
+        parent_run.pk if parent_run is not None else None,
+        resumes.pk if resumes is not None else None,
+        worker_id,
+        _lease_length(lease_seconds),
+    ]
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            f"WITH {_STARTED_CTE}, {stored.sql} "
+            f"SELECT started.*, {services.RECORDED_COLUMNS} FROM started",
+            [*params, *stored.params],
+        )
+        *row, ids, created = cursor.fetchone()
+    run = _run_from_row(row)
+    run.conversation = conversation
+    return run, stored.rows(ids, created)
 
 
 # A run whose lease still holds, judged by the database clock at the moment of the statement:
 # the one spelling of "lease valid" in this repository's SQL.
 _LEASE_VALID_SQL = f"status = '{AgentRun.Status.RUNNING}' AND lease_expires_at > clock_timestamp()"
 
-_FINISH_SQL = f"""
-    UPDATE {AgentRun._meta.db_table}
-    SET status = %s, error = %s, finished_at = clock_timestamp(), worker_id = NULL,
-        lease_expires_at = NULL
-    WHERE run_id = %s AND worker_id = %s AND {_LEASE_VALID_SQL}
-    RETURNING *
+_FINISHED_CTE = f"""
+    finished AS (
+        UPDATE {_TABLE}
+        SET status = %s, error = %s, finished_at = clock_timestamp(), worker_id = NULL,
+            lease_expires_at = NULL
+        WHERE run_id = %s AND worker_id = %s AND {_LEASE_VALID_SQL}
+        RETURNING {_run_columns()}
+    )
+"""
+# With the thread given: the thread marked updated, never before the messages just stored.
+_TOUCH_SQL = f"""
+    touched AS (
+        UPDATE {Conversation._meta.db_table}
+        SET updated_at = GREATEST(clock_timestamp(), (SELECT max(created_at) FROM recorded))
+        WHERE id = %s AND EXISTS (SELECT FROM finished)
+    )
 """
 
 
 def finish_run(
-    *, run_id: uuid.UUID | str, worker_id: str, status: str, error: str = ""
+    *,
+    run_id: uuid.UUID | str,
+    worker_id: str,
+    status: str,
+    error: str = "",
+    conversation: Conversation | None = None,
+    messages: Sequence[services.RunMessage] = (),
 ) -> AgentRun:
-    """Move an owned, unexpired run to a terminal status and clear its lease.
+    """Move an owned, unexpired run to a terminal status and clear its lease; with its
+    `conversation`, also store the `messages` the run produced (tagged with its id) and mark
+    the thread updated.
 
-    One conditional UPDATE: the lease check and the change cannot be separated by a renewal or
-    a reaper. `error` says why a run failed (for staff; never a secret).
+    One statement: the lease check and the changes cannot be separated by a renewal or a
+    reaper, and a run not finished stores nothing. `error` says why a run failed (for staff;
+    never a secret).
     """
     if status not in AgentRun.TERMINAL_STATUSES:
         raise ValueError(f"{status!r} is not a terminal run status")
+    if messages and conversation is None:
+        raise ValueError("messages are stored only with their conversation")
     try:
         run_uuid = uuid.UUID(str(run_id))
     except ValueError as exc:
         raise RunNotFound("no such run") from exc
-    params = [status, error, run_uuid, worker_id or ""]
-    finished = list(AgentRun.objects.raw(_FINISH_SQL, params))
-    if finished:
-        return finished[0]
+    ctes, params = [_FINISHED_CTE], [status, error, run_uuid, worker_id or ""]
+    if conversation is not None:
+        stored = services.recording(
+            conversation=conversation,
+            run_id=str(run_uuid),
+            messages=messages,
+            guard="EXISTS (SELECT FROM finished)",
+        )
+        ctes += [stored.sql, _TOUCH_SQL]
+        params += [*stored.params, conversation.pk]
+    with prepared_cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(ctes)} SELECT * FROM finished", params)
+        finished = cursor.fetchone()
+    if finished is not None:
+        return _run_from_row(finished)
     # Not finished: say why (one more read, only on this refusal path).
     run = AgentRun.objects.filter(run_id=run_uuid).first()
     if run is None:
@@ -380,10 +492,6 @@ def parse_context(ctx: ToolRuntimeContext) -> tuple[int, uuid.UUID]:
 
 
 @cache
-def _run_fields() -> tuple[str, ...]:
-    return tuple(field.attname for field in AgentRun._meta.concrete_fields)
-
-
 @cache
 def _run_for_tool_sql(*, lock: bool, extra_columns: str = "") -> str:
     """The run of a `run_id` with its thread's public id, then `extra_columns`; one static
@@ -391,9 +499,8 @@ def _run_for_tool_sql(*, lock: bool, extra_columns: str = "") -> str:
 
     Locked `FOR NO KEY UPDATE`: the lock only fences the lease, and leaves the row's key free
     for the foreign keys that point at it (the memory ledger's)."""
-    columns = ", ".join(f'r."{field.column}"' for field in AgentRun._meta.concrete_fields)
     sql = (
-        f'SELECT {columns}, c."thread_id"{extra_columns} FROM "{AgentRun._meta.db_table}" r '
+        f'SELECT {_run_columns("r")}, c."thread_id"{extra_columns} FROM "{_TABLE}" r '
         f'JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
         'WHERE r."run_id" = %s'
     )
@@ -420,13 +527,13 @@ def run_matching_context_reading(
     that does not match `ctx` are never returned.
     """
     uid, run_uuid = parse_context(ctx)
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_run_for_tool_sql(lock=lock, extra_columns=extra_columns), [run_uuid])
         row = cursor.fetchone()
     fields = _run_fields()
     if row is None or row[fields.index("user_id")] != uid:
         raise RunContextInvalid("no such run for this user")
-    run = AgentRun.from_db(connection.alias, fields, row[: len(fields)])
+    run = _run_from_row(row[: len(fields)])
     if row[len(fields)] != ctx.thread_id or run.request_id != ctx.request_id:
         raise RunContextInvalid("run belongs to another thread or request")
     return run, tuple(row[len(fields) + 1 :])
@@ -479,7 +586,6 @@ def tool_run_refusal(
 
 # --- the process's lease keeper ------------------------------------------------------------
 
-_TABLE = AgentRun._meta.db_table
 _HELD = "(run_id, worker_id) IN (SELECT * FROM unnest(%s::uuid[], %s::text[]))"
 # Renews every run the process holds in one statement. A row a tool holds locked is skipped
 # (busy), never waited on: the keeper must not stall behind a memory write.

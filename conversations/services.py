@@ -17,6 +17,7 @@ from django.db.models import Case, F, Value, When
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.utils.connections import prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
@@ -124,36 +125,141 @@ class RunMessage:
     tool_calls: Sequence[RunToolCall] = ()
 
 
+# What `recording` inserts: a run's messages in their order, then each one's tool calls, from
+# two JSON parameters, whatever their number. Message ids come from a sequence in insertion
+# order, so a message's rank by id is its rank in the run (how its tool calls find it).
+_MESSAGES = Message._meta.db_table
+_TOOL_CALLS = ToolCall._meta.db_table
+_RECORDING_SQL = f"""
+    recorded_in AS (
+        SELECT * FROM jsonb_to_recordset(%s::jsonb)
+            AS m(rank int, role text, message_type text, content text, metadata jsonb)
+    ),
+    recorded AS (
+        INSERT INTO {_MESSAGES}
+            (conversation_id, role, message_type, content, attachments, feedback, metadata)
+        SELECT
+            %s::bigint, role, message_type, content, jsonb_build_array(), jsonb_build_object(),
+            metadata
+        FROM recorded_in WHERE {{guard}} ORDER BY rank
+        RETURNING id, created_at
+    ),
+    recorded_ranked AS (
+        SELECT id, created_at, row_number() OVER (ORDER BY id) AS rank FROM recorded
+    ),
+    recorded_calls AS (
+        INSERT INTO {_TOOL_CALLS}
+            (message_id, tool_call_id, name, input, output, status, error, metadata)
+        SELECT
+            r.id, c.tool_call_id, c.name, c.input, c.output, c.status, c.error,
+            jsonb_build_object()
+        FROM jsonb_to_recordset(%s::jsonb) AS c(
+            rank int, position int, tool_call_id text, name text, input jsonb, output text,
+            status text, error text
+        )
+        JOIN recorded_ranked r ON r.rank = c.rank
+        ORDER BY c.rank, c.position
+    )
+"""
+# The stored messages' ids and creation times, in the run's order.
+RECORDED_COLUMNS = (
+    "ARRAY(SELECT id FROM recorded_ranked ORDER BY rank), "
+    "ARRAY(SELECT created_at FROM recorded_ranked ORDER BY rank)"
+)
+
+
+@dataclass(frozen=True)
+class Recording:
+    """The common table expressions that store a run's messages and tool calls inside a
+    larger statement (`sql`, to follow `WITH` or a comma, and its `params`), and how to turn
+    that statement's `RECORDED_COLUMNS` into `Message` rows (`rows`)."""
+
+    sql: str
+    params: list[Any]
+    conversation: Conversation
+    run_id: str
+    messages: Sequence[RunMessage]
+
+    def rows(self, ids: Sequence[int], created: Sequence[Any]) -> list[Message]:
+        """The stored messages as model instances, as `bulk_create` would leave them."""
+        rows = []
+        for message, pk, created_at in zip(self.messages, ids, created, strict=True):
+            row = Message(
+                conversation=self.conversation,
+                role=message.role,
+                message_type=message.message_type,
+                content=message.content,
+                metadata=_tagged(message, run_id=self.run_id),
+                created_at=created_at,
+            )
+            row.pk = pk
+            row._state.adding = False
+            row._state.db = connection.alias
+            rows.append(row)
+        return rows
+
+
+def _tagged(message: RunMessage, *, run_id: str) -> dict[str, Any]:
+    """A run message's stored metadata: its own, with the run's id."""
+    return {"run_id": run_id, **message.metadata}
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def recording(
+    *,
+    conversation: Conversation,
+    run_id: str,
+    messages: Sequence[RunMessage],
+    guard: str = "true",
+) -> Recording:
+    """The CTEs that store `messages` of run `run_id` in `conversation`, each message's
+    metadata carrying `run_id`; nothing is stored unless the SQL condition `guard` holds (a
+    run repository's statement makes the messages wait on the run's own change)."""
+    rows = [
+        {
+            "rank": rank,
+            "role": message.role,
+            "message_type": message.message_type,
+            "content": message.content,
+            "metadata": _tagged(message, run_id=run_id),
+        }
+        for rank, message in enumerate(messages, start=1)
+    ]
+    calls = [
+        {
+            "rank": rank,
+            "position": position,
+            "tool_call_id": call.tool_call_id,
+            "name": call.name,
+            "input": call.arguments,
+            "output": call.output,
+            "status": call.status,
+            "error": call.error,
+        }
+        for rank, message in enumerate(messages, start=1)
+        for position, call in enumerate(message.tool_calls)
+    ]
+    return Recording(
+        sql=_RECORDING_SQL.format(guard=guard),
+        params=[_json(rows), conversation.pk, _json(calls)],
+        conversation=conversation,
+        run_id=run_id,
+        messages=messages,
+    )
+
+
 def record_run_messages(
     *, conversation: Conversation, run_id: str, messages: Sequence[RunMessage]
 ) -> list[Message]:
-    """Store a run's messages and their tool calls in two INSERTs whatever their number (one
-    when no message asked for a tool), each message's metadata carrying `run_id`."""
-    rows = [
-        Message(
-            conversation=conversation,
-            role=message.role,
-            message_type=message.message_type,
-            content=message.content,
-            metadata={"run_id": run_id, **message.metadata},
-        )
-        for message in messages
-    ]
-    Message.objects.bulk_create(rows)
-    ToolCall.objects.bulk_create(
-        ToolCall(
-            message=row,
-            tool_call_id=call.tool_call_id,
-            name=call.name,
-            input=call.arguments,
-            output=call.output,
-            status=call.status,
-            error=call.error,
-        )
-        for row, message in zip(rows, messages, strict=True)
-        for call in message.tool_calls
-    )
-    return rows
+    """Store a run's messages and their tool calls in one statement whatever their number,
+    each message's metadata carrying `run_id`."""
+    stored = recording(conversation=conversation, run_id=run_id, messages=messages)
+    with prepared_cursor() as cursor:
+        cursor.execute(f"WITH {stored.sql} SELECT {RECORDED_COLUMNS}", stored.params)
+        return stored.rows(*cursor.fetchone())
 
 
 def touch_thread(*, conversation: Conversation) -> None:

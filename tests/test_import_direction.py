@@ -129,18 +129,20 @@ LAYERS = {
         },
     ],
     "conversations": [
-        # helpers both apps use, and the settings the app reads, each with its default
+        # the settings the app reads, each with its default
+        {"conversations.conf"},
+        # helpers both apps use
         {
-            "conversations.conf",
             "conversations.utils",
             "conversations.utils.connections",
             "conversations.utils.db_functions",
             "conversations.utils.ids",
             "conversations.utils.log_format",
-            "conversations.utils.prepared",
             "conversations.utils.statements",
             "conversations.utils.string_utils",
         },
+        # a queryset compiled once, run through a prepared cursor
+        {"conversations.utils.prepared"},
         {"conversations", "conversations.apps", "conversations.models"},
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},

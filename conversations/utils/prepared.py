@@ -19,9 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 from django.db.models import Model, QuerySet
 from django.db.models.query import ModelIterable, ValuesIterable
+
+from conversations.utils.connections import prepared_cursor
 
 __all__ = ["PreparedQuery"]
 
@@ -58,7 +59,7 @@ class _Compiled:
         for name, indices in self.slots.items():
             for index in indices:
                 params[index] = values[name]
-        with connections[self.db].cursor() as cursor:
+        with prepared_cursor(self.db) as cursor:
             cursor.execute(self.sql, params)
             rows = cursor.fetchall()
         if self.compiler.has_extra_select:  # columns selected only to order by

@@ -1,14 +1,15 @@
 """Closing a turn: `close_turn` settles its outcome — succeeded, interrupted or failed, the run
-is finished (`interrupted` when it stopped for a decision) and what it produced persisted
-through `conversations.services` in one transaction whose first statement re-checks the
-lease (a fenced-off worker writes nothing); a decided approval's pending call gets its final
-status; a turn that ended without an interrupt deletes its checkpoints. A lease lost mid-run
+is finished (`interrupted` when it stopped for a decision) and what it produced persisted in
+one statement that stores nothing unless the run's lease still holds (a fenced-off worker
+writes nothing); a decided approval's pending call gets its final status; a turn that ended
+without an interrupt deletes its checkpoints. A lease lost mid-run
 leaves the run to the reaper. `cancel_turn` is the close of a turn whose caller stopped
 waiting (`cancellation`); `close_agent_run` the close of a team's own run.
 """
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from contextlib import nullcontext
 
 from django.db import DatabaseError, transaction
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -156,35 +157,36 @@ def _finish(
     outcome: TurnOutcome | None = None,
     results: Sequence[BaseMessage] = (),
 ) -> list[dict[str, str]]:
-    """Finish the run and store what the agent produced, in one transaction whose first
-    statement re-checks the lease: a fenced-off worker writes nothing. A decided approval's
-    pending call gets its outcome there, and a turn that did not stop for a decision deletes
-    its checkpoints there. Returns the tool log."""
+    """Finish the run and store what the agent produced and mark the thread updated, in one
+    statement that stores nothing unless the run's lease still holds: a fenced-off worker
+    writes nothing. A decided approval's pending call gets its outcome, and a turn that did
+    not stop for a decision deletes its checkpoints, in the same transaction. Returns the
+    tool log."""
+    settles = turn is not None and turn.approval is not None
+    key = _turn_key(turn, outcome)
+    forgets = bool(key) and status != AgentRun.Status.INTERRUPTED
     try:
-        with transaction.atomic():
+        # One statement is a transaction of its own; the others join it in one.
+        with transaction.atomic() if settles or forgets else nullcontext():
+            messages = run_messages(produced)
             runs.finish_run(
                 run_id=handle.run_id,
                 worker_id=handle.ctx.worker_id,
                 status=status,
                 error=error,
-            )
-            messages = run_messages(produced)
-            services.record_run_messages(
-                conversation=handle.conversation, run_id=handle.run_id, messages=messages
+                conversation=handle.conversation,
+                messages=messages,
             )
             log = [
                 {"name": call.name, "status": str(call.status)}
                 for message in messages
                 for call in message.tool_calls
             ]
-            if turn is not None and turn.approval is not None:
+            if settles:
                 ended = [*produced, *results]
                 log.insert(0, _settle_decided_call(turn, ended, ended=status))
-            key = _turn_key(turn, outcome)
-            if key and status != AgentRun.Status.INTERRUPTED:
+            if forgets:
                 checkpoints.delete_checkpoints([key])
-            # Last: the thread's updated_at is never older than the messages just stored.
-            services.touch_thread(conversation=handle.conversation)
         return log
     finally:
         _release(handle)

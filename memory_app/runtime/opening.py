@@ -1,6 +1,6 @@
 """Opening a turn: the entry checks (a storable message or decision, outside any transaction,
 an active user), the thread (a new message first declines the thread's undecided approval,
-if any), the run created and claimed together with the user's message in one transaction (a
+if any), the run created and claimed together with the user's message in one statement (a
 `resume` run names the interrupted run it `resumes`: unique, so one decision wins), then the
 run handed to the process's lease keeper. Database work only, no model.
 """
@@ -125,27 +125,24 @@ def _claim(
     resumes: AgentRun | None = None,
     message: str | None = None,
 ) -> tuple[AgentRunHandle, Message | None]:
-    """Create and claim the run (and store the user's message) in one transaction, then hand
+    """Create and claim the run and store the user's message, in one statement, then hand
     the run to the lease keeper. A second run that `resumes` the same run raises
     `IntegrityError` (nothing is created)."""
     worker_id = _new_worker_id()
-    with transaction.atomic():
-        run = runs.start_run(
-            user_id=user_id,
-            conversation=conversation,
-            request_id=request_id,
-            worker_id=worker_id,
-            run_type=run_type,
-            parent_run=parent_run,
-            resumes=resumes,
-        )
-        user_message = None
-        if message is not None:
-            [user_message] = services.record_run_messages(
-                conversation=conversation,
-                run_id=str(run.run_id),
-                messages=[services.RunMessage(role=Message.Role.USER, content=message)],
-            )
+    opening = (
+        [] if message is None else [services.RunMessage(role=Message.Role.USER, content=message)]
+    )
+    run, stored = runs.start_run_with_messages(
+        user_id=user_id,
+        conversation=conversation,
+        request_id=request_id,
+        worker_id=worker_id,
+        run_type=run_type,
+        parent_run=parent_run,
+        resumes=resumes,
+        messages=opening,
+    )
+    user_message = stored[0] if stored else None
     ctx = ToolRuntimeContext(
         uid=str(user_id),
         thread_id=conversation.thread_id,

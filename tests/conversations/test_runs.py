@@ -343,5 +343,5 @@ def test_fail_user_runs_fails_only_that_users_pending_and_running_runs_in_one_up
 
 
 def test_the_one_lease_valid_fragment_is_in_every_lease_statement():
-    for sql in (runs._FINISH_SQL, runs._RENEW_SQL, runs._STILL_HELD_SQL):
+    for sql in (runs._FINISHED_CTE, runs._RENEW_SQL, runs._STILL_HELD_SQL):
         assert runs._LEASE_VALID_SQL in sql

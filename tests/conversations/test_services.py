@@ -68,7 +68,7 @@ def test_a_tool_call_moves_from_pending_to_success_or_error():
     assert stored == {"c1": ("success", ""), "c2": ("error", "no")}
 
 
-def test_a_runs_messages_and_tool_calls_are_two_inserts_tagged_with_the_run(
+def test_a_runs_messages_and_tool_calls_are_one_statement_tagged_with_the_run(
     django_assert_num_queries,
 ):
     thread = ConversationFactory()
@@ -89,19 +89,34 @@ def test_a_runs_messages_and_tool_calls_are_two_inserts_tagged_with_the_run(
             message_type=Message.Type.TOOL_RESULT,
             metadata={"tool_call_id": "c1"},
         ),
+        services.RunMessage(
+            role=Message.Role.ASSISTANT,
+            content="again",
+            tool_calls=[services.RunToolCall(tool_call_id="c3", name="u", arguments=[1, "x"])],
+        ),
         services.RunMessage(role=Message.Role.ASSISTANT, content="done"),
     ]
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(1):
         rows = services.record_run_messages(conversation=thread, run_id="r1", messages=messages)
-    assert all(row.created_at is not None for row in rows)
-    stored = list(thread.messages.values_list("role", "content", "metadata"))
+    stored = list(thread.messages.values_list("pk", "role", "content", "metadata", "created_at"))
     assert stored == [
+        (row.pk, row.role, row.content, row.metadata, row.created_at) for row in rows
+    ]
+    assert [(role, content, metadata) for _, role, content, metadata, _ in stored] == [
         ("assistant", "", {"run_id": "r1"}),
         ("tool", "{}", {"run_id": "r1", "tool_call_id": "c1"}),
+        ("assistant", "again", {"run_id": "r1"}),
         ("assistant", "done", {"run_id": "r1"}),
     ]
-    calls = {c.tool_call_id: (c.message_id, c.status, c.error) for c in ToolCall.objects.all()}
-    assert calls == {"c1": (rows[0].pk, "pending", ""), "c2": (rows[0].pk, "error", "no")}
+    calls = [
+        (c.tool_call_id, c.message_id, c.input, c.status, c.error)
+        for c in ToolCall.objects.order_by("created_at", "id")
+    ]
+    assert calls == [
+        ("c1", rows[0].pk, {"a": 1}, "pending", ""),
+        ("c2", rows[0].pk, {}, "error", "no"),
+        ("c3", rows[2].pk, [1, "x"], "pending", ""),
+    ]
 
 
 def test_a_run_without_tool_calls_stores_its_messages_in_one_insert(django_assert_num_queries):
