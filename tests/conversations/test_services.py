@@ -99,9 +99,7 @@ def test_a_runs_messages_and_tool_calls_are_one_statement_tagged_with_the_run(
     with django_assert_num_queries(1):
         rows = services.record_run_messages(conversation=thread, run_id="r1", messages=messages)
     stored = list(thread.messages.values_list("pk", "role", "content", "metadata", "created_at"))
-    assert stored == [
-        (row.pk, row.role, row.content, row.metadata, row.created_at) for row in rows
-    ]
+    assert stored == [(row.pk, row.role, row.content, row.metadata, row.created_at) for row in rows]
     assert [(role, content, metadata) for _, role, content, metadata, _ in stored] == [
         ("assistant", "", {"run_id": "r1"}),
         ("tool", "{}", {"run_id": "r1", "tool_call_id": "c1"}),
