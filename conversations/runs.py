@@ -27,6 +27,7 @@ from conversations.models import AgentRun, Conversation, Message
 from conversations.utils.connections import direct_connection, prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.ids import parse_uid
+from conversations.utils.prepared import columns_of, instance_from_row
 
 __all__ = [
     "LeaseKeeper",
@@ -133,15 +134,8 @@ def _run_fields() -> tuple[str, ...]:
     return tuple(field.attname for field in AgentRun._meta.concrete_fields)
 
 
-def _run_columns(table: str = "") -> str:
-    """Every column of a run in the model's field order (as `_run_from_row` takes them),
-    qualified by `table` if given."""
-    prefix = f"{table}." if table else ""
-    return ", ".join(f'{prefix}"{field.column}"' for field in AgentRun._meta.concrete_fields)
-
-
 def _run_from_row(row: Sequence[object]) -> AgentRun:
-    return AgentRun.from_db(connection.alias, _run_fields(), row)
+    return instance_from_row(AgentRun, row, using=connection.alias)
 
 
 def create_run(
@@ -269,7 +263,7 @@ _STARTED_CTE = f"""
             %s, %s, %s, %s, %s, %s, %s,
             '{AgentRun.Status.RUNNING}', %s, clock_timestamp() + %s, clock_timestamp()
         )
-        RETURNING {_run_columns()}
+        RETURNING {columns_of(AgentRun)}
     )
 """
 
@@ -326,7 +320,7 @@ _FINISHED_CTE = f"""
         SET status = %s, error = %s, finished_at = clock_timestamp(), worker_id = NULL,
             lease_expires_at = NULL
         WHERE run_id = %s AND worker_id = %s AND {_LEASE_VALID_SQL}
-        RETURNING {_run_columns()}
+        RETURNING {columns_of(AgentRun)}
     )
 """
 # With the thread given: the thread marked updated, never before the messages just stored.
@@ -500,7 +494,7 @@ def _run_for_tool_sql(*, lock: bool, extra_columns: str = "") -> str:
     Locked `FOR NO KEY UPDATE`: the lock only fences the lease, and leaves the row's key free
     for the foreign keys that point at it (the memory ledger's)."""
     sql = (
-        f'SELECT {_run_columns("r")}, c."thread_id"{extra_columns} FROM "{_TABLE}" r '
+        f'SELECT {columns_of(AgentRun, table="r")}, c."thread_id"{extra_columns} FROM "{_TABLE}" r '
         f'JOIN "{Conversation._meta.db_table}" c ON c."id" = r."conversation_id" '
         'WHERE r."run_id" = %s'
     )

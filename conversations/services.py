@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Value, When
 
@@ -19,6 +20,7 @@ from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.utils.connections import prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
+from conversations.utils.prepared import columns_of, instance_from_row
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
 # A thread's title is its first message, cut to this many bytes.
@@ -31,6 +33,48 @@ def _title(message: str) -> str:
     return title
 
 
+# A new thread: `_ACTIVE_USER` added, only if its user is active (the user's id once more).
+_THREAD_SQL = (
+    f"INSERT INTO {Conversation._meta.db_table} "
+    "(thread_id, user_id, title, status, source, parent_id, metadata) "
+    "SELECT %s, %s::bigint, %s, %s, %s, %s::bigint, jsonb_build_object() {condition}"
+    f"RETURNING {columns_of(Conversation)}"
+)
+_ACTIVE_USER = (
+    f"WHERE EXISTS (SELECT FROM {get_user_model()._meta.db_table} WHERE id = %s AND is_active) "
+)
+
+
+def _insert_thread(
+    *,
+    user_id: int,
+    first_message: str,
+    source: str,
+    parent: Conversation | None,
+    active_only: bool,
+) -> Conversation | None:
+    params = [
+        f"thread-{uuid.uuid4().hex}",
+        int(user_id),
+        _title(first_message),
+        Conversation.Status.ACTIVE,
+        source,
+        parent.pk if parent is not None else None,
+    ]
+    condition = _ACTIVE_USER if active_only else ""
+    with prepared_cursor() as cursor:
+        cursor.execute(
+            _THREAD_SQL.format(condition=condition), params + [int(user_id)] * active_only
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    thread = instance_from_row(Conversation, row, using=connection.alias)
+    if parent is not None:
+        thread.parent = parent
+    return thread
+
+
 def start_thread(
     *,
     user_id: int,
@@ -39,12 +83,24 @@ def start_thread(
     parent: Conversation | None = None,
 ) -> Conversation:
     """A new active thread of `user_id`, titled by its first message."""
-    return Conversation.objects.create(
-        thread_id=f"thread-{uuid.uuid4().hex}",
+    return _insert_thread(
         user_id=user_id,
-        title=_title(first_message),
+        first_message=first_message,
         source=source,
         parent=parent,
+        active_only=False,
+    )
+
+
+def start_chat_thread(*, user_id: int, first_message: str) -> Conversation | None:
+    """A new chat thread of `user_id`, titled by its first message, if the user is active
+    (None if not, or if there is no such user): the check and the insert are one statement."""
+    return _insert_thread(
+        user_id=user_id,
+        first_message=first_message,
+        source=Conversation.Source.CHAT,
+        parent=None,
+        active_only=True,
     )
 
 

@@ -15,16 +15,38 @@ be of the placeholders' types: they go to the database as given, without the ORM
 """
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
 from django.db.models import Model, QuerySet
 from django.db.models.query import ModelIterable, ValuesIterable
 
 from conversations.utils.connections import prepared_cursor
 
-__all__ = ["PreparedQuery"]
+__all__ = ["PreparedQuery", "columns_of", "instance_from_row"]
+
+
+def columns_of(model: type[Model], *, table: str = "") -> str:
+    """Every column of `model` in its fields' order (as `instance_from_row` takes them), as
+    select-list SQL qualified by `table` if given: a raw statement's `RETURNING` or `SELECT`."""
+    prefix = f"{table}." if table else ""
+    return ", ".join(f'{prefix}"{field.column}"' for field in model._meta.concrete_fields)
+
+
+def instance_from_row(model: type[Model], row: Sequence[object], *, using: str) -> Model:
+    """The `model` instance a row of `columns_of(model)` holds, as the ORM loads one from
+    database `using` (each field's own conversion of its value applied: a JSON field's
+    text decoded)."""
+    database = connections[using]
+    fields = model._meta.concrete_fields
+    values = []
+    for field, value in zip(fields, row, strict=True):
+        for convert in field.get_db_converters(database):
+            value = convert(value, None, database)
+        values.append(value)
+    return model.from_db(using, [field.attname for field in fields], values)
 
 
 class _Compiled:

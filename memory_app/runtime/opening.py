@@ -89,9 +89,12 @@ def _refuse_inside_transaction() -> None:
         raise ChatError("an agent run cannot start inside a database transaction") from exc
 
 
+_INACTIVE_USER = "this user may not chat"
+
+
 def _refuse_inactive_user(user_id: int) -> None:
     if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
-        raise ChatError("this user may not chat")
+        raise ChatError(_INACTIVE_USER)
 
 
 def _entry_thread(*, user_id: int, thread_id: str | None, first_message: str) -> Conversation:
@@ -100,8 +103,9 @@ def _entry_thread(*, user_id: int, thread_id: str | None, first_message: str) ->
     waits undecided in it (`conversation.undecided`)."""
     _refuse_inside_transaction()
     if thread_id is None:
-        _refuse_inactive_user(user_id)
-        conversation = services.start_thread(user_id=user_id, first_message=first_message)
+        conversation = services.start_chat_thread(user_id=user_id, first_message=first_message)
+        if conversation is None:
+            raise ChatError(_INACTIVE_USER)
         conversation.undecided = False
         return conversation
     conversation, undecided = selectors.chat_thread_entry(user_id=user_id, thread_id=thread_id)

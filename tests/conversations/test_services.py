@@ -35,6 +35,23 @@ def test_start_thread_records_a_child_of_a_parent_thread():
     assert child.thread_id != parent.thread_id
 
 
+def test_a_started_thread_is_the_row_stored_in_one_statement(django_assert_num_queries):
+    user = UserFactory()
+    with django_assert_num_queries(1):
+        thread = services.start_chat_thread(user_id=user.pk, first_message="hello")
+    stored = Conversation.objects.get(pk=thread.pk)
+    fields = [f.attname for f in Conversation._meta.concrete_fields]
+    assert [getattr(thread, f) for f in fields] == [getattr(stored, f) for f in fields]
+    assert (stored.user_id, stored.title, stored.metadata) == (user.pk, "hello", {})
+
+
+def test_a_chat_thread_is_started_only_for_an_active_user():
+    inactive = UserFactory(is_active=False)
+    assert services.start_chat_thread(user_id=inactive.pk, first_message="hello") is None
+    assert services.start_chat_thread(user_id=inactive.pk + 1000, first_message="hello") is None
+    assert not Conversation.objects.exists()
+
+
 def test_add_message_bumps_the_threads_updated_at():
     thread = ConversationFactory()
     before = Conversation.objects.get(pk=thread.pk).updated_at
