@@ -486,7 +486,6 @@ def parse_context(ctx: ToolRuntimeContext) -> tuple[int, uuid.UUID]:
 
 
 @cache
-@cache
 def _run_for_tool_sql(*, lock: bool, extra_columns: str = "") -> str:
     """The run of a `run_id` with its thread's public id, then `extra_columns`; one static
     statement per mode and caller.

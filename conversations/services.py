@@ -40,9 +40,7 @@ _THREAD_SQL = (
     "SELECT %s, %s::bigint, %s, %s, %s, %s::bigint, jsonb_build_object() {condition}"
     f"RETURNING {columns_of(Conversation)}"
 )
-_ACTIVE_USER = (
-    f"WHERE EXISTS (SELECT FROM {get_user_model()._meta.db_table} WHERE id = %s AND is_active) "
-)
+_ACTIVE_USER = "WHERE EXISTS (SELECT FROM {users} WHERE id = %s AND is_active) "
 
 
 def _insert_thread(
@@ -61,7 +59,8 @@ def _insert_thread(
         source,
         parent.pk if parent is not None else None,
     ]
-    condition = _ACTIVE_USER if active_only else ""
+    users = get_user_model()._meta.db_table
+    condition = _ACTIVE_USER.format(users=users) if active_only else ""
     with prepared_cursor() as cursor:
         cursor.execute(
             _THREAD_SQL.format(condition=condition), params + [int(user_id)] * active_only
@@ -261,7 +260,7 @@ def _tagged(message: RunMessage, *, run_id: str) -> dict[str, Any]:
 
 
 def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value)
 
 
 def recording(
@@ -316,11 +315,6 @@ def record_run_messages(
     with prepared_cursor() as cursor:
         cursor.execute(f"WITH {stored.sql} SELECT {RECORDED_COLUMNS}", stored.params)
         return stored.rows(*cursor.fetchone())
-
-
-def touch_thread(*, conversation: Conversation) -> None:
-    """Mark a thread updated now, by the database clock (a run's close does it once)."""
-    Conversation.objects.filter(pk=conversation.pk).update(updated_at=ClockTimestamp())
 
 
 class ThreadNotFound(Exception):

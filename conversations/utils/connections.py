@@ -3,6 +3,7 @@ a server-side cursor on one for reads too big to fetch at once, a cursor whose s
 server prepares, and running database work for async callers on worker threads that own
 their connections."""
 
+import contextlib
 import functools
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -12,9 +13,10 @@ from typing import ParamSpec, TypeVar
 
 import psycopg
 from asgiref.sync import sync_to_async
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.backends.utils import CursorWrapper
+from psycopg import pq
 
 from conversations.conf import setting
 
@@ -103,8 +105,24 @@ def prepared_cursor(alias: str = DEFAULT_DB_ALIAS) -> Iterator[CursorWrapper]:
     try:
         with cursor:
             yield cursor
+    except DatabaseError:
+        _forget_prepared(pg)
+        raise
     finally:
         pg.prepare_threshold = threshold
+
+
+def _forget_prepared(pg: psycopg.Connection) -> None:
+    """After a statement failed outside a transaction: PostgreSQL forgets every statement
+    prepared on the connection, and psycopg with it (it reads the `DEALLOCATE ALL`).
+
+    A statement that fails at the run that prepares it stays prepared on the server while
+    psycopg forgets its name; a plan a migration made stale ("cached plan must not change
+    result type") fails every later run. Inside a transaction the rollback clears them."""
+    if pg.info.transaction_status != pq.TransactionStatus.IDLE:
+        return
+    with contextlib.suppress(psycopg.Error), ServerBindingCursor(pg) as cursor:
+        cursor.execute("DEALLOCATE ALL", prepare=False)  # the failure is what is raised
 
 
 @functools.cache

@@ -1,5 +1,5 @@
 import pytest
-from django.db import IntegrityError, connection
+from django.db import DatabaseError, IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations.utils.connections import direct_connection, prepared_cursor
@@ -75,3 +75,40 @@ def test_while_django_logs_queries_a_prepared_cursor_prepares_nothing_and_logs_i
         cursor.execute("SELECT %s::int + 70", [1])
     assert captured[0]["sql"] == "SELECT 1::int + 70"
     assert not [sql for sql in _prepared_statements() if "+ 70" in sql]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_statement_failing_at_its_first_run_leaves_nothing_prepared_on_the_server() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE yuxi_once (id int PRIMARY KEY)")
+    try:
+        for _ in range(2):
+            with pytest.raises(IntegrityError), prepared_cursor() as cursor:
+                cursor.execute("INSERT INTO yuxi_once VALUES (%s), (%s)", [1, 1])
+            assert not [sql for sql in _prepared_statements() if "yuxi_once" in sql]
+        with prepared_cursor() as cursor:
+            cursor.execute("INSERT INTO yuxi_once VALUES (%s)", [1])
+        assert [sql for sql in _prepared_statements() if "yuxi_once" in sql]
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE yuxi_once")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_plan_a_schema_change_made_stale_fails_once_then_runs_again() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE yuxi_shape (id int PRIMARY KEY, name varchar(8))")
+        cursor.execute("INSERT INTO yuxi_shape VALUES (1, 'a')")
+    try:
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT name FROM yuxi_shape WHERE id = %s", [1])
+        with direct_connection(autocommit=True) as other:
+            other.execute("ALTER TABLE yuxi_shape ALTER COLUMN name TYPE text")
+        with pytest.raises(DatabaseError, match="cached plan"), prepared_cursor() as cursor:
+            cursor.execute("SELECT name FROM yuxi_shape WHERE id = %s", [1])
+        with prepared_cursor() as cursor:
+            cursor.execute("SELECT name FROM yuxi_shape WHERE id = %s", [1])
+            assert cursor.fetchone() == ("a",)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE yuxi_shape")
