@@ -130,6 +130,7 @@ def _insert_run(
 _TABLE = AgentRun._meta.db_table
 
 
+@cache
 def _run_fields() -> tuple[str, ...]:
     return tuple(field.attname for field in AgentRun._meta.concrete_fields)
 

@@ -5,8 +5,12 @@ sends (the thread's entry check, its recent dialogue), building and compiling th
 CPU than the database spends answering them. A `PreparedQuery` builds its queryset once, from
 the same ORM code that states the query's rules (so those keep one owner), with a placeholder
 value for each parameter; compiles it; and then runs that SQL with each call's values in the
-placeholders' places, turning the rows into what the queryset itself would give (model
-instances with their annotations, or `values()` dicts), through the compiler's own converters.
+placeholders' places (through `prepared_cursor`, so PostgreSQL plans it once per connection
+too), turning the rows into what the queryset itself would give (model instances with their
+annotations, or `values()` dicts), through the compiler's own converters.
+
+`columns_of` and `instance_from_row` do the same for a raw statement's rows: a model's columns
+in field order as select-list SQL, and the instance the ORM would load from such a row.
 
 A placeholder must reach the SQL as a parameter of its own, unchanged (an int, a string, an
 aware datetime: a value the ORM passes through as it is) and equal to no other parameter of
@@ -14,6 +18,7 @@ the query; compiling refuses one that does not (`ImproperlyConfigured`). A call'
 be of the placeholders' types: they go to the database as given, without the ORM's conversion.
 """
 
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -39,14 +44,25 @@ def instance_from_row(model: type[Model], row: Sequence[object], *, using: str) 
     """The `model` instance a row of `columns_of(model)` holds, as the ORM loads one from
     database `using` (each field's own conversion of its value applied: a JSON field's
     text decoded)."""
+    names, converters = _loading(model, using)
     database = connections[using]
+    values = list(row)
+    for index, convert in converters:
+        values[index] = convert(values[index], None, database)
+    return model.from_db(using, names, values)
+
+
+@functools.cache
+def _loading(model: type[Model], using: str) -> tuple[list[str], list[tuple[int, Callable]]]:
+    """How `instance_from_row` loads `model`: its fields' names in column order, and the
+    position and converter of each field that has one (read once per model and database)."""
     fields = model._meta.concrete_fields
-    values = []
-    for field, value in zip(fields, row, strict=True):
-        for convert in field.get_db_converters(database):
-            value = convert(value, None, database)
-        values.append(value)
-    return model.from_db(using, [field.attname for field in fields], values)
+    converters = [
+        (index, convert)
+        for index, field in enumerate(fields)
+        for convert in field.get_db_converters(connections[using])
+    ]
+    return [field.attname for field in fields], converters
 
 
 class _Compiled:

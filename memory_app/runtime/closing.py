@@ -2,9 +2,9 @@
 is finished (`interrupted` when it stopped for a decision) and what it produced persisted in
 one statement that stores nothing unless the run's lease still holds (a fenced-off worker
 writes nothing); a decided approval's pending call gets its final status; a turn that ended
-without an interrupt deletes its checkpoints. A lease lost mid-run
-leaves the run to the reaper. `cancel_turn` is the close of a turn whose caller stopped
-waiting (`cancellation`); `close_agent_run` the close of a team's own run.
+without an interrupt deletes its checkpoints. A lease lost mid-run leaves the run to the
+reaper. `cancel_turn` is the close of a turn whose caller stopped waiting (`cancellation`);
+`close_agent_run` the close of a team's own run.
 """
 
 import asyncio
