@@ -25,9 +25,12 @@ turns overhead approvals chats streams tokens, default all)
    (gunicorn.conf.py, `WEB_CONCURRENCY=1`, sent once `/healthz` answers) whose model is the
    wire model of the tests (tests/wire_model.py) run here: a `remember_memory` call after
    2.0 s, then the reply's first token 1.0 s after the tool result (3.0 s of model time to
-   the first token), with a short lease: median and max time to the first `token` event
-   (target median <= 4.0 s), the worker's CPU per chat (its /proc/<pid>/stat before and
-   after; target <= 25 ms), leases lost (0), peak PostgreSQL backends (at most 16 + 1).
+   the first token), with a short lease: median time to the first `token` event (target
+   median <= 4.0 s), the worker's CPU per chat (its /proc/<pid>/stat before and after;
+   target <= 25 ms), leases lost (0), peak PostgreSQL backends (at most 16 + 1). Three rounds,
+   each alternated with the same 64 chats against the floor: bench/bare_stream_app.py, a bare
+   `create_agent` + `ChatOpenAI` ASGI app (no Django, no database, no memory) in the same
+   kind of worker, so the site's CPU per chat also reads as a multiple of the stack's own.
 6. What each streamed token costs that worker: 64 plain streamed chats at once, a short reply
    and one 200 tokens longer, round by round; the CPU difference per token.
 
@@ -46,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchenv import PROJECT_ROOT, bench_user, logged_in_session, setup_django
@@ -427,10 +431,12 @@ def _wire_script(request: Received) -> Reply:
     return dataclasses.replace(reply, first_token_after=wait)
 
 
-def _stream_chat_over_http(session: tuple[str, str], message: str) -> dict:
+def _stream_chat_over_http(
+    session: tuple[str, str], message: str, *, port: int = STREAM_PORT
+) -> dict:
     """One `POST /api/chat/stream/`: its events and when each kind first came (seconds)."""
     key, csrf = session
-    connection_ = http.client.HTTPConnection("127.0.0.1", STREAM_PORT, timeout=120)
+    connection_ = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     start = time.perf_counter()
     connection_.request(
         "POST",
@@ -455,23 +461,34 @@ def _stream_chat_over_http(session: tuple[str, str], message: str) -> dict:
     return {"status": 200, "events": events, "seen": seen}
 
 
-def _healthz() -> int | None:
-    """The status `/healthz` answers on the bench port, None while nothing listens there."""
+def _healthz(port: int = STREAM_PORT) -> int | None:
+    """The status `/healthz` answers on `port`, None while nothing listens there."""
     try:
-        connection_ = http.client.HTTPConnection("127.0.0.1", STREAM_PORT, timeout=5)
+        connection_ = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         connection_.request("GET", "/healthz")
         return connection_.getresponse().status
     except OSError:
         return None
 
 
-def _serve_one_worker(root: Path, model_url: str) -> subprocess.Popen:
+# The floor of the streams section: bench/bare_stream_app.py, on the next port.
+FLOOR_APPLICATION = ("--pythonpath", str(Path(__file__).parent), "bare_stream_app:application")
+
+
+def _serve_one_worker(
+    root: Path,
+    model_url: str,
+    *,
+    application: tuple[str, ...] = ("yuxi_site.asgi",),
+    port: int = STREAM_PORT,
+) -> subprocess.Popen:
     """gunicorn with one uvicorn worker (gunicorn.conf.py, as ./scripts/serve-production runs
-    it), returned once its worker is warm: `/healthz` answers 200."""
+    it) serving `application` on `port`, returned once its worker is warm: `/healthz` answers
+    200."""
     env = {
         **os.environ,
         "HOST": "127.0.0.1",
-        "PORT": str(STREAM_PORT),
+        "PORT": str(port),
         "WEB_CONCURRENCY": "1",
         "LLM_BASE_URL": model_url,
         "LLM_API_KEY": "unused",
@@ -483,7 +500,7 @@ def _serve_one_worker(root: Path, model_url: str) -> subprocess.Popen:
     }
     with open(root / "server.log", "ab") as log:  # its request and memory logs, apart
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "yuxi_site.asgi"],
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", *application],
             cwd=PROJECT_ROOT,
             env=env,
             stdout=log,
@@ -491,11 +508,16 @@ def _serve_one_worker(root: Path, model_url: str) -> subprocess.Popen:
             start_new_session=True,
         )
     for _ in range(600):
-        if _healthz() == 200:
+        if _healthz(port) == 200:
             return server
         time.sleep(0.1)
     os.killpg(server.pid, signal.SIGKILL)
-    raise RuntimeError("the uvicorn worker did not become healthy")
+    raise RuntimeError(f"the uvicorn worker of {application[-1]} did not become healthy")
+
+
+def _stop(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(30)
 
 
 def _worker_of(master: int) -> int:
@@ -516,9 +538,43 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+# Rounds of CONCURRENT_CHATS streamed chats in the streams section, the site's and the floor's
+# alternated (two servers up, one burst at a time).
+STREAM_ROUNDS = 3
+
+
+def _remembered(result: dict) -> bool:
+    return bool(result["events"]) and result["events"][-1].get("tool_calls") == [
+        {"name": "remember_memory", "status": "success"}
+    ]
+
+
+def _burst(worker: int, chat: Callable[[int], dict], monitor: psycopg.Connection) -> dict:
+    """CONCURRENT_CHATS streamed chats at once (`chat(index)`): the worker's CPU per chat
+    (ms), the results, and the database's backends before the burst and at its peak."""
+    results: list[dict] = [{}] * CONCURRENT_CHATS
+
+    def one(index: int) -> None:
+        try:
+            results[index] = chat(index)
+        except Exception as exc:  # reported by the caller
+            results[index] = {"status": type(exc).__name__, "events": [], "seen": {}}
+
+    cpu_before = _cpu_seconds(worker)
+    _elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor)
+    cpu_ms = (_cpu_seconds(worker) - cpu_before) / CONCURRENT_CHATS * 1000
+    return {"cpu_ms": cpu_ms, "results": results, "before": before, "peak": peak}
+
+
+def _median_seen(results: list[dict], event: str) -> float | None:
+    times = [r["seen"][event] for r in results if event in r["seen"]]
+    return statistics.median(times) if times else None
+
+
 def concurrent_streams(made: list) -> None:
     """64 streamed chats at once over HTTP to one warm uvicorn worker, against the wire model
-    (tests/wire_model.py) run here, with a short lease."""
+    (tests/wire_model.py) run here, with a short lease; round by round, alternated with the
+    same chats against the floor (bench/bare_stream_app.py) in the same kind of worker."""
     users = [bench_user(prefix="bench-stream", enabled=True) for _ in range(CONCURRENT_CHATS)]
     made += users
     sessions = [logged_in_session(user) for user in users]
@@ -527,33 +583,38 @@ def concurrent_streams(made: list) -> None:
     model = WireModel(_wire_script)
     model.__enter__()
     monitor = direct_connection(autocommit=True)
-    server = _serve_one_worker(Path(settings.WORKSPACE_ROOT), model.url)
+    root = Path(settings.WORKSPACE_ROOT)
+    site = _serve_one_worker(root, model.url)
+    floor = None
+    bursts: dict[str, list[dict]] = {"site": [], "floor": []}
     try:
-        worker = _worker_of(server.pid)
-        cpu_before = _cpu_seconds(worker)
-        results: list[dict] = [{}] * CONCURRENT_CHATS
+        floor = _serve_one_worker(
+            root, model.url, application=FLOOR_APPLICATION, port=STREAM_PORT + 1
+        )
+        workers = {"site": _worker_of(site.pid), "floor": _worker_of(floor.pid)}
+        for round_number in range(STREAM_ROUNDS):
 
-        def one(index: int) -> None:
-            try:
-                results[index] = _stream_chat_over_http(
-                    sessions[index], f"remember that stream fact {index}"
+            def ours(index: int, round_number: int = round_number) -> dict:
+                return _stream_chat_over_http(
+                    sessions[index], f"remember that stream fact {round_number}-{index}"
                 )
-            except Exception as exc:  # reported below
-                results[index] = {"status": type(exc).__name__, "events": [], "seen": {}}
 
-        elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor)
-        cpu = _cpu_seconds(worker) - cpu_before
+            def bare(index: int, round_number: int = round_number) -> dict:
+                return _stream_chat_over_http(
+                    ("", ""),
+                    f"remember that stream fact {round_number}-{index}",
+                    port=STREAM_PORT + 1,
+                )
+
+            bursts["site"].append(_burst(workers["site"], ours, monitor))
+            bursts["floor"].append(_burst(workers["floor"], bare, monitor))
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
+        _stop(site)
+        if floor is not None:
+            _stop(floor)
         model.close()
+    results = [r for burst in bursts["site"] for r in burst["results"]]
     lasts = [r["events"][-1]["event"] if r["events"] else str(r["status"]) for r in results]
-    remembered = sum(
-        1
-        for r in results
-        if r["events"]
-        and r["events"][-1].get("tool_calls") == [{"name": "remember_memory", "status": "success"}]
-    )
     lost = (
         sum(1 for r in results if r["events"] and r["events"][-1].get("status_code") == 503)
         + AgentRun.objects.filter(user__in=users, status=AgentRun.Status.RUNNING).count()
@@ -564,37 +625,49 @@ def concurrent_streams(made: list) -> None:
     connection.close()
     monitor.close()
 
-    def when(event: str) -> str:
-        times = sorted(r["seen"][event] for r in results if event in r["seen"])
-        if not times:
-            return "never"
-        return f"median {statistics.median(times):5.2f} s, max {times[-1]:5.2f} s"
+    def figures(side: str, key: str) -> list[float]:
+        if key == "cpu_ms":
+            return [burst["cpu_ms"] for burst in bursts[side]]
+        return [_median_seen(burst["results"], key) or float("nan") for burst in bursts[side]]
+
+    def line(values: list[float], unit: str) -> str:
+        each = ", ".join(f"{v:.1f}" if unit == "ms" else f"{v:.2f}" for v in values)
+        return f"{statistics.median(values):6.2f} {unit}  (rounds: {each})"
 
     alone = WIRE_CALL_SECONDS + WIRE_FIRST_TOKEN_SECONDS
     print(
         f"\n{CONCURRENT_CHATS} concurrent streamed chats over HTTP, one warm uvicorn worker, "
         f"wire model (the tool call after {WIRE_CALL_SECONDS:.1f} s, the reply's first token "
         f"{WIRE_FIRST_TOKEN_SECONDS:.1f} s after the tool result), lease "
-        f"{CONCURRENT_LEASE_SECONDS} s"
+        f"{CONCURRENT_LEASE_SECONDS} s; {STREAM_ROUNDS} rounds, each beside the floor (a bare "
+        "create_agent + ChatOpenAI ASGI app, bench/bare_stream_app.py), medians"
     )
-    print(f"  wall time                         {elapsed:8.1f} s")
+    site_cpu, floor_cpu = figures("site", "cpu_ms"), figures("floor", "cpu_ms")
     print(
-        f"  time to first token event         {when('token')}   (target: median <= "
-        f"{FIRST_TOKEN_TARGET_SECONDS:.1f} s; the model alone: {alone:.1f} s)"
+        f"  worker CPU per chat, site         {line(site_cpu, 'ms')}   (target <= "
+        f"{CPU_PER_CHAT_TARGET_MS} ms)"
     )
+    print(f"  worker CPU per chat, floor        {line(floor_cpu, 'ms')}")
+    ratios = [ours / bare for ours, bare in zip(site_cpu, floor_cpu, strict=True)]
+    print(f"  site / floor, CPU per chat        {statistics.median(ratios):6.2f}x")
     print(
-        f"  worker CPU per chat               {cpu / CONCURRENT_CHATS * 1000:8.1f} ms  (target <= "
-        f"{CPU_PER_CHAT_TARGET_MS} ms; {cpu:.2f} s in all, machine load "
-        f"{os.getloadavg()[0]:.1f})"
+        f"  time to first token event, site   {line(figures('site', 'token'), 's')}   (target: "
+        f"median <= {FIRST_TOKEN_TARGET_SECONDS:.1f} s; the model alone: {alone:.1f} s)"
     )
-    print(f"  leases lost                       {lost:8d}   (target 0)")
-    print(f"  peak backends (server process)    {peak:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
-    print(f"  backends before                   {before:8d}")
-    print(f"  last events                       {dict((e, lasts.count(e)) for e in set(lasts))}")
-    print(f"  facts remembered                  {remembered:8d}")
-    print(f"  runs by status                    {statuses}")
+    print(f"  time to first token event, floor  {line(figures('floor', 'token'), 's')}")
     for event in ("run", "tool_call", "done"):
-        print(f"  time to first {event:19} {when(event)}")
+        print(f"  time to first {event:9}, site      {line(figures('site', event), 's')}")
+    floor_results = [r for burst in bursts["floor"] for r in burst["results"]]
+    print(f"  leases lost                       {lost:8d}   (target 0)")
+    peak = max(burst["peak"] for burst in bursts["site"])
+    print(f"  peak backends (server process)    {peak:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
+    print(f"  backends before                   {bursts['site'][0]['before']:8d}")
+    print(f"  last events, site                 {dict((e, lasts.count(e)) for e in set(lasts))}")
+    print(
+        f"  facts remembered, site / floor    {sum(map(_remembered, results))} / "
+        f"{sum(map(_remembered, floor_results))} of {len(results)}"
+    )
+    print(f"  runs by status                    {statuses}")
 
 
 # The tokens section: plain streamed chats whose replies (the wire model echoes the message)
@@ -639,8 +712,7 @@ def streamed_tokens(made: list) -> None:
                 if round_number:
                     cpu[label].append((_cpu_seconds(worker) - before) / CONCURRENT_CHATS * 1000)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
+        _stop(server)
         model.close()
         monitor.close()
     short, long = (statistics.median(cpu[label]) for label in ("short", "long"))
