@@ -566,9 +566,10 @@ def _burst(worker: int, chat: Callable[[int], dict], monitor: psycopg.Connection
     return {"cpu_ms": cpu_ms, "results": results, "before": before, "peak": peak}
 
 
-def _median_seen(results: list[dict], event: str) -> float | None:
+def _median_seen(results: list[dict], event: str) -> float:
+    """The median time to the first `event` of the chats that had one (NaN: none had)."""
     times = [r["seen"][event] for r in results if event in r["seen"]]
-    return statistics.median(times) if times else None
+    return statistics.median(times) if times else float("nan")
 
 
 def concurrent_streams(made: list) -> None:
@@ -595,16 +596,12 @@ def concurrent_streams(made: list) -> None:
         for round_number in range(STREAM_ROUNDS):
 
             def ours(index: int, round_number: int = round_number) -> dict:
-                return _stream_chat_over_http(
-                    sessions[index], f"remember that stream fact {round_number}-{index}"
-                )
+                fact = f"remember that stream fact {round_number}-{index}"
+                return _stream_chat_over_http(sessions[index], fact)
 
             def bare(index: int, round_number: int = round_number) -> dict:
-                return _stream_chat_over_http(
-                    ("", ""),
-                    f"remember that stream fact {round_number}-{index}",
-                    port=STREAM_PORT + 1,
-                )
+                fact = f"remember that stream fact {round_number}-{index}"
+                return _stream_chat_over_http(("", ""), fact, port=STREAM_PORT + 1)
 
             bursts["site"].append(_burst(workers["site"], ours, monitor))
             bursts["floor"].append(_burst(workers["floor"], bare, monitor))
@@ -625,10 +622,11 @@ def concurrent_streams(made: list) -> None:
     connection.close()
     monitor.close()
 
-    def figures(side: str, key: str) -> list[float]:
-        if key == "cpu_ms":
-            return [burst["cpu_ms"] for burst in bursts[side]]
-        return [_median_seen(burst["results"], key) or float("nan") for burst in bursts[side]]
+    def cpu(side: str) -> list[float]:
+        return [burst["cpu_ms"] for burst in bursts[side]]
+
+    def seen(side: str, event: str) -> list[float]:
+        return [_median_seen(burst["results"], event) for burst in bursts[side]]
 
     def line(values: list[float], unit: str) -> str:
         each = ", ".join(f"{v:.1f}" if unit == "ms" else f"{v:.2f}" for v in values)
@@ -642,21 +640,21 @@ def concurrent_streams(made: list) -> None:
         f"{CONCURRENT_LEASE_SECONDS} s; {STREAM_ROUNDS} rounds, each beside the floor (a bare "
         "create_agent + ChatOpenAI ASGI app, bench/bare_stream_app.py), medians"
     )
-    site_cpu, floor_cpu = figures("site", "cpu_ms"), figures("floor", "cpu_ms")
+    site_cpu, floor_cpu = cpu("site"), cpu("floor")
     print(
         f"  worker CPU per chat, site         {line(site_cpu, 'ms')}   (target <= "
-        f"{CPU_PER_CHAT_TARGET_MS} ms)"
+        f"{CPU_PER_CHAT_TARGET_MS} ms; machine load {os.getloadavg()[0]:.1f})"
     )
     print(f"  worker CPU per chat, floor        {line(floor_cpu, 'ms')}")
     ratios = [ours / bare for ours, bare in zip(site_cpu, floor_cpu, strict=True)]
     print(f"  site / floor, CPU per chat        {statistics.median(ratios):6.2f}x")
     print(
-        f"  time to first token event, site   {line(figures('site', 'token'), 's')}   (target: "
+        f"  time to first token event, site   {line(seen('site', 'token'), 's')}   (target: "
         f"median <= {FIRST_TOKEN_TARGET_SECONDS:.1f} s; the model alone: {alone:.1f} s)"
     )
-    print(f"  time to first token event, floor  {line(figures('floor', 'token'), 's')}")
+    print(f"  time to first token event, floor  {line(seen('floor', 'token'), 's')}")
     for event in ("run", "tool_call", "done"):
-        print(f"  time to first {event:9}, site      {line(figures('site', event), 's')}")
+        print(f"  time to first {event:9}, site      {line(seen('site', event), 's')}")
     floor_results = [r for burst in bursts["floor"] for r in burst["results"]]
     print(f"  leases lost                       {lost:8d}   (target 0)")
     peak = max(burst["peak"] for burst in bursts["site"])
