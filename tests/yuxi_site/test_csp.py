@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from email.message import Message
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -200,12 +201,14 @@ def _server(command: list[str], *, port: int, debug: bool, static: Path) -> Iter
         process.wait(timeout=30)
 
 
-def _get(url: str) -> tuple[int, dict[str, str]]:
+def _get(url: str) -> tuple[int, Message]:
+    """The status and the headers, read by name in any case as HTTP says (uvicorn's httptools
+    protocol sends `content-type`, its h11 protocol `Content-Type`)."""
     try:
         with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, dict(response.headers)
+            return response.status, response.headers
     except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers)
+        return error.code, error.headers
 
 
 SERVERS = {
