@@ -4,6 +4,9 @@ Everything else (messages, tool binding, the wire format, retries) is LangChain'
 """
 
 import asyncio
+import atexit
+import concurrent.futures
+import contextlib
 import json
 import re
 import threading
@@ -26,7 +29,13 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_openai import ChatOpenAI
-from openai import AsyncStream, DefaultAsyncHttpxClient, Stream
+from openai import (
+    APITimeoutError,
+    AsyncStream,
+    DefaultAioHttpClient,
+    DefaultAsyncHttpxClient,
+    Stream,
+)
 from pydantic import Field, PrivateAttr, model_validator
 
 from memory_app.conf import DEFAULTS, setting
@@ -80,33 +89,85 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
     whose pooled connections belong to the loop that opened them: the next `asyncio.run(...)`
     calling the same endpoint fails with "Event loop is closed". The Chat service runs every
     turn on the process's one loop; a team's own agent may run on any loop (`aagent_run` in a
-    fresh `asyncio.run`). The clients of closed loops are dropped at the next request.
+    fresh `asyncio.run`).
+
+    Each real client is the OpenAI SDK's `DefaultAioHttpClient` (its `aiohttp` extra):
+    aiohttp reads responses with its C parser and keeps its pool without probing every idle
+    connection's socket at each request, as httpx's pure-Python transport does; a streamed
+    request costs the loop less than half the CPU (bench/chat_turn.py `streams`). An aiohttp
+    session must be closed on its own loop, so each is closed when its loop shuts its async
+    generators down (`asyncio.run` and uvicorn do on their way out), or, for a loop still
+    running when the interpreter exits (the runtime's process loop), at exit. The clients of
+    loops closed otherwise are dropped at the next request.
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._by_loop: dict[asyncio.AbstractEventLoop, DefaultAsyncHttpxClient] = {}
+        self._by_loop: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
         self._by_loop_lock = threading.Lock()
+        atexit.register(self._close_running_at_exit)
 
-    def _for_this_loop(self) -> DefaultAsyncHttpxClient:
+    def _for_this_loop(self) -> "_LoopClient":
         loop = asyncio.get_running_loop()
         with self._by_loop_lock:
             for closed in [other for other in self._by_loop if other.is_closed()]:
                 del self._by_loop[closed]
             if loop not in self._by_loop:
-                self._by_loop[loop] = DefaultAsyncHttpxClient()
+                self._by_loop[loop] = _LoopClient(DefaultAioHttpClient())
             return self._by_loop[loop]
 
     async def send(self, request: Any, **kwargs: Any) -> Any:
-        return await self._for_this_loop().send(request, **kwargs)
+        entry = self._for_this_loop()
+        await entry.close_with_loop()
+        return await entry.client.send(request, **kwargs)
 
     async def aclose(self) -> None:
         """Close this loop's client (the others belong to their own loops)."""
         loop = asyncio.get_running_loop()
         with self._by_loop_lock:
-            client = self._by_loop.pop(loop, None)
-        if client is not None:
-            await client.aclose()
+            entry = self._by_loop.pop(loop, None)
+        if entry is not None:
+            await entry.aclose()
+
+    def _close_running_at_exit(self, timeout: float = 5.0) -> None:
+        """At interpreter exit: close the client of every loop still running (in another
+        thread: the process loop's daemon thread still runs while `atexit` handlers do)."""
+        with self._by_loop_lock:
+            running = [(loop, e) for loop, e in self._by_loop.items() if loop.is_running()]
+            for loop, _ in running:
+                del self._by_loop[loop]
+        for loop, entry in running:
+            # The loop stopped meanwhile, or is stuck: nothing more to do at exit.
+            with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
+                asyncio.run_coroutine_threadsafe(entry.aclose(), loop).result(timeout)
+
+
+class _LoopClient:
+    """One loop's client, and the async generator that closes it when its loop shuts its
+    async generators down (`loop.shutdown_asyncgens()`, which finalises every generator
+    started on the loop and not finished)."""
+
+    def __init__(self, client: DefaultAioHttpClient) -> None:
+        self.client = client
+        self._closer: AsyncIterator[None] | None = None
+
+    async def close_with_loop(self) -> None:
+        """Register the closing generator with the running loop (once: its first step)."""
+        if self._closer is None:
+            self._closer = self._close_at_shutdown()
+            await anext(self._closer)
+
+    async def _close_at_shutdown(self) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await self.client.aclose()
+
+    async def aclose(self) -> None:
+        if self._closer is not None:
+            await self._closer.aclose()  # its finally closes the client
+        else:
+            await self.client.aclose()
 
 
 # One for the process: each loop's connections are kept alive across the turns on that loop.
@@ -186,7 +247,11 @@ class _SilenceBoundStream:
     but for the HTTP client's read timeout; SSE keep-alive comments do not count), with one
     timer per wait: the bound langchain-openai's `stream_chunk_timeout` sets, over the same
     span (the chunks, once the response has begun), without its `asyncio.wait_for` and the
-    task that makes per chunk."""
+    task that makes per chunk.
+
+    The HTTP client's read timeout, when it is this bound or longer (from settings both are
+    `LLM_TIMEOUT_SECONDS`), can fire a moment before this bound's timer, since aiohttp times a
+    read from the last bytes received: the same silence, so the same error."""
 
     def __init__(self, stream: AsyncStream, *, seconds: float | None, model: str) -> None:
         self._stream = stream
@@ -213,13 +278,26 @@ class _SilenceBoundStream:
             async with asyncio.timeout(self._seconds):
                 chunk = await anext(self._chunks)
         except TimeoutError as exc:
-            raise TimeoutError(
-                SILENT_STREAM.format(
-                    model=self._model, seconds=self._seconds, chunks=self._received
-                )
-            ) from exc
+            raise self._silent() from exc
+        except APITimeoutError as exc:
+            if not self._read_timeout_is_silence():
+                raise
+            raise self._silent() from exc
         self._received += 1
         return chunk
+
+    def _silent(self) -> TimeoutError:
+        return TimeoutError(
+            SILENT_STREAM.format(model=self._model, seconds=self._seconds, chunks=self._received)
+        )
+
+    def _read_timeout_is_silence(self) -> bool:
+        """Whether the stream's HTTP read timeout is at least this bound (then its firing
+        means the stream was silent for this bound)."""
+        if self._seconds is None:
+            return False
+        read = self._stream.response.request.extensions.get("timeout", {}).get("read")
+        return read is not None and read >= self._seconds
 
 
 class CompatibleChatOpenAI(ChatOpenAI):

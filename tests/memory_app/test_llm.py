@@ -1,12 +1,17 @@
 import asyncio
+import gc
+import socket
+import threading
 import time
 from dataclasses import replace
 from urllib.parse import urlsplit
 
+import openai
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
+from openai import DefaultAioHttpClient
 
 from memory_app import llm
 from memory_app.llm import ScriptedChatModel
@@ -246,6 +251,77 @@ def test_the_model_serves_a_new_event_loop_each_time_and_keeps_a_loops_connectio
     assert ports[3] == ports[4]  # HTTP/1.1 keep-alive within a loop
 
 
+async def _one_reply(client: llm.PerLoopAsyncHttpClient, url: str) -> asyncio.AbstractEventLoop:
+    """A streamed model reply read through `client` on the running loop; that loop."""
+    model = llm.CompatibleChatOpenAI(
+        base_url=url,
+        api_key="wire-key",
+        model="wire-model",
+        max_retries=0,
+        http_async_client=client,
+    )
+    async for _ in model.astream([HumanMessage("hi")]):
+        pass
+    return asyncio.get_running_loop()
+
+
+def test_each_loops_client_is_the_sdks_aiohttp_client_closed_when_asyncio_run_ends(
+    wire_model, caplog
+):
+    client = llm.PerLoopAsyncHttpClient()
+    loops, clients = [], []
+    for _ in range(2):  # each run's client read before the next run drops it
+        loops.append(asyncio.run(_one_reply(client, wire_model.url)))
+        clients.append(client._by_loop[loops[-1]].client)
+    first, second = clients
+    assert isinstance(first, DefaultAioHttpClient) and first is not second
+    # Each closed on its loop as asyncio.run shut the loop's async generators down.
+    assert first.is_closed and second.is_closed
+    asyncio.run(_one_reply(client, wire_model.url))  # drops the clients of closed loops
+    assert set(client._by_loop) - set(loops) and not set(client._by_loop) & set(loops)
+    del first, second, clients
+    gc.collect()
+    assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
+
+
+def test_the_client_of_a_loop_still_running_at_exit_is_closed_there(wire_model):
+    client = llm.PerLoopAsyncHttpClient()
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
+        entry = client._by_loop[loop]
+        assert not entry.client.is_closed
+        client._close_running_at_exit()  # what atexit calls
+        assert entry.client.is_closed and loop not in client._by_loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def test_the_aiohttp_client_takes_its_proxy_from_the_environment_as_httpx_does(
+    wire_model, monkeypatch
+):
+    closed_port = _free_port()  # a proxy that is not there: a request through it fails
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    with pytest.raises(openai.APIConnectionError):
+        asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+    assert wire_model.requests == []
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+    assert len(wire_model.requests) == 1
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
 def test_a_streamed_request_is_what_the_sdks_own_create_sends_and_reads_the_same(
     settings, wire_model, sync
@@ -304,6 +380,29 @@ def test_a_stream_silent_longer_than_the_timeout_fails_soon_with_what_it_had(set
         f"wire-model at 127.0.0.1:{port} sent nothing for 0.5 s in a streamed reply "
         "(after 3 chunks)"
     )
+
+
+def test_a_read_timeout_shorter_than_the_silence_bound_is_reported_as_the_clients_own(
+    wire_model,
+):
+    # A silence error says the stream sent nothing for the silence bound; a read timeout that
+    # fired sooner is not that, and stays the client's timeout error.
+    wire_model.answer(Reply(text="one two three four", pause_after=3, pause_seconds=3))
+    model = llm.CompatibleChatOpenAI(
+        base_url=wire_model.url,
+        api_key="wire-key",
+        model="wire-model",
+        timeout=0.3,
+        stream_chunk_timeout=2.0,
+        max_retries=0,
+    )
+
+    async def read() -> None:
+        async for _ in model.astream([HumanMessage("hi")]):
+            pass
+
+    with pytest.raises(openai.APITimeoutError):
+        asyncio.run(read())
 
 
 def test_a_pause_within_the_timeout_and_a_slow_reader_do_not_count_as_silence(settings, wire_model):
