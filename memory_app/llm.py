@@ -5,15 +5,18 @@ Everything else (messages, tool binding, the wire format, retries) is LangChain'
 
 import asyncio
 import atexit
-import concurrent.futures
 import contextlib
 import json
+import os
 import re
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Self
 from urllib.parse import urlsplit
 
+import aiohttp
+import httpx2
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
@@ -98,20 +101,30 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
     session must be closed on its own loop, so each is closed when its loop shuts its async
     generators down (`asyncio.run` and uvicorn do on their way out), or, for a loop still
     running when the interpreter exits (the runtime's process loop), at exit. The clients of
-    loops closed otherwise are dropped at the next request.
+    loops closed otherwise are dropped at the next request; a forked child never uses or
+    closes its parent's (their sockets are the parent's).
+
+    The SDK's adapter reports every aiohttp connection error as a connect *timeout*; `send`
+    gives back httpx's own kinds, so a refused or dropped connection reads as one
+    (`APIConnectionError`), as it did over httpx. aiohttp has no write timeout: a request is
+    bounded until its response begins by its connect, write and read timeouts together.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._by_loop: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+        self._inherited: list[_LoopClient] = []  # a parent process's, kept unused and open
         self._by_loop_lock = threading.Lock()
-        atexit.register(self._close_running_at_exit)
+        _CLIENTS.add(self)
 
     def _for_this_loop(self) -> "_LoopClient":
         loop = asyncio.get_running_loop()
         with self._by_loop_lock:
-            for closed in [other for other in self._by_loop if other.is_closed()]:
-                del self._by_loop[closed]
+            for other, entry in list(self._by_loop.items()):
+                if not entry.ours():
+                    self._inherited.append(self._by_loop.pop(other))
+                elif other.is_closed() or (other is loop and entry.client.is_closed):
+                    del self._by_loop[other]
             if loop not in self._by_loop:
                 self._by_loop[loop] = _LoopClient(DefaultAioHttpClient())
             return self._by_loop[loop]
@@ -119,7 +132,36 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
     async def send(self, request: Any, **kwargs: Any) -> Any:
         entry = self._for_this_loop()
         await entry.close_with_loop()
-        return await entry.client.send(request, **kwargs)
+        stream = kwargs.pop("stream", False)
+        bound = _whole_request_bound(request)
+        try:
+            async with asyncio.timeout(bound):  # until the response begins
+                response = await entry.client.send(request, stream=True, **kwargs)
+        except TimeoutError as exc:
+            if bound is None:
+                raise
+            raise httpx2.TimeoutException(
+                f"no response within {bound:g} s (connect, write and read bounds together)",
+                request=request,
+            ) from exc
+        except httpx2.ConnectTimeout as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, aiohttp.ClientConnectionError) or isinstance(
+                cause, TimeoutError
+            ):
+                raise
+            if isinstance(cause, aiohttp.ServerDisconnectedError):
+                raise httpx2.RemoteProtocolError(str(cause), request=request) from cause
+            raise httpx2.ConnectError(str(cause), request=request) from cause
+        except aiohttp.ClientResponseError as exc:  # a response aiohttp could not parse
+            raise httpx2.RemoteProtocolError(str(exc), request=request) from exc
+        if not stream:  # read as httpx's own `send` reads an unstreamed response
+            try:
+                await response.aread()
+            except BaseException:
+                await response.aclose()
+                raise
+        return response
 
     async def aclose(self) -> None:
         """Close this loop's client (the others belong to their own loops)."""
@@ -129,27 +171,45 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
         if entry is not None:
             await entry.aclose()
 
-    def _close_running_at_exit(self, timeout: float = 5.0) -> None:
-        """At interpreter exit: close the client of every loop still running (in another
-        thread: the process loop's daemon thread still runs while `atexit` handlers do)."""
+    def close_running(self, timeout: float = 5.0) -> None:
+        """Close the client of every loop of this process still running in another thread
+        (at interpreter exit the process loop's daemon thread still runs)."""
         with self._by_loop_lock:
-            running = [(loop, e) for loop, e in self._by_loop.items() if loop.is_running()]
+            running = [
+                (loop, entry)
+                for loop, entry in self._by_loop.items()
+                if entry.ours() and loop.is_running()
+            ]
             for loop, _ in running:
                 del self._by_loop[loop]
         for loop, entry in running:
             # The loop stopped meanwhile, or is stuck: nothing more to do at exit.
-            with contextlib.suppress(RuntimeError, concurrent.futures.TimeoutError):
+            with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(entry.aclose(), loop).result(timeout)
 
 
+def _whole_request_bound(request: Any) -> float | None:
+    """Seconds a request may take until its response begins: its connect, write and read
+    timeouts together (None when one of them is unbounded). aiohttp bounds the connection and
+    each read but not the writing of the body, which httpx bounds by the write timeout."""
+    timeout = request.extensions.get("timeout", {})
+    parts = [timeout.get(name) for name in ("connect", "write", "read")]
+    return None if None in parts else sum(parts)
+
+
 class _LoopClient:
-    """One loop's client, and the async generator that closes it when its loop shuts its
-    async generators down (`loop.shutdown_asyncgens()`, which finalises every generator
-    started on the loop and not finished)."""
+    """One loop's client, made in process `pid`, and the async generator that closes it when
+    its loop shuts its async generators down (`loop.shutdown_asyncgens()`, which finalises
+    every generator started on the loop and not finished)."""
 
     def __init__(self, client: DefaultAioHttpClient) -> None:
         self.client = client
+        self.pid = os.getpid()
         self._closer: AsyncIterator[None] | None = None
+
+    def ours(self) -> bool:
+        """Made in this process (not inherited across a fork)."""
+        return self.pid == os.getpid()
 
     async def close_with_loop(self) -> None:
         """Register the closing generator with the running loop (once: its first step)."""
@@ -168,6 +228,15 @@ class _LoopClient:
             await self._closer.aclose()  # its finally closes the client
         else:
             await self.client.aclose()
+
+
+_CLIENTS: "weakref.WeakSet[PerLoopAsyncHttpClient]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_clients_at_exit() -> None:
+    for client in list(_CLIENTS):
+        client.close_running()
 
 
 # One for the process: each loop's connections are kept alive across the turns on that loop.

@@ -1,8 +1,11 @@
 import asyncio
 import gc
+import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from urllib.parse import urlsplit
 
@@ -284,42 +287,100 @@ def test_each_loops_client_is_the_sdks_aiohttp_client_closed_when_asyncio_run_en
     assert not [r for r in caplog.records if "Unclosed" in r.getMessage()]
 
 
-def test_the_client_of_a_loop_still_running_at_exit_is_closed_there(wire_model):
-    client = llm.PerLoopAsyncHttpClient()
+@contextmanager
+def _loop_in_a_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """A loop running in a daemon thread, as the runtime's process loop does."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
-        entry = client._by_loop[loop]
-        assert not entry.client.is_closed
-        client._close_running_at_exit()  # what atexit calls
-        assert entry.client.is_closed and loop not in client._by_loop
+        yield loop
     finally:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
 
 
+def test_the_client_of_a_loop_still_running_at_exit_is_closed_there(wire_model):
+    client = llm.PerLoopAsyncHttpClient()
+    with _loop_in_a_thread() as loop:
+        asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
+        entry = client._by_loop[loop]
+        assert not entry.client.is_closed
+        llm._close_clients_at_exit()  # what atexit calls
+        assert entry.client.is_closed and loop not in client._by_loop
+
+
+def test_a_forked_child_neither_closes_nor_uses_its_parents_client(wire_model):
+    client = llm.PerLoopAsyncHttpClient()
+    with _loop_in_a_thread() as loop:
+        asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
+        parents = client._by_loop[loop].client
+        child = os.fork()
+        if child == 0:  # the child: its copy of the loop looks running, and is not
+            started = time.monotonic()
+            client.close_running(timeout=5)
+            own = asyncio.run(_one_reply(client, wire_model.url))
+            ok = time.monotonic() - started < 3 and client._by_loop[own].client is not parents
+            os._exit(0 if ok and not parents.is_closed else 1)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        # The parent's client, its pooled connection included, still serves the parent.
+        asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
+        assert not parents.is_closed and client._by_loop[loop].client is parents
+
+
+@pytest.mark.parametrize("answer", ["refused", "dropped before answering"])
+def test_a_refused_or_dropped_connection_is_a_connection_error_not_a_timeout(wire_model, answer):
+    # The SDK's aiohttp adapter calls every connection error a connect timeout.
+    with _refusing_port() as refusing:
+        url = f"http://127.0.0.1:{refusing}/v1" if answer == "refused" else wire_model.url
+        wire_model.answer(Reply(drop_after=0))
+        with pytest.raises(openai.APIConnectionError) as raised:
+            asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), url))
+    assert not isinstance(raised.value, openai.APITimeoutError), repr(raised.value)
+
+
+def test_a_request_whose_body_the_server_never_reads_times_out():
+    # aiohttp has no write timeout; httpx had one. A server that accepts and never reads.
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        model = llm.CompatibleChatOpenAI(
+            base_url=f"http://127.0.0.1:{server.getsockname()[1]}/v1",
+            api_key="wire-key",
+            model="wire-model",
+            timeout=0.5,
+            max_retries=0,
+        )
+        started = time.monotonic()
+        with pytest.raises(openai.APITimeoutError):
+            # far more than the kernel's socket buffers hold
+            asyncio.run(model.ainvoke([HumanMessage("x" * (64 * 1024 * 1024))]))
+        assert time.monotonic() - started < 10
+
+
 def test_the_aiohttp_client_takes_its_proxy_from_the_environment_as_httpx_does(
     wire_model, monkeypatch
 ):
-    closed_port = _free_port()  # a proxy that is not there: a request through it fails
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{closed_port}")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
-    with pytest.raises(openai.APIConnectionError):
-        asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+    for name in ("NO_PROXY", "no_proxy", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with _refusing_port() as refusing:  # a proxy that is not there: a request through it fails
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{refusing}")
+        with pytest.raises(openai.APIConnectionError):
+            asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
     assert wire_model.requests == []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
     assert len(wire_model.requests) == 1
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@contextmanager
+def _refusing_port() -> Iterator[int]:
+    """A port bound and not listening while the block runs: every connection is refused."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        yield bound.getsockname()[1]
 
 
 @pytest.mark.parametrize("sync", [True, False], ids=["sync", "async"])
@@ -380,6 +441,27 @@ def test_a_stream_silent_longer_than_the_timeout_fails_soon_with_what_it_had(set
         f"wire-model at 127.0.0.1:{port} sent nothing for 0.5 s in a streamed reply "
         "(after 3 chunks)"
     )
+
+
+def test_a_read_timeout_firing_before_the_silence_timer_reports_the_same_silence(
+    settings, wire_model
+):
+    # A slow reader: aiohttp times the silence from the last bytes received, so its read
+    # timeout (LLM_TIMEOUT_SECONDS, the same bound) fires before the silence timer does.
+    settings.LLM_TIMEOUT_SECONDS = 0.5
+    wire_model.answer(Reply(text="one two three four", pause_after=3, pause_seconds=3))
+    model = llm.chat_model_from_settings()
+
+    async def read_slowly() -> None:
+        async for _ in model.astream([HumanMessage("hi")]):
+            await asyncio.sleep(0.3)
+
+    with pytest.raises(TimeoutError) as raised:
+        asyncio.run(read_slowly())
+    assert str(raised.value).startswith("wire-model at ") and "sent nothing for 0.5 s" in str(
+        raised.value
+    )
+    assert isinstance(raised.value.__cause__, openai.APITimeoutError)
 
 
 def test_a_read_timeout_shorter_than_the_silence_bound_is_reported_as_the_clients_own(
