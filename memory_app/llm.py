@@ -12,7 +12,7 @@ import re
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -144,17 +144,8 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
                 f"no response within {bound:g} s (connect, write and read bounds together)",
                 request=request,
             ) from exc
-        except httpx2.ConnectTimeout as exc:
-            cause = exc.__cause__
-            if not isinstance(cause, aiohttp.ClientConnectionError) or isinstance(
-                cause, TimeoutError
-            ):
-                raise
-            if isinstance(cause, aiohttp.ServerDisconnectedError):
-                raise httpx2.RemoteProtocolError(str(cause), request=request) from cause
-            raise httpx2.ConnectError(str(cause), request=request) from cause
-        except aiohttp.ClientResponseError as exc:  # a response aiohttp could not parse
-            raise httpx2.RemoteProtocolError(str(exc), request=request) from exc
+        except (httpx2.ConnectTimeout, aiohttp.ClientResponseError) as exc:
+            _raise_as_httpx(exc, request)
         if not stream:  # read as httpx's own `send` reads an unstreamed response
             try:
                 await response.aread()
@@ -186,6 +177,18 @@ class PerLoopAsyncHttpClient(DefaultAsyncHttpxClient):
             # The loop stopped meanwhile, or is stuck: nothing more to do at exit.
             with contextlib.suppress(Exception):
                 asyncio.run_coroutine_threadsafe(entry.aclose(), loop).result(timeout)
+
+
+def _raise_as_httpx(exc: Exception, request: Any) -> NoReturn:
+    """Raise the httpx error an aiohttp failure is: the SDK's adapter maps every aiohttp
+    connection error to `ConnectTimeout` (only a real timeout stays one), and lets a response
+    aiohttp could not parse escape as aiohttp's own."""
+    cause = exc.__cause__ if isinstance(exc, httpx2.ConnectTimeout) else exc
+    if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientResponseError):
+        raise httpx2.RemoteProtocolError(str(cause), request=request) from cause
+    if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+        raise httpx2.ConnectError(str(cause), request=request) from cause
+    raise exc
 
 
 def _whole_request_bound(request: Any) -> float | None:
