@@ -113,6 +113,7 @@ LAYERS = {
         {
             "memory_app.apps",
             "memory_app.api",
+            "memory_app.admission",
             "memory_app.views",
             "memory_app.user_admin",
             "memory_app.management",

@@ -1,0 +1,312 @@
+"""`StreamAdmission`: streamed chats are opened at most `limit` at a time, in arrival order,
+each giving its place up when its response starts; every other request passes straight
+through. The wrapped application here records what reaches it (any ASGI application will do:
+the wrapper's contract is about the requests it lets through); the last tests serve the site's
+own application, Django and the database behind it."""
+
+import asyncio
+import json
+
+import pytest
+
+from conversations.models import AgentRun
+from memory_app.admission import STREAM_OPENINGS_AT_ONCE, StreamAdmission
+from tests.factories import UserConfigFactory
+from tests.wire_model import text_reply
+
+STREAM = "/api/chat/stream/"
+
+
+def request(path: str = STREAM, method: str = "POST", **scope) -> dict:
+    return {"type": "http", "method": method, "path": path, "root_path": "", **scope}
+
+
+async def receive() -> dict:
+    return {"type": "http.request", "body": b"", "more_body": False}
+
+
+class Recorder:
+    """An ASGI application that records each request it is handed (its `tag` header), then
+    waits until the test lets it start its response, then until it lets it end it."""
+
+    def __init__(self) -> None:
+        self.entered: list[str] = []
+        self.inside = 0
+        self.most_inside = 0
+        self.start: dict[str, asyncio.Event] = {}
+        self.end: dict[str, asyncio.Event] = {}
+        self.fail: set[str] = set()
+
+    def events(self, tag: str) -> tuple[asyncio.Event, asyncio.Event]:
+        """The events that let request `tag` start its response, and end it."""
+        return (
+            self.start.setdefault(tag, asyncio.Event()),
+            self.end.setdefault(tag, asyncio.Event()),
+        )
+
+    async def __call__(self, scope, receive, send) -> None:
+        tag = scope.get("tag", scope["path"])
+        start, end = self.events(tag)
+        self.entered.append(tag)
+        self.inside += 1  # between its arrival here and the start of its response
+        self.most_inside = max(self.most_inside, self.inside)
+        try:
+            await start.wait()
+            if tag in self.fail:
+                raise RuntimeError("the application failed before its response")
+        finally:
+            self.inside -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await end.wait()
+        await send({"type": "http.response.body", "body": b"done"})
+
+
+async def settle() -> None:
+    """Let every task that can run, run (a few loop rounds)."""
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+async def discard(message: dict) -> None:
+    pass
+
+
+def test_streamed_chats_are_opened_at_most_limit_at_a_time_in_arrival_order():
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=2)
+        tags = [f"chat-{i}" for i in range(6)]
+        tasks = []
+        for tag in tags:
+            tasks.append(asyncio.create_task(admission(request(tag=tag), receive, discard)))
+            await settle()
+        assert app.entered == tags[:2]
+        for tag in tags:  # each response starts and ends in turn
+            start, end = app.events(tag)
+            start.set()
+            end.set()
+            await settle()
+        await asyncio.gather(*tasks)
+        return app
+
+    app = asyncio.run(scenario())
+    assert app.entered == [f"chat-{i}" for i in range(6)]
+    assert app.most_inside == 2
+
+
+def test_a_place_is_given_up_when_the_response_starts_not_when_the_stream_ends():
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        first = asyncio.create_task(admission(request(tag="first"), receive, discard))
+        await settle()
+        second = asyncio.create_task(admission(request(tag="second"), receive, discard))
+        await settle()
+        waiting = list(app.entered)
+        app.events("first")[0].set()  # its response starts; its stream goes on
+        await settle()
+        admitted = list(app.entered)
+        for tag in ("first", "second"):
+            for event in app.events(tag):
+                event.set()
+        await asyncio.gather(first, second)
+        return waiting, admitted
+
+    waiting, admitted = asyncio.run(scenario())
+    assert waiting == ["first"]
+    assert admitted == ["first", "second"]
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        request(STREAM, method="GET", tag="other"),
+        request("/api/chat/", tag="other"),
+        request("/api/memory/", tag="other"),
+        {"type": "lifespan", "path": STREAM, "tag": "other"},
+    ],
+    ids=["GET stream", "POST /api/chat/", "POST elsewhere", "lifespan"],
+)
+def test_every_other_request_passes_straight_through_while_every_place_is_taken(scope):
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        holding = asyncio.create_task(admission(request(tag="holding"), receive, discard))
+        await settle()
+        other = asyncio.create_task(admission(scope, receive, discard))
+        await settle()
+        entered = list(app.entered)
+        for tag in ("holding", "other"):
+            for event in app.events(tag):
+                event.set()
+        await asyncio.gather(holding, other)
+        return entered
+
+    assert asyncio.run(scenario()) == ["holding", "other"]
+
+
+def test_a_request_that_fails_before_its_response_gives_its_place_up():
+    async def scenario():
+        app = Recorder()
+        app.fail.add("failing")
+        admission = StreamAdmission(app, limit=1)
+        failing = asyncio.create_task(admission(request(tag="failing"), receive, discard))
+        await settle()
+        after = asyncio.create_task(admission(request(tag="after"), receive, discard))
+        await settle()
+        app.events("failing")[0].set()
+        with pytest.raises(RuntimeError, match="failed before its response"):
+            await failing
+        await settle()
+        entered = list(app.entered)
+        for event in app.events("after"):
+            event.set()
+        await after
+        return entered
+
+    assert asyncio.run(scenario()) == ["failing", "after"]
+
+
+def test_a_request_cancelled_while_it_waits_takes_no_place():
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        holding = asyncio.create_task(admission(request(tag="holding"), receive, discard))
+        await settle()
+        gone = asyncio.create_task(admission(request(tag="gone"), receive, discard))
+        after = asyncio.create_task(admission(request(tag="after"), receive, discard))
+        await settle()
+        gone.cancel()
+        for event in app.events("holding"):
+            event.set()
+        await holding
+        await settle()
+        entered = list(app.entered)
+        for event in app.events("after"):
+            event.set()
+        await after
+        return entered, gone.cancelled()
+
+    entered, cancelled = asyncio.run(scenario())
+    assert cancelled
+    assert entered == ["holding", "after"]
+
+
+def test_each_event_loop_has_places_of_its_own():
+    """A server run twice in one process (or a test's `asyncio.run` each time) serves from a
+    new loop each time: an asyncio semaphore of an earlier loop would refuse it."""
+    app = Recorder()
+    admission = StreamAdmission(app, limit=1)
+
+    async def one_with_a_waiter(round_: int):
+        tags = [f"{round_}-a", f"{round_}-b"]
+        tasks = [asyncio.create_task(admission(request(tag=t), receive, discard)) for t in tags]
+        await settle()
+        for tag in tags:
+            for event in app.events(tag):
+                event.set()
+            await settle()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(one_with_a_waiter(1))
+    asyncio.run(one_with_a_waiter(2))
+    assert app.entered == ["1-a", "1-b", "2-a", "2-b"]
+    assert app.most_inside == 1
+
+
+def test_a_limit_below_one_is_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        StreamAdmission(Recorder(), limit=0)
+
+
+def entered_while_one_holds(admission: StreamAdmission, app: Recorder, path: str) -> list[str]:
+    """What reached `app` while one streamed chat at `path` held the only place and a second
+    one came."""
+
+    async def scenario():
+        tasks = [
+            asyncio.create_task(admission(request(path, tag=tag), receive, discard))
+            for tag in ("one", "two")
+        ]
+        await settle()
+        entered = list(app.entered)
+        for tag in ("one", "two"):
+            for event in app.events(tag):
+                event.set()
+            await settle()
+        await asyncio.gather(*tasks)
+        return entered
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.urls("tests.memory_app.host_urls")
+@pytest.mark.parametrize(
+    "path",
+    # served under a root path, the path the server hands over includes it
+    ["/memory/api/chat/stream/", "/site/memory/api/chat/stream/"],
+)
+def test_under_a_hosts_prefix_the_endpoint_is_found_from_its_urls(path):
+    app = Recorder()
+    assert entered_while_one_holds(StreamAdmission(app, limit=1), app, path) == ["one"]
+
+
+# A host's URLconf that does not include the app's URLs (this module, as `pytest.mark.urls`).
+urlpatterns: list = []
+
+
+@pytest.mark.urls(__name__)
+def test_where_the_urls_do_not_include_the_api_nothing_waits():
+    app = Recorder()
+    admission = StreamAdmission(app, limit=1)
+    assert entered_while_one_holds(admission, app, STREAM) == ["one", "two"]
+
+
+# -- the site's own application -------------------------------------------------------------
+
+
+def test_the_site_serves_through_stream_admission_at_its_default():
+    from yuxi_site import asgi
+
+    assert isinstance(asgi.application, StreamAdmission)
+    assert asgi.application.application is asgi.django_application
+    assert asgi.application.limit == STREAM_OPENINGS_AT_ONCE == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_more_streams_at_once_than_places_each_open_and_finish_through_the_site(wire_model):
+    """Six streamed chats at once through the site's ASGI application against the wire model:
+    each waits its turn to open, none holds a pooled connection while it waits, and every one
+    ends `done` with its run succeeded."""
+    from tests.memory_app.test_api_chat_stream import asgi_chat_stream, client_receive
+    from yuxi_site.asgi import application
+
+    wire_model.script = lambda request: text_reply("hello back")
+    requests = [
+        asgi_chat_stream(UserConfigFactory(enable_memory=True).user, "hello") for _ in range(6)
+    ]
+
+    async def one(scope: dict, body: bytes) -> list[str]:
+        finished = asyncio.Event()
+        names: list[str] = []
+
+        async def send(message):
+            if message["type"] == "http.response.body":
+                for line in message.get("body", b"").split(b"\n"):
+                    if line.startswith(b"data: "):
+                        names.append(json.loads(line[len(b"data: ") :])["event"])
+                if not message.get("more_body"):
+                    finished.set()
+
+        await asyncio.wait_for(
+            application(scope, client_receive(body, disconnect_after=finished), send), 60
+        )
+        return names
+
+    async def scenario():
+        return await asyncio.gather(*(one(scope, body) for scope, body in requests))
+
+    streams = asyncio.run(scenario())
+    assert [names[0] for names in streams] == ["run"] * 6
+    assert [names[-1] for names in streams] == ["done"] * 6
+    assert list(AgentRun.objects.values_list("status", flat=True)) == ["succeeded"] * 6
