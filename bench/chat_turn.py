@@ -3,7 +3,8 @@
 
 Run: .venv/bin/python bench/chat_turn.py [SECTION ...]   (BENCH_DATABASE_URL picks the
 database, BENCH_STREAM_PORT the streams section's server port, default 8151; sections: graphs
-turns overhead approvals chats streams tokens, default all)
+turns overhead approvals chats streams tokens, default all; BENCH_STREAMS_BEFORE, a checkout of
+another commit with its own .venv or this one's, adds that commit's site to the streams section)
 
 1. `build_chatbot_graph` by MEMORY.md size, beside the home-made runtime's figures.
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
@@ -31,6 +32,8 @@ turns overhead approvals chats streams tokens, default all)
    each alternated with the same 64 chats against the floor: bench/bare_stream_app.py, a bare
    `create_agent` + `ChatOpenAI` ASGI app (no Django, no database, no memory) in the same
    kind of worker, so the site's CPU per chat also reads as a multiple of the stack's own.
+   With BENCH_STREAMS_BEFORE set, the same chats also go, in each round, to the site as that
+   checkout serves it (its own code, this database), so a change reads side by side.
 6. What each streamed token costs that worker: 64 plain streamed chats at once, a short reply
    and one 200 tokens longer, round by round; the CPU difference per token.
 
@@ -481,10 +484,11 @@ def _serve_one_worker(
     *,
     application: tuple[str, ...] = ("yuxi_site.asgi",),
     port: int = STREAM_PORT,
+    checkout: Path = PROJECT_ROOT,
 ) -> subprocess.Popen:
     """gunicorn with one uvicorn worker (gunicorn.conf.py, as ./scripts/serve-production runs
-    it) serving `application` on `port`, returned once its worker is warm: `/healthz` answers
-    200."""
+    it) serving `application` on `port` from `checkout` (its code), returned once its worker is
+    warm: `/healthz` answers 200."""
     env = {
         **os.environ,
         "HOST": "127.0.0.1",
@@ -501,7 +505,7 @@ def _serve_one_worker(
     with open(root / "server.log", "ab") as log:  # its request and memory logs, apart
         server = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", *application],
-            cwd=PROJECT_ROOT,
+            cwd=checkout,
             env=env,
             stdout=log,
             stderr=log,
@@ -572,6 +576,12 @@ def _median_seen(results: list[dict], event: str) -> float:
     return statistics.median(times) if times else float("nan")
 
 
+def _first_seen(results: list[dict], event: str) -> float:
+    """The earliest first `event` of the chats (NaN: none had one)."""
+    times = [r["seen"][event] for r in results if event in r["seen"]]
+    return min(times) if times else float("nan")
+
+
 def concurrent_streams(made: list) -> None:
     """64 streamed chats at once over HTTP to one warm uvicorn worker, against the wire model
     (tests/wire_model.py) run here, with a short lease; round by round, alternated with the
@@ -585,30 +595,40 @@ def concurrent_streams(made: list) -> None:
     model.__enter__()
     monitor = direct_connection(autocommit=True)
     root = Path(settings.WORKSPACE_ROOT)
-    site = _serve_one_worker(root, model.url)
-    floor = None
-    bursts: dict[str, list[dict]] = {"site": [], "floor": []}
-    try:
-        floor = _serve_one_worker(
-            root, model.url, application=FLOOR_APPLICATION, port=STREAM_PORT + 1
+    # Each side: its port and how to start its server; the site as another checkout serves it
+    # too when BENCH_STREAMS_BEFORE names one.
+    sides: dict[str, tuple[int, Callable[[int], subprocess.Popen]]] = {
+        "site": (STREAM_PORT, lambda port: _serve_one_worker(root, model.url, port=port)),
+        "floor": (
+            STREAM_PORT + 1,
+            lambda port: _serve_one_worker(
+                root, model.url, application=FLOOR_APPLICATION, port=port
+            ),
+        ),
+    }
+    if before := os.environ.get("BENCH_STREAMS_BEFORE"):
+        sides["before"] = (
+            STREAM_PORT + 2,
+            lambda port: _serve_one_worker(root, model.url, port=port, checkout=Path(before)),
         )
-        workers = {"site": _worker_of(site.pid), "floor": _worker_of(floor.pid)}
+    servers: dict[str, subprocess.Popen] = {}
+    bursts: dict[str, list[dict]] = {side: [] for side in sides}
+    try:
+        for side, (port, serve) in sides.items():
+            servers[side] = serve(port)
+        workers = {side: _worker_of(server.pid) for side, server in servers.items()}
         for round_number in range(STREAM_ROUNDS):
+            for side, (port, _) in sides.items():
 
-            def ours(index: int, round_number: int = round_number) -> dict:
-                fact = f"remember that stream fact {round_number}-{index}"
-                return _stream_chat_over_http(sessions[index], fact)
+                def chat(index: int, round_number: int = round_number, side=side, port=port):
+                    fact = f"remember that stream fact {side} {round_number}-{index}"
+                    session = ("", "") if side == "floor" else sessions[index]
+                    return _stream_chat_over_http(session, fact, port=port)
 
-            def bare(index: int, round_number: int = round_number) -> dict:
-                fact = f"remember that stream fact {round_number}-{index}"
-                return _stream_chat_over_http(("", ""), fact, port=STREAM_PORT + 1)
-
-            bursts["site"].append(_burst(workers["site"], ours, monitor))
-            bursts["floor"].append(_burst(workers["floor"], bare, monitor))
+                bursts[side].append(_burst(workers[side], chat, monitor))
     finally:
-        _stop(site)
-        if floor is not None:
-            _stop(floor)
+        for server in servers.values():
+            _stop(server)
         model.close()
     results = [r for burst in bursts["site"] for r in burst["results"]]
     lasts = [r["events"][-1]["event"] if r["events"] else str(r["status"]) for r in results]
@@ -655,6 +675,20 @@ def concurrent_streams(made: list) -> None:
     print(f"  time to first token event, floor  {line(seen('floor', 'token'), 's')}")
     for event in ("run", "tool_call", "done"):
         print(f"  time to first {event:9}, site      {line(seen('site', event), 's')}")
+
+    def first(side: str) -> list[float]:
+        return [_first_seen(burst["results"], "run") for burst in bursts[side]]
+
+    print(f"  first run event of a burst, site  {line(first('site'), 's')}")
+    if "before" in bursts:
+        befores = [r for burst in bursts["before"] for r in burst["results"]]
+        print(f"  the site as {before} serves it:")
+        print(f"    worker CPU per chat             {line(cpu('before'), 'ms')}")
+        print(f"    time to first token event       {line(seen('before', 'token'), 's')}")
+        print(f"    time to first run event         {line(seen('before', 'run'), 's')}")
+        print(f"    first run event of a burst      {line(first('before'), 's')}")
+        remembered = sum(map(_remembered, befores))
+        print(f"    facts remembered                {remembered} of {len(befores)}")
     floor_results = [r for burst in bursts["floor"] for r in burst["results"]]
     print(f"  leases lost                       {lost:8d}   (target 0)")
     peak = max(burst["peak"] for burst in bursts["site"])
