@@ -54,6 +54,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from benchenv import PROJECT_ROOT, bench_user, logged_in_session, setup_django
 
@@ -258,26 +259,34 @@ class SlowScriptedModel(ScriptedChatModel):
         return super()._generate(messages, stop, run_manager, **kwargs)
 
 
-def _backends(monitor: psycopg.Connection) -> int:
+def _backends(monitor: psycopg.Connection, application: str | None = None) -> int:
+    """The database's backends but the monitor's own (only `application`'s, when named)."""
+    sql = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid()"
+    )
     with monitor.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid()"
-        )
+        if application is None:
+            cursor.execute(sql)
+        else:
+            cursor.execute(sql + " AND application_name = %s", [application])
         return cursor.fetchone()[0]
 
 
-def all_at_once(work, count: int, monitor: psycopg.Connection) -> tuple[float, int, int]:
+def all_at_once(
+    work, count: int, monitor: psycopg.Connection, application: str | None = None
+) -> tuple[float, int, int]:
     """Run `work(i)` for i in range(count), each on its own thread, released together, while
-    sampling the database's backends every 20 ms: (wall seconds, backends before, peak)."""
-    before = _backends(monitor)
+    sampling the database's backends (`application`'s, when named) every 20 ms: (wall
+    seconds, backends before, peak)."""
+    before = _backends(monitor, application)
     peak = [before]
     done = threading.Event()
     barrier = threading.Barrier(count)
 
     def sample() -> None:
         while not done.wait(0.02):
-            peak[0] = max(peak[0], _backends(monitor))
+            peak[0] = max(peak[0], _backends(monitor, application))
 
     def released(index: int) -> None:
         barrier.wait()
@@ -488,9 +497,11 @@ def _serve_one_worker(
 ) -> subprocess.Popen:
     """gunicorn with one uvicorn worker (gunicorn.conf.py, as ./scripts/serve-production runs
     it) serving `application` on `port` from `checkout` (its code), returned once its worker is
-    warm: `/healthz` answers 200."""
+    warm: `/healthz` answers 200. Its database connections carry the application name
+    `_server_name(port)`, so its backends can be counted apart."""
     env = {
         **os.environ,
+        "DATABASE_URL": _named(os.environ["DATABASE_URL"], _server_name(port)),
         "HOST": "127.0.0.1",
         "PORT": str(port),
         "WEB_CONCURRENCY": "1",
@@ -517,6 +528,18 @@ def _serve_one_worker(
         time.sleep(0.1)
     os.killpg(server.pid, signal.SIGKILL)
     raise RuntimeError(f"the uvicorn worker of {application[-1]} did not become healthy")
+
+
+def _server_name(port: int) -> str:
+    """The PostgreSQL application name of the bench's server on `port`."""
+    return f"yuxi-bench-{port}"
+
+
+def _named(url: str, application: str) -> str:
+    """The database URL `url` with `application_name` set (django-environ passes it on)."""
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query), ("application_name", application)]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def _stop(server: subprocess.Popen) -> None:
@@ -553,9 +576,12 @@ def _remembered(result: dict) -> bool:
     ]
 
 
-def _burst(worker: int, chat: Callable[[int], dict], monitor: psycopg.Connection) -> dict:
-    """CONCURRENT_CHATS streamed chats at once (`chat(index)`): the worker's CPU per chat
-    (ms), the results, and the database's backends before the burst and at its peak."""
+def _burst(
+    worker: int, chat: Callable[[int], dict], monitor: psycopg.Connection, port: int
+) -> dict:
+    """CONCURRENT_CHATS streamed chats at once (`chat(index)`) to the server on `port`: the
+    worker's CPU per chat (ms), the results, and that server's database backends before the
+    burst and at its peak."""
     results: list[dict] = [{}] * CONCURRENT_CHATS
 
     def one(index: int) -> None:
@@ -565,7 +591,7 @@ def _burst(worker: int, chat: Callable[[int], dict], monitor: psycopg.Connection
             results[index] = {"status": type(exc).__name__, "events": [], "seen": {}}
 
     cpu_before = _cpu_seconds(worker)
-    _elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor)
+    _elapsed, before, peak = all_at_once(one, CONCURRENT_CHATS, monitor, _server_name(port))
     cpu_ms = (_cpu_seconds(worker) - cpu_before) / CONCURRENT_CHATS * 1000
     return {"cpu_ms": cpu_ms, "results": results, "before": before, "peak": peak}
 
@@ -625,7 +651,7 @@ def concurrent_streams(made: list) -> None:
                     session = ("", "") if side == "floor" else sessions[index]
                     return _stream_chat_over_http(session, fact, port=port)
 
-                bursts[side].append(_burst(workers[side], chat, monitor))
+                bursts[side].append(_burst(workers[side], chat, monitor, port))
     finally:
         for server in servers.values():
             _stop(server)
@@ -686,9 +712,12 @@ def concurrent_streams(made: list) -> None:
         print(f"    worker CPU per chat             {line(cpu('before'), 'ms')}")
         print(f"    time to first token event       {line(seen('before', 'token'), 's')}")
         print(f"    time to first run event         {line(seen('before', 'run'), 's')}")
+        print(f"    time to first tool_call event   {line(seen('before', 'tool_call'), 's')}")
         print(f"    first run event of a burst      {line(first('before'), 's')}")
         remembered = sum(map(_remembered, befores))
         print(f"    facts remembered                {remembered} of {len(befores)}")
+        peak_before = max(burst["peak"] for burst in bursts["before"])
+        print(f"    peak backends (server process)  {peak_before:8d}")
     floor_results = [r for burst in bursts["floor"] for r in burst["results"]]
     print(f"  leases lost                       {lost:8d}   (target 0)")
     peak = max(burst["peak"] for burst in bursts["site"])
