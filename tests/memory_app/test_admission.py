@@ -44,6 +44,12 @@ class Recorder:
             self.end.setdefault(tag, asyncio.Event()),
         )
 
+    def let_through(self, *tags: str) -> None:
+        """Let each request of `tags` start its response and end it."""
+        for tag in tags:
+            for event in self.events(tag):
+                event.set()
+
     async def __call__(self, scope, receive, send) -> None:
         tag = scope.get("tag", scope["path"])
         start, end = self.events(tag)
@@ -71,6 +77,11 @@ async def discard(message: dict) -> None:
     pass
 
 
+def arrive(admission: StreamAdmission, tag: str, path: str = STREAM) -> asyncio.Task:
+    """A streamed chat request `tag` reaching `admission` now, as a task."""
+    return asyncio.create_task(admission(request(path, tag=tag), receive, discard))
+
+
 def test_streamed_chats_are_opened_at_most_limit_at_a_time_in_arrival_order():
     async def scenario():
         app = Recorder()
@@ -78,13 +89,11 @@ def test_streamed_chats_are_opened_at_most_limit_at_a_time_in_arrival_order():
         tags = [f"chat-{i}" for i in range(6)]
         tasks = []
         for tag in tags:
-            tasks.append(asyncio.create_task(admission(request(tag=tag), receive, discard)))
+            tasks.append(arrive(admission, tag))
             await settle()
         assert app.entered == tags[:2]
         for tag in tags:  # each response starts and ends in turn
-            start, end = app.events(tag)
-            start.set()
-            end.set()
+            app.let_through(tag)
             await settle()
         await asyncio.gather(*tasks)
         return app
@@ -98,17 +107,15 @@ def test_a_place_is_given_up_when_the_response_starts_not_when_the_stream_ends()
     async def scenario():
         app = Recorder()
         admission = StreamAdmission(app, limit=1)
-        first = asyncio.create_task(admission(request(tag="first"), receive, discard))
+        first = arrive(admission, "first")
         await settle()
-        second = asyncio.create_task(admission(request(tag="second"), receive, discard))
+        second = arrive(admission, "second")
         await settle()
         waiting = list(app.entered)
         app.events("first")[0].set()  # its response starts; its stream goes on
         await settle()
         admitted = list(app.entered)
-        for tag in ("first", "second"):
-            for event in app.events(tag):
-                event.set()
+        app.let_through("first", "second")
         await asyncio.gather(first, second)
         return waiting, admitted
 
@@ -131,14 +138,12 @@ def test_every_other_request_passes_straight_through_while_every_place_is_taken(
     async def scenario():
         app = Recorder()
         admission = StreamAdmission(app, limit=1)
-        holding = asyncio.create_task(admission(request(tag="holding"), receive, discard))
+        holding = arrive(admission, "holding")
         await settle()
         other = asyncio.create_task(admission(scope, receive, discard))
         await settle()
         entered = list(app.entered)
-        for tag in ("holding", "other"):
-            for event in app.events(tag):
-                event.set()
+        app.let_through("holding", "other")
         await asyncio.gather(holding, other)
         return entered
 
@@ -150,17 +155,16 @@ def test_a_request_that_fails_before_its_response_gives_its_place_up():
         app = Recorder()
         app.fail.add("failing")
         admission = StreamAdmission(app, limit=1)
-        failing = asyncio.create_task(admission(request(tag="failing"), receive, discard))
+        failing = arrive(admission, "failing")
         await settle()
-        after = asyncio.create_task(admission(request(tag="after"), receive, discard))
+        after = arrive(admission, "after")
         await settle()
         app.events("failing")[0].set()
         with pytest.raises(RuntimeError, match="failed before its response"):
             await failing
         await settle()
         entered = list(app.entered)
-        for event in app.events("after"):
-            event.set()
+        app.let_through("after")
         await after
         return entered
 
@@ -171,19 +175,17 @@ def test_a_request_cancelled_while_it_waits_takes_no_place():
     async def scenario():
         app = Recorder()
         admission = StreamAdmission(app, limit=1)
-        holding = asyncio.create_task(admission(request(tag="holding"), receive, discard))
+        holding = arrive(admission, "holding")
         await settle()
-        gone = asyncio.create_task(admission(request(tag="gone"), receive, discard))
-        after = asyncio.create_task(admission(request(tag="after"), receive, discard))
+        gone = arrive(admission, "gone")
+        after = arrive(admission, "after")
         await settle()
         gone.cancel()
-        for event in app.events("holding"):
-            event.set()
+        app.let_through("holding")
         await holding
         await settle()
         entered = list(app.entered)
-        for event in app.events("after"):
-            event.set()
+        app.let_through("after")
         await after
         return entered, gone.cancelled()
 
@@ -200,11 +202,10 @@ def test_each_event_loop_has_places_of_its_own():
 
     async def one_with_a_waiter(round_: int):
         tags = [f"{round_}-a", f"{round_}-b"]
-        tasks = [asyncio.create_task(admission(request(tag=t), receive, discard)) for t in tags]
+        tasks = [arrive(admission, t) for t in tags]
         await settle()
         for tag in tags:
-            for event in app.events(tag):
-                event.set()
+            app.let_through(tag)
             await settle()
         await asyncio.gather(*tasks)
 
@@ -224,15 +225,11 @@ def entered_while_one_holds(admission: StreamAdmission, app: Recorder, path: str
     one came."""
 
     async def scenario():
-        tasks = [
-            asyncio.create_task(admission(request(path, tag=tag), receive, discard))
-            for tag in ("one", "two")
-        ]
+        tasks = [arrive(admission, tag, path) for tag in ("one", "two")]
         await settle()
         entered = list(app.entered)
         for tag in ("one", "two"):
-            for event in app.events(tag):
-                event.set()
+            app.let_through(tag)
             await settle()
         await asyncio.gather(*tasks)
         return entered
