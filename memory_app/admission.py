@@ -12,12 +12,15 @@ interpreter, so the same work costs a little less CPU.
 
 Only the opening waits: a stream's response starts once its run is open (the API reads the
 turn's first event, `run`, before it answers), and its place is given up then, so the model's
-wait and the tokens that follow are never held up. Every other request, the non-streamed
-`/api/chat/` included (its response starts only when its turn is over), passes straight
-through.
+wait and the tokens that follow are never held up. A request's body is read before it waits
+(a client that sends it slowly holds up only itself), and an opening that has not started its
+response within `OPENING_HOLD_SECONDS` (a database that does not answer) gives its place up
+then, so the queue behind it moves on. Every other request, the non-streamed `/api/chat/`
+included (its response starts only when its turn is over), passes straight through.
 """
 
 import asyncio
+import collections
 import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -26,7 +29,7 @@ from django.urls import NoReverseMatch, reverse
 
 from memory_app.api_edge import API_NAMESPACE
 
-__all__ = ["STREAM_OPENINGS_AT_ONCE", "StreamAdmission"]
+__all__ = ["OPENING_HOLD_SECONDS", "STREAM_OPENINGS_AT_ONCE", "StreamAdmission"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -36,17 +39,35 @@ ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # How many streamed chats one event loop opens at once by default: two, so that one opening's
 # database round trip overlaps another's work. (1, 2 and 4 measured alike on two cores; with
-# no bound, the median first token of 64 chats at once came 0.5-0.9 s later.)
+# no bound, the median first token of 64 chats at once came 0.5-0.9 s later: the figures are
+# in docs/architecture.md.)
 STREAM_OPENINGS_AT_ONCE = 2
+# How long an admitted stream may take to start its response before its place is given up
+# anyway (an opening takes milliseconds; this bounds the wait behind one that hangs).
+OPENING_HOLD_SECONDS = 1.0
 # The URL name of the streamed chat endpoint (django-ninja names a view by its function).
 _STREAM_URL_NAME = f"{API_NAMESPACE}:post_chat_stream"
 
 
+async def _request_body(receive: Receive) -> collections.deque[Message]:
+    """The request's messages up to its last body chunk (or a disconnect), read now, to be
+    handed to the application in order. The API reads JSON bodies of a few kilobytes; a body
+    past Django's `DATA_UPLOAD_MAX_MEMORY_SIZE` is refused by Django all the same."""
+    messages: collections.deque[Message] = collections.deque()
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return messages
+
+
 class StreamAdmission:
     """An ASGI application: `application`, with at most `limit` streamed chat requests of each
-    event loop between their arrival and the start of their response at once; the others wait
-    there, in arrival order. A request that ends (or fails) before its response starts gives
-    its place up then; one cancelled while it waits never takes one.
+    event loop between their arrival (their body read) and the start of their response at
+    once; the others wait there, in arrival order. A request that ends (or fails) before its
+    response starts gives its place up then, one that has not started it within
+    `OPENING_HOLD_SECONDS` gives it up then too, and one cancelled while it waits never takes
+    one.
 
     The streamed chat endpoint is found by reversing its URL name with the root URLconf, on
     the first request (under any prefix a host includes `memory_app.urls` at); where the URLs
@@ -67,6 +88,9 @@ class StreamAdmission:
         if not self._waits(scope):
             await self.application(scope, receive, send)
             return
+        # The body first, before a place is taken: a client that sends it slowly, or never,
+        # holds up only its own request.
+        received = await _request_body(receive)
         gate = self._gate()
         await gate.acquire()
         held = True
@@ -77,27 +101,39 @@ class StreamAdmission:
                 held = False
                 gate.release()
 
+        # An opening that takes longer than this (a database that does not answer, a pool
+        # that is exhausted) gives its place up anyway: the queue behind it moves on.
+        timer = asyncio.get_running_loop().call_later(OPENING_HOLD_SECONDS, give_up_place)
+
+        async def replaying() -> Message:
+            return received.popleft() if received else await receive()
+
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 give_up_place()
             await send(message)
 
         try:
-            await self.application(scope, receive, sending)
+            await self.application(scope, replaying, sending)
         finally:
+            timer.cancel()
             give_up_place()
 
     def _waits(self, scope: Scope) -> bool:
-        """Whether the request is a streamed chat (a POST to the endpoint's path)."""
+        """Whether the request is a streamed chat: a POST to the endpoint's path (with or
+        without its trailing slash, which the API's edge accepts), below the root path the
+        server mounts the site under, if any."""
         if scope["type"] != "http" or scope.get("method") != "POST":
             return False
         if self._stream_path is None:
             try:
-                self._stream_path = reverse(_STREAM_URL_NAME)
+                self._stream_path = reverse(_STREAM_URL_NAME).rstrip("/")
             except NoReverseMatch:
                 self._stream_path = ""
-        # The scope's path includes the root path the server mounts the site under, if any.
-        return bool(self._stream_path) and scope["path"].endswith(self._stream_path)
+        path, root = scope["path"], scope.get("root_path", "")
+        if root and path.startswith(root):  # ASGI servers include it in `path`, most of them
+            path = path[len(root) :]
+        return bool(self._stream_path) and path.rstrip("/") == self._stream_path
 
     def _gate(self) -> asyncio.Semaphore:
         """The running loop's semaphore (an asyncio one belongs to one loop; a test, or a

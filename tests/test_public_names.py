@@ -32,7 +32,7 @@ DOCUMENTED = {
     "conversations.utils.statements": ["count_statements"],
     "conversations.admin_base": ["ReadOnlyAdmin"],
     "memory_app.api_edge": ["ApiEdgeMiddleware", "not_found", "server_error"],
-    "memory_app.admission": ["StreamAdmission", "STREAM_OPENINGS_AT_ONCE"],
+    "memory_app.admission": ["StreamAdmission", "STREAM_OPENINGS_AT_ONCE", "OPENING_HOLD_SECONDS"],
     "memory_app.conf": ["setting", "DEFAULTS"],
     "conversations.conf": ["setting", "DEFAULTS"],
     "conversations.models": ["Conversation", "Message", "ToolCall", "AgentRun", "VISIBLE_THREAD"],

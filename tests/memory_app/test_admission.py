@@ -1,8 +1,9 @@
 """`StreamAdmission`: streamed chats are opened at most `limit` at a time, in arrival order,
-each giving its place up when its response starts; every other request passes straight
-through. The wrapped application here records what reaches it (any ASGI application will do:
-the wrapper's contract is about the requests it lets through); the last tests serve the site's
-own application, Django and the database behind it."""
+each giving its place up when its response starts (or after the hold limit), its body read
+before it waits; every other request passes straight through. The wrapped application here
+records what reaches it (any ASGI application will do: the wrapper's contract is about the
+requests it lets through); the last tests serve the site's own application, Django and the
+database behind it."""
 
 import asyncio
 import json
@@ -10,6 +11,7 @@ import json
 import pytest
 
 from conversations.models import AgentRun
+from memory_app import admission as admission_module
 from memory_app.admission import STREAM_OPENINGS_AT_ONCE, StreamAdmission
 from tests.factories import UserConfigFactory
 from tests.wire_model import text_reply
@@ -21,16 +23,24 @@ def request(path: str = STREAM, method: str = "POST", **scope) -> dict:
     return {"type": "http", "method": method, "path": path, "root_path": "", **scope}
 
 
+def run(scenario) -> object:
+    """`asyncio.run(scenario)`, failing after 10 s rather than hanging (a place never given
+    up would otherwise leave a test waiting forever)."""
+    return asyncio.run(asyncio.wait_for(scenario, 10))
+
+
 async def receive() -> dict:
     return {"type": "http.request", "body": b"", "more_body": False}
 
 
 class Recorder:
-    """An ASGI application that records each request it is handed (its `tag` header), then
-    waits until the test lets it start its response, then until it lets it end it."""
+    """An ASGI application that records each request it is handed (its `tag` scope key) and
+    the body it reads, then waits until the test lets it start its response, then until it
+    lets it end it."""
 
     def __init__(self) -> None:
         self.entered: list[str] = []
+        self.bodies: dict[str, bytes] = {}
         self.inside = 0
         self.most_inside = 0
         self.start: dict[str, asyncio.Event] = {}
@@ -54,6 +64,13 @@ class Recorder:
         tag = scope.get("tag", scope["path"])
         start, end = self.events(tag)
         self.entered.append(tag)
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.bodies[tag] = body
         self.inside += 1  # between its arrival here and the start of its response
         self.most_inside = max(self.most_inside, self.inside)
         try:
@@ -77,9 +94,12 @@ async def discard(message: dict) -> None:
     pass
 
 
-def arrive(admission: StreamAdmission, tag: str, path: str = STREAM) -> asyncio.Task:
-    """A streamed chat request `tag` reaching `admission` now, as a task."""
-    return asyncio.create_task(admission(request(path, tag=tag), receive, discard))
+def arrive(
+    admission: StreamAdmission, tag: str, path: str = STREAM, client=receive, **scope
+) -> asyncio.Task:
+    """A streamed chat request `tag` reaching `admission` now (its body from `client`), as a
+    task."""
+    return asyncio.create_task(admission(request(path, tag=tag, **scope), client, discard))
 
 
 def test_streamed_chats_are_opened_at_most_limit_at_a_time_in_arrival_order():
@@ -98,7 +118,7 @@ def test_streamed_chats_are_opened_at_most_limit_at_a_time_in_arrival_order():
         await asyncio.gather(*tasks)
         return app
 
-    app = asyncio.run(scenario())
+    app = run(scenario())
     assert app.entered == [f"chat-{i}" for i in range(6)]
     assert app.most_inside == 2
 
@@ -119,7 +139,7 @@ def test_a_place_is_given_up_when_the_response_starts_not_when_the_stream_ends()
         await asyncio.gather(first, second)
         return waiting, admitted
 
-    waiting, admitted = asyncio.run(scenario())
+    waiting, admitted = run(scenario())
     assert waiting == ["first"]
     assert admitted == ["first", "second"]
 
@@ -147,7 +167,7 @@ def test_every_other_request_passes_straight_through_while_every_place_is_taken(
         await asyncio.gather(holding, other)
         return entered
 
-    assert asyncio.run(scenario()) == ["holding", "other"]
+    assert run(scenario()) == ["holding", "other"]
 
 
 def test_a_request_that_fails_before_its_response_gives_its_place_up():
@@ -168,7 +188,7 @@ def test_a_request_that_fails_before_its_response_gives_its_place_up():
         await after
         return entered
 
-    assert asyncio.run(scenario()) == ["failing", "after"]
+    assert run(scenario()) == ["failing", "after"]
 
 
 def test_a_request_cancelled_while_it_waits_takes_no_place():
@@ -181,17 +201,94 @@ def test_a_request_cancelled_while_it_waits_takes_no_place():
         after = arrive(admission, "after")
         await settle()
         gone.cancel()
+        await settle()
+        while_holding = list(app.entered)
         app.let_through("holding")
         await holding
         await settle()
         entered = list(app.entered)
         app.let_through("after")
         await after
-        return entered, gone.cancelled()
+        return while_holding, entered, gone.cancelled(), app.most_inside
 
-    entered, cancelled = asyncio.run(scenario())
+    while_holding, entered, cancelled, most_inside = run(scenario())
     assert cancelled
+    assert while_holding == ["holding"]  # the cancelled one's place was not given to "after"
     assert entered == ["holding", "after"]
+    assert most_inside == 1
+
+
+def test_a_request_whose_body_has_not_all_come_takes_no_place():
+    """A client that sends its body slowly, or never, holds up only its own request."""
+
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        sent = asyncio.Event()
+
+        async def slow_client() -> dict:
+            await sent.wait()
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        slow = arrive(admission, "slow", client=slow_client)
+        await settle()
+        quick = arrive(admission, "quick")
+        await settle()
+        while_slow = list(app.entered)
+        app.let_through("quick")
+        await quick
+        sent.set()
+        await settle()
+        app.let_through("slow")
+        await slow
+        return while_slow, app.entered
+
+    while_slow, entered = run(scenario())
+    assert while_slow == ["quick"]
+    assert entered == ["quick", "slow"]
+
+
+def test_the_application_reads_the_body_as_the_client_sent_it():
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        messages = iter(
+            [
+                {"type": "http.request", "body": b'{"mess', "more_body": True},
+                {"type": "http.request", "body": b'age": "hi"}', "more_body": False},
+            ]
+        )
+
+        async def client() -> dict:
+            return next(messages)
+
+        task = arrive(admission, "chunked", client=client)
+        await settle()
+        app.let_through("chunked")
+        await task
+        return app.bodies["chunked"]
+
+    assert run(scenario()) == b'{"message": "hi"}'
+
+
+def test_an_opening_that_hangs_gives_its_place_up_after_the_hold_limit(monkeypatch):
+    monkeypatch.setattr(admission_module, "OPENING_HOLD_SECONDS", 0.05)
+
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        hanging = arrive(admission, "hanging")
+        await settle()
+        after = arrive(admission, "after")
+        await settle()
+        within_limit = list(app.entered)
+        await asyncio.sleep(0.3)
+        past_limit = list(app.entered)
+        app.let_through("hanging", "after")
+        await asyncio.gather(hanging, after)
+        return within_limit, past_limit
+
+    assert run(scenario()) == (["hanging"], ["hanging", "after"])
 
 
 def test_each_event_loop_has_places_of_its_own():
@@ -209,8 +306,8 @@ def test_each_event_loop_has_places_of_its_own():
             await settle()
         await asyncio.gather(*tasks)
 
-    asyncio.run(one_with_a_waiter(1))
-    asyncio.run(one_with_a_waiter(2))
+    run(one_with_a_waiter(1))
+    run(one_with_a_waiter(2))
     assert app.entered == ["1-a", "1-b", "2-a", "2-b"]
     assert app.most_inside == 1
 
@@ -220,12 +317,14 @@ def test_a_limit_below_one_is_refused():
         StreamAdmission(Recorder(), limit=0)
 
 
-def entered_while_one_holds(admission: StreamAdmission, app: Recorder, path: str) -> list[str]:
-    """What reached `app` while one streamed chat at `path` held the only place and a second
-    one came."""
+def entered_while_one_holds(
+    admission: StreamAdmission, app: Recorder, path: str, root_path: str = ""
+) -> list[str]:
+    """What reached `app` while one request at `path` held the only place and a second one
+    came (both waiting: the first alone; neither: both)."""
 
     async def scenario():
-        tasks = [arrive(admission, tag, path) for tag in ("one", "two")]
+        tasks = [arrive(admission, tag, path, root_path=root_path) for tag in ("one", "two")]
         await settle()
         entered = list(app.entered)
         for tag in ("one", "two"):
@@ -234,18 +333,31 @@ def entered_while_one_holds(admission: StreamAdmission, app: Recorder, path: str
         await asyncio.gather(*tasks)
         return entered
 
-    return asyncio.run(scenario())
+    return run(scenario())
 
 
 @pytest.mark.urls("tests.memory_app.host_urls")
 @pytest.mark.parametrize(
-    "path",
-    # served under a root path, the path the server hands over includes it
-    ["/memory/api/chat/stream/", "/site/memory/api/chat/stream/"],
+    "path, root_path",
+    [
+        ("/memory/api/chat/stream/", ""),
+        # served under a root path, the path the server hands over includes it
+        ("/site/memory/api/chat/stream/", "/site"),
+        ("/memory/api/chat/stream", ""),  # the API's edge serves it without its slash
+    ],
 )
-def test_under_a_hosts_prefix_the_endpoint_is_found_from_its_urls(path):
+def test_under_a_hosts_prefix_the_endpoint_is_found_from_its_urls(path, root_path):
     app = Recorder()
-    assert entered_while_one_holds(StreamAdmission(app, limit=1), app, path) == ["one"]
+    admission = StreamAdmission(app, limit=1)
+    assert entered_while_one_holds(admission, app, path, root_path) == ["one"]
+
+
+@pytest.mark.parametrize(
+    "path", ["/x/api/chat/stream/", "/api/chat/stream/more/", "/api/chat/"], ids=str
+)
+def test_a_path_that_only_looks_like_the_endpoint_passes_straight_through(path):
+    app = Recorder()
+    assert entered_while_one_holds(StreamAdmission(app, limit=1), app, path) == ["one", "two"]
 
 
 # A host's URLconf that does not include the app's URLs (this module, as `pytest.mark.urls`).
@@ -272,9 +384,8 @@ def test_the_site_serves_through_stream_admission_at_its_default():
 
 @pytest.mark.django_db(transaction=True)
 def test_more_streams_at_once_than_places_each_open_and_finish_through_the_site(wire_model):
-    """Six streamed chats at once through the site's ASGI application against the wire model:
-    each waits its turn to open, none holds a pooled connection while it waits, and every one
-    ends `done` with its run succeeded."""
+    """Six streamed chats at once through the site's ASGI application (two places) against
+    the wire model: every one is opened in its turn and ends `done`, its run succeeded."""
     from tests.memory_app.test_api_chat_stream import asgi_chat_stream, client_receive
     from yuxi_site.asgi import application
 
@@ -303,7 +414,7 @@ def test_more_streams_at_once_than_places_each_open_and_finish_through_the_site(
     async def scenario():
         return await asyncio.gather(*(one(scope, body) for scope, body in requests))
 
-    streams = asyncio.run(scenario())
+    streams = run(scenario())
     assert [names[0] for names in streams] == ["run"] * 6
     assert [names[-1] for names in streams] == ["done"] * 6
     assert list(AgentRun.objects.values_list("status", flat=True)) == ["succeeded"] * 6
