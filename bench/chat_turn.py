@@ -4,7 +4,8 @@
 Run: .venv/bin/python bench/chat_turn.py [SECTION ...]   (BENCH_DATABASE_URL picks the
 database, BENCH_STREAM_PORT the streams section's server port, default 8151; sections: graphs
 turns overhead approvals chats streams tokens, default all; BENCH_STREAMS_BEFORE, a checkout of
-another commit with its own .venv or this one's, adds that commit's site to the streams section)
+another commit, adds that commit's site to the streams section, run by its own .venv if it has
+one, else by this one's)
 
 1. `build_chatbot_graph` by MEMORY.md size, beside the home-made runtime's figures.
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
@@ -515,7 +516,7 @@ def _serve_one_worker(
     }
     with open(root / "server.log", "ab") as log:  # its request and memory logs, apart
         server = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", *application],
+            [_python_of(checkout), "-m", "gunicorn", "-c", "gunicorn.conf.py", *application],
             cwd=checkout,
             env=env,
             stdout=log,
@@ -528,6 +529,12 @@ def _serve_one_worker(
         time.sleep(0.1)
     os.killpg(server.pid, signal.SIGKILL)
     raise RuntimeError(f"the uvicorn worker of {application[-1]} did not become healthy")
+
+
+def _python_of(checkout: Path) -> str:
+    """The Python that serves `checkout`: its own .venv's, else this one."""
+    own = checkout / ".venv" / "bin" / "python"
+    return str(own) if own.exists() else sys.executable
 
 
 def _server_name(port: int) -> str:
@@ -566,7 +573,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 # Rounds of CONCURRENT_CHATS streamed chats in the streams section, the site's and the floor's
-# alternated (two servers up, one burst at a time).
+# alternated (every server up, one burst at a time).
 STREAM_ROUNDS = 3
 
 
@@ -615,6 +622,14 @@ def concurrent_streams(made: list) -> None:
     users = [bench_user(prefix="bench-stream", enabled=True) for _ in range(CONCURRENT_CHATS)]
     made += users
     sessions = [logged_in_session(user) for user in users]
+    before = os.environ.get("BENCH_STREAMS_BEFORE")
+    # The other commit's site gets users of its own: its runs and memory files apart.
+    before_users = [
+        bench_user(prefix="bench-stream-before", enabled=True)
+        for _ in range(CONCURRENT_CHATS if before else 0)
+    ]
+    made += before_users
+    before_sessions = [logged_in_session(user) for user in before_users]
     connection.close()
     connections["default"].close_pool()  # this process holds no backend from here on
     model = WireModel(_wire_script)
@@ -632,7 +647,7 @@ def concurrent_streams(made: list) -> None:
             ),
         ),
     }
-    if before := os.environ.get("BENCH_STREAMS_BEFORE"):
+    if before:
         sides["before"] = (
             STREAM_PORT + 2,
             lambda port: _serve_one_worker(root, model.url, port=port, checkout=Path(before)),
@@ -648,7 +663,10 @@ def concurrent_streams(made: list) -> None:
 
                 def chat(index: int, round_number: int = round_number, side=side, port=port):
                     fact = f"remember that stream fact {side} {round_number}-{index}"
-                    session = ("", "") if side == "floor" else sessions[index]
+                    if side == "floor":
+                        session = ("", "")
+                    else:
+                        session = (before_sessions if side == "before" else sessions)[index]
                     return _stream_chat_over_http(session, fact, port=port)
 
                 bursts[side].append(_burst(workers[side], chat, monitor, port))
@@ -662,8 +680,9 @@ def concurrent_streams(made: list) -> None:
         sum(1 for r in results if r["events"] and r["events"][-1].get("status_code") == 503)
         + AgentRun.objects.filter(user__in=users, status=AgentRun.Status.RUNNING).count()
     )
-    statuses = dict(
-        AgentRun.objects.filter(user__in=users).values_list("status").annotate(n=Count("id"))
+    statuses, before_statuses = (
+        dict(AgentRun.objects.filter(user__in=side).values_list("status").annotate(n=Count("id")))
+        for side in (users, before_users)
     )
     connection.close()
     monitor.close()
@@ -718,6 +737,7 @@ def concurrent_streams(made: list) -> None:
         print(f"    facts remembered                {remembered} of {len(befores)}")
         peak_before = max(burst["peak"] for burst in bursts["before"])
         print(f"    peak backends (server process)  {peak_before:8d}")
+        print(f"    runs by status                  {before_statuses}")
     floor_results = [r for burst in bursts["floor"] for r in burst["results"]]
     print(f"  leases lost                       {lost:8d}   (target 0)")
     peak = max(burst["peak"] for burst in bursts["site"])
