@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
 from memory_app.api_edge import API_NAMESPACE
@@ -49,16 +50,23 @@ OPENING_HOLD_SECONDS = 1.0
 _STREAM_URL_NAME = f"{API_NAMESPACE}:post_chat_stream"
 
 
-async def _request_body(receive: Receive) -> collections.deque[Message]:
+async def _request_body(receive: Receive) -> tuple[collections.deque[Message], bool]:
     """The request's messages up to its last body chunk (or a disconnect), read now, to be
-    handed to the application in order. The API reads JSON bodies of a few kilobytes; a body
-    past Django's `DATA_UPLOAD_MAX_MEMORY_SIZE` is refused by Django all the same."""
+    handed to the application in order, and whether that was all of the body. Reading stops
+    past Django's `DATA_UPLOAD_MAX_MEMORY_SIZE` (the API reads JSON bodies of a few
+    kilobytes; Django refuses a larger one all the same), so no body is held in memory here
+    beyond what Django itself would read."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     messages: collections.deque[Message] = collections.deque()
+    size = 0
     while True:
         message = await receive()
         messages.append(message)
         if message["type"] != "http.request" or not message.get("more_body"):
-            return messages
+            return messages, True
+        size += len(message.get("body", b""))
+        if limit is not None and size > limit:
+            return messages, False
 
 
 class StreamAdmission:
@@ -90,7 +98,14 @@ class StreamAdmission:
             return
         # The body first, before a place is taken: a client that sends it slowly, or never,
         # holds up only its own request.
-        received = await _request_body(receive)
+        received, whole = await _request_body(receive)
+
+        async def replaying() -> Message:
+            return received.popleft() if received else await receive()
+
+        if not whole:  # too large to be a chat: Django refuses it, without waiting here
+            await self.application(scope, replaying, send)
+            return
         gate = self._gate()
         await gate.acquire()
         held = True
@@ -104,9 +119,6 @@ class StreamAdmission:
         # An opening that takes longer than this (a database that does not answer, a pool
         # that is exhausted) gives its place up anyway: the queue behind it moves on.
         timer = asyncio.get_running_loop().call_later(OPENING_HOLD_SECONDS, give_up_place)
-
-        async def replaying() -> Message:
-            return received.popleft() if received else await receive()
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":

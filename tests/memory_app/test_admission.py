@@ -271,6 +271,35 @@ def test_the_application_reads_the_body_as_the_client_sent_it():
     assert run(scenario()) == b'{"message": "hi"}'
 
 
+def test_a_body_past_djangos_upload_limit_is_not_held_here_and_does_not_wait(settings):
+    """Past `DATA_UPLOAD_MAX_MEMORY_SIZE` the wrapper stops reading and hands the request on
+    at once (Django refuses it): it neither buffers the rest nor takes a place."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10
+    chunks = [b"x" * 8, b"y" * 8, b"z" * 8]
+
+    async def scenario():
+        app = Recorder()
+        admission = StreamAdmission(app, limit=1)
+        holding = arrive(admission, "holding")
+        await settle()
+        pending = iter(chunks)
+
+        async def client() -> dict:
+            body = next(pending)
+            return {"type": "http.request", "body": body, "more_body": body != chunks[-1]}
+
+        large = arrive(admission, "large", client=client)
+        await settle()
+        entered = list(app.entered)
+        app.let_through("holding", "large")
+        await asyncio.gather(holding, large)
+        return entered, app.bodies["large"]
+
+    entered, body = run(scenario())
+    assert entered == ["holding", "large"]  # it went past the place "holding" has
+    assert body == b"".join(chunks)  # what was read, then the rest, in order
+
+
 def test_an_opening_that_hangs_gives_its_place_up_after_the_hold_limit(monkeypatch):
     monkeypatch.setattr(admission_module, "OPENING_HOLD_SECONDS", 0.05)
 
