@@ -17,6 +17,7 @@ Run: `gunicorn -c gunicorn.conf.py --pythonpath bench bare_stream_app:applicatio
 
 import json
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from langchain.agents import create_agent
@@ -65,6 +66,25 @@ async def _lifespan(receive: Any, send: Any) -> None:
             return
 
 
+async def agent_frames(message: str) -> AsyncIterator[bytes]:
+    """The chat's Server-Sent Events as the site's endpoint sends them, one frame each: `run`,
+    the model's `token`s, each `tool_result`, `done` with the turn's `tool_calls`."""
+
+    def frame(payload: dict) -> bytes:
+        return f"event: {payload['event']}\ndata: {json.dumps(payload)}\n\n".encode()
+
+    yield frame({"event": "run"})
+    calls = []
+    stream = AGENT.astream({"messages": [HumanMessage(message)]}, stream_mode="messages")
+    async for chunk, _metadata in stream:
+        if isinstance(chunk, AIMessageChunk) and chunk.text:
+            yield frame({"event": "token", "text": chunk.text})
+        elif isinstance(chunk, ToolMessage):
+            calls.append({"name": chunk.name, "status": "success"})
+            yield frame({"event": "tool_result", "name": chunk.name})
+    yield frame({"event": "done", "status": "succeeded", "tool_calls": calls})
+
+
 async def application(scope: dict, receive: Any, send: Any) -> None:
     if scope["type"] == "lifespan":
         await _lifespan(receive, send)
@@ -76,19 +96,6 @@ async def application(scope: dict, receive: Any, send: Any) -> None:
     message = json.loads(await _body(receive))["message"]
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-
-    async def event(payload: dict) -> None:
-        frame = f"event: {payload['event']}\ndata: {json.dumps(payload)}\n\n"
-        await send({"type": "http.response.body", "body": frame.encode(), "more_body": True})
-
-    await event({"event": "run"})
-    calls = []
-    stream = AGENT.astream({"messages": [HumanMessage(message)]}, stream_mode="messages")
-    async for chunk, _metadata in stream:
-        if isinstance(chunk, AIMessageChunk) and chunk.text:
-            await event({"event": "token", "text": chunk.text})
-        elif isinstance(chunk, ToolMessage):
-            calls.append({"name": chunk.name, "status": "success"})
-            await event({"event": "tool_result", "name": chunk.name})
-    await event({"event": "done", "status": "succeeded", "tool_calls": calls})
+    async for frame in agent_frames(message):
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
     await send({"type": "http.response.body", "body": b""})

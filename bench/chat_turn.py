@@ -486,6 +486,8 @@ def _healthz(port: int = STREAM_PORT) -> int | None:
 
 # The floor of the streams section: bench/bare_stream_app.py, on the next port.
 FLOOR_APPLICATION = ("--pythonpath", str(Path(__file__).parent), "bare_stream_app:application")
+# The same agent behind Django's request with the site's settings (bench/django_floor.py).
+DJANGO_FLOOR_APPLICATION = ("--pythonpath", str(Path(__file__).parent), "django_floor:application")
 
 
 def _serve_one_worker(
@@ -646,6 +648,12 @@ def concurrent_streams(made: list) -> None:
                 root, model.url, application=FLOOR_APPLICATION, port=port
             ),
         ),
+        "django floor": (
+            STREAM_PORT + 3,
+            lambda port: _serve_one_worker(
+                root, model.url, application=DJANGO_FLOOR_APPLICATION, port=port
+            ),
+        ),
     }
     if before:
         sides["before"] = (
@@ -665,7 +673,7 @@ def concurrent_streams(made: list) -> None:
                     fact = f"remember that stream fact {side} {round_number}-{index}"
                     if side == "floor":
                         session = ("", "")
-                    else:
+                    else:  # the Django floor reads the site's users' sessions, writes nothing
                         session = (before_sessions if side == "before" else sessions)[index]
                     return _stream_chat_over_http(session, fact, port=port)
 
@@ -713,11 +721,16 @@ def concurrent_streams(made: list) -> None:
     print(f"  worker CPU per chat, floor        {line(floor_cpu, 'ms')}")
     ratios = [ours / bare for ours, bare in zip(site_cpu, floor_cpu, strict=True)]
     print(f"  site / floor, CPU per chat        {statistics.median(ratios):6.2f}x")
+    django_cpu = cpu("django floor")
+    print(f"  worker CPU per chat, Django floor {line(django_cpu, 'ms')}")
+    ratios = [ours / bare for ours, bare in zip(site_cpu, django_cpu, strict=True)]
+    print(f"  site / Django floor, CPU per chat {statistics.median(ratios):6.2f}x")
     print(
         f"  time to first token event, site   {line(seen('site', 'token'), 's')}   (target: "
         f"median <= {FIRST_TOKEN_TARGET_SECONDS:.1f} s; the model alone: {alone:.1f} s)"
     )
     print(f"  time to first token event, floor  {line(seen('floor', 'token'), 's')}")
+    print(f"  time to first token, Django floor {line(seen('django floor', 'token'), 's')}")
     for event in ("run", "tool_call", "done"):
         print(f"  time to first {event:9}, site      {line(seen('site', event), 's')}")
 
@@ -744,9 +757,11 @@ def concurrent_streams(made: list) -> None:
     print(f"  peak backends (server process)    {peak:8d}   (allowed {PEAK_BACKENDS_ALLOWED})")
     print(f"  backends before                   {bursts['site'][0]['before']:8d}")
     print(f"  last events, site                 {dict((e, lasts.count(e)) for e in set(lasts))}")
+    django_results = [r for burst in bursts["django floor"] for r in burst["results"]]
     print(
-        f"  facts remembered, site / floor    {sum(map(_remembered, results))} / "
-        f"{sum(map(_remembered, floor_results))} of {len(results)}"
+        f"  facts remembered, site / floor / Django floor  {sum(map(_remembered, results))} / "
+        f"{sum(map(_remembered, floor_results))} / {sum(map(_remembered, django_results))} "
+        f"of {len(results)}"
     )
     print(f"  runs by status                    {statuses}")
 
