@@ -91,6 +91,7 @@ DOCUMENTED = {
         "ToolStatus",
     ],
     "memory_app.llm": ["chat_model_from_settings", "ScriptedChatModel"],
+    "memory_app.runtime.call_limit": ["ModelCallLimit"],
     "memory_app.runtime": [
         "ToolRuntimeContext",
         "chat",

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import AgentMiddleware, ModelCallLimitMiddleware
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import SystemMessage
 from langchain_core.tools import BaseTool
@@ -33,6 +33,7 @@ from memory_app.context import build_agent_input_context
 from memory_app.llm import chat_model_from_settings, model_settings
 from memory_app.middleware import MemoryPrompt, YuxiMemoryMiddleware
 from memory_app.runtime.approval import approval_middleware
+from memory_app.runtime.call_limit import ModelCallLimit
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import MAX_MODEL_CALLS
 from memory_app.tools import build_memory_tools
@@ -73,7 +74,7 @@ def _run_middleware(guard: RunGuard, *, approval: bool) -> list[AgentMiddleware]
     human-in-the-loop middleware see them."""
     return [
         *(approval_middleware() if approval else ()),
-        ModelCallLimitMiddleware(run_limit=MAX_MODEL_CALLS, exit_behavior="error"),
+        ModelCallLimit(run_limit=MAX_MODEL_CALLS, exit_behavior="error"),
         guard,
     ]
 
