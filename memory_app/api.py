@@ -11,7 +11,7 @@ import functools
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from datetime import datetime
 from inspect import iscoroutinefunction
 from typing import Any, Literal
@@ -494,13 +494,15 @@ class _ClosingStream:
     generator that was waiting to send when the client went away: that one would be left to
     the garbage collector, and its turn with it."""
 
-    def __init__(self, frames: AsyncIterator[bytes]) -> None:
+    def __init__(self, frames: AsyncGenerator[bytes, None]) -> None:
         self.frames = frames
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self.frames
 
     def close(self) -> None:  # called on a thread by Django: the generator closes on its loop
+        if self.frames.ag_frame is None:  # it ran to its end (or was closed): nothing to close
+            return
         async_to_sync(self._aclose)()
 
     async def _aclose(self) -> None:

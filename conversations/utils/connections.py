@@ -3,7 +3,9 @@ a server-side cursor on one for reads too big to fetch at once, a cursor whose s
 server prepares, and running database work for async callers on worker threads that own
 their connections."""
 
+import asyncio
 import contextlib
+import contextvars
 import functools
 import os
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -12,7 +14,6 @@ from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
 
 import psycopg
-from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections
 from django.db.backends.postgresql.base import ServerBindingCursor
 from django.db.backends.utils import CursorWrapper
@@ -140,11 +141,15 @@ def in_worker_thread(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """`func` for async callers: awaited, it runs on one of the process's database worker
     threads and hands that thread's connection back to the pool before it returns.
 
-    Django's ORM may not run on an event loop. `sync_to_async(thread_sensitive=False)`: each
-    call owns its connection from start to end, so calls need no shared thread, and they run
-    side by side (the default, thread-sensitive mode runs them one at a time on a single
-    thread, where one memory write waiting on a user's lock would hold up every other turn's
-    database work). Such a call never joins a transaction of the caller's thread.
+    Django's ORM may not run on an event loop. Each call owns its connection from start to
+    end, so calls need no shared thread, and they run side by side (asgiref's thread-sensitive
+    mode runs them one at a time on a single thread, where one memory write waiting on a
+    user's lock would hold up every other turn's database work). Such a call never joins a
+    transaction of the caller's thread. It runs in a copy of the caller's context variables,
+    as `sync_to_async(thread_sensitive=False)` would run it, but handed to the pool directly:
+    asgiref's own bookkeeping per call (context copied back, thread-local storage re-homed)
+    cost more CPU than the hop itself, and a turn makes several (bench/chat_turn.py).
+    A caller cancelled while it waits is cancelled at once; the call runs to its end.
     """
 
     def owned(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -156,6 +161,7 @@ def in_worker_thread(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     @functools.wraps(func)
     async def awaited(*args: P.args, **kwargs: P.kwargs) -> R:
         workers = _database_workers(os.getpid())
-        return await sync_to_async(owned, thread_sensitive=False, executor=workers)(*args, **kwargs)
+        call = functools.partial(contextvars.copy_context().run, owned, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(workers, call)
 
     return awaited

@@ -2,8 +2,10 @@
 `astream`, the run guard's async hooks, and an event loop that a memory write never blocks."""
 
 import asyncio
+import contextvars
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -295,6 +297,53 @@ def test_in_worker_thread_runs_off_the_loop_and_hands_its_connection_back():
     pool = connection.pool
     stats = pool.get_stats()
     assert stats["pool_size"] - stats["pool_available"] <= 1  # only this test thread's, if any
+
+
+REQUEST_TAG = contextvars.ContextVar("request_tag", default="none")
+
+
+def test_in_worker_thread_runs_in_a_copy_of_the_callers_context_variables():
+    def tag() -> str:
+        seen = REQUEST_TAG.get()
+        REQUEST_TAG.set("changed in the worker")
+        return seen
+
+    async def main() -> tuple[str, str]:
+        REQUEST_TAG.set("the caller's")
+        return await in_worker_thread(tag)(), REQUEST_TAG.get()
+
+    assert asyncio.run(main()) == ("the caller's", "the caller's")
+
+
+def test_a_caller_cancelled_while_in_worker_thread_waits_stops_at_once_and_the_call_ends():
+    started, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> None:
+        started.set()
+        release.wait(10)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        ended.set()
+
+    async def main() -> None:
+        waiting = asyncio.ensure_future(in_worker_thread(slow)())
+        await asyncio.to_thread(started.wait, 10)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not ended.is_set()  # cancelled at once, not when the call ended
+
+    asyncio.run(main())
+    release.set()
+    assert ended.wait(10)  # the call ran to its end, on its thread
+    deadline = time.monotonic() + 10
+    while (
+        connection.pool.get_stats()["pool_available"] < connection.pool.get_stats()["pool_size"] - 1
+        and time.monotonic() < deadline
+    ):
+        time.sleep(0.01)
+    stats = connection.pool.get_stats()
+    assert stats["pool_size"] - stats["pool_available"] <= 1  # its connection handed back
 
 
 # --- the documented example ---------------------------------------------------------------
