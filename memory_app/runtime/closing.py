@@ -10,6 +10,7 @@ reaper. `cancel_turn` is the close of a turn whose caller stopped waiting (`canc
 import asyncio
 from collections.abc import Awaitable, Sequence
 from contextlib import nullcontext
+from typing import TypeVar
 
 from django.db import DatabaseError, transaction
 from langchain_core.messages import BaseMessage, ToolMessage
@@ -26,10 +27,7 @@ from memory_app.runtime.errors import (
     error_text,
     is_model_failure,
 )
-from memory_app.runtime.loop import (
-    cancel_reason,
-    on_database,
-)
+from memory_app.runtime.loop import cancel_reason, on_database
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
     AgentRunHandle,
@@ -39,6 +37,25 @@ from memory_app.runtime.turns import (
     logger,
 )
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
+
+T = TypeVar("T")
+
+
+async def to_the_end(phase: Awaitable[T]) -> T:
+    """Await a phase that settles the run (close, cancel) to its end however often the task is
+    cancelled meanwhile, then pass the cancellation on: abandoned while it waited for a worker
+    thread, it would never run, leaving its run `running`, renewed, with nobody to finish it."""
+    task = asyncio.ensure_future(phase)
+    interrupted: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        _ = task.cancelled() or task.exception()  # read: the caller gets the cancellation
+        raise interrupted
+    return task.result()
 
 
 async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) -> Turn:
@@ -53,7 +70,7 @@ async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) 
         except Exception:  # the open failed: there is no run to close
             turn = None
         if turn is not None:
-            await on_database(cancel_turn)(turn, reason=cancel_reason(reason))
+            await to_the_end(on_database(cancel_turn)(turn, reason=cancel_reason(reason)))
         raise
 
 

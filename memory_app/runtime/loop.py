@@ -222,6 +222,8 @@ async def on_process_loop(coroutine: Coroutine[Any, Any, T], *, reason: str | No
         if not job.done.done():
             job.cancel(reason)
             await asyncio.wait([waiting])
+        if waiting.done() and not waiting.cancelled():
+            waiting.exception()  # read (the job's own cancellation), so asyncio does not log it
         raise
 
 

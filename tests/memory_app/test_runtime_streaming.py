@@ -3,6 +3,7 @@ writes them, `tool_call` before `tool_result`, one `done` or `error` last; a con
 stops reading cancels the turn."""
 
 import asyncio
+import threading
 from contextlib import aclosing, closing
 
 import pytest
@@ -11,6 +12,7 @@ from conversations.models import AgentRun, Message, ToolCall
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime import ChatThreadNotFound, astream_chat, chat, stream_chat
 from tests.factories import ConversationFactory, UserConfigFactory
+from tests.memory_app.models import RecordingModel
 
 # The turn's database work runs on worker threads, which cannot see a test's transaction.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -176,9 +178,20 @@ def test_a_stream_closed_after_a_tool_ran_keeps_what_the_tool_committed_and_noth
     events = list(stream_chat(user_id=user.pk, message="remember that I like tea"))
     upto_result = [e["event"] for e in events].index("tool_result") + 1
     user_two = memory_user()
-    read = first_events_then_close(
-        streamer, upto_result, user_id=user_two.pk, message="remember that I like tea"
-    )
+    # The reply after the tool result waits for the close: an async stream runs ahead of its
+    # reader, and could otherwise end (and store) the whole turn before the close reached it.
+    closed = threading.Event()
+    model = RecordingModel(before_step=lambda step: step == 2 and closed.wait(10))
+    try:
+        read = first_events_then_close(
+            streamer,
+            upto_result,
+            user_id=user_two.pk,
+            message="remember that I like tea",
+            model=model,
+        )
+    finally:
+        closed.set()
     assert read[-1]["event"] == "tool_result" and read[-1]["status"] == "success"
     run = AgentRun.objects.get(run_id=read[0]["run_id"])
     assert (run.status, run.error) == ("cancelled", CANCELLED)

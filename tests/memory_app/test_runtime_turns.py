@@ -1,6 +1,10 @@
 """The turn phases as seams: `open_turn`, `run_agent`, `close_turn` used one by one, as an
 async or streamed turn will use them."""
 
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 from langchain_core.messages import HumanMessage
 
@@ -8,6 +12,7 @@ from conversations import runs, selectors
 from conversations.models import AgentRun, Message
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime import close_turn, open_turn, run_agent
+from memory_app.runtime.closing import to_the_end
 from memory_app.runtime.service import chatbot_input
 from tests.factories import UserConfigFactory
 
@@ -77,3 +82,45 @@ def test_a_turn_that_opens_its_thread_reads_no_earlier_dialogue_and_a_later_turn
     assert [m.text for m in earlier] == ["hello", "You said: hello", "again"]
     assert len(read) == 1
     close_turn(later, run_agent(later, prepare=lambda t: chatbot_input(t, model=None)))
+
+
+@pytest.mark.parametrize("cancellations", [1, 3])
+def test_a_phase_awaited_to_the_end_runs_even_if_cancelled_while_it_waits_for_a_thread(
+    cancellations,
+):
+    """The race a cancelled turn can meet at its close: the close's hop is queued behind busy
+    worker threads. Awaited plainly, the queued work is dropped with the cancelled future and
+    never runs (its run would stay `running`); `to_the_end` runs it, then raises the
+    cancellation."""
+    busy = threading.Event()
+    workers = ThreadPoolExecutor(max_workers=1)
+    workers.submit(busy.wait, 10)  # the only worker thread is busy
+    ran: list[str] = []
+
+    async def scenario() -> None:
+        phase = asyncio.get_running_loop().run_in_executor(workers, ran.append, "closed")
+        waiting = asyncio.ensure_future(to_the_end(phase))
+        await asyncio.sleep(0)
+        for _ in range(cancellations):
+            waiting.cancel()
+            await asyncio.sleep(0)
+        busy.set()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert phase.done() and not phase.cancelled()
+
+    asyncio.run(scenario())
+    workers.shutdown()
+    assert ran == ["closed"]
+
+
+def test_a_phase_awaited_to_the_end_gives_its_result_or_its_error_when_not_cancelled():
+    async def phase(fail: bool) -> str:
+        await asyncio.sleep(0)
+        if fail:
+            raise ValueError("the close failed")
+        return "closed"
+
+    assert asyncio.run(to_the_end(phase(False))) == "closed"
+    with pytest.raises(ValueError, match="the close failed"):
+        asyncio.run(to_the_end(phase(True)))
