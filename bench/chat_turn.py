@@ -32,7 +32,10 @@ one, else by this one's)
    target <= 25 ms), leases lost (0), peak PostgreSQL backends (at most 16 + 1). Three rounds,
    each alternated with the same 64 chats against the floor: bench/bare_stream_app.py, a bare
    `create_agent` + `ChatOpenAI` ASGI app (no Django, no database, no memory) in the same
-   kind of worker, so the site's CPU per chat also reads as a multiple of the stack's own.
+   kind of worker, so the site's CPU per chat also reads as a multiple of the stack's own;
+   and against the Django floor: the same agent behind Django's ASGI handler with the site's
+   settings, middleware and session login (bench/django_floor.py; no run, no memory), so
+   what Django's request costs reads apart from what the site's turn adds.
    With BENCH_STREAMS_BEFORE set, the same chats also go, in each round, to the site as that
    checkout serves it (its own code, this database), so a change reads side by side.
 6. What each streamed token costs that worker: 64 plain streamed chats at once, a short reply
@@ -620,7 +623,8 @@ def _first_seen(results: list[dict], event: str) -> float:
 def concurrent_streams(made: list) -> None:
     """64 streamed chats at once over HTTP to one warm uvicorn worker, against the wire model
     (tests/wire_model.py) run here, with a short lease; round by round, alternated with the
-    same chats against the floor (bench/bare_stream_app.py) in the same kind of worker."""
+    same chats against the floor (bench/bare_stream_app.py) and the Django floor
+    (bench/django_floor.py) in the same kind of worker."""
     users = [bench_user(prefix="bench-stream", enabled=True) for _ in range(CONCURRENT_CHATS)]
     made += users
     sessions = [logged_in_session(user) for user in users]
