@@ -3,7 +3,7 @@ and close as a chat turn (`opening`, `closing`), on the process's event loop —
 team's `create_agent` graph needs for approval before a memory write (`TeamRun`).
 """
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +17,7 @@ from conversations import checkpoints
 from conversations.models import AgentRun
 from memory_app.authorization import MemoryRunRefused, grant_memory_run
 from memory_app.runtime.approval import approval_middleware, decision_command, proposed_write
-from memory_app.runtime.closing import aopen, close_agent_run
+from memory_app.runtime.closing import aopen, close_agent_run, to_the_end
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_agent_run, open_resume_turn
 from memory_app.runtime.turns import CANCELLED_BY_CALLER, Turn, TurnOutcome
@@ -118,6 +118,12 @@ async def _aopen_agent_run(
     return turn, await on_database(_approval_applies)(turn)
 
 
+def _closing(turn: Turn, run: TeamRun, exc: BaseException | None) -> Coroutine[Any, Any, None]:
+    """The run's finish (`close_agent_run`, on a worker thread), run to its end even if the
+    caller is interrupted or cancelled while it waits (then passed on)."""
+    return to_the_end(on_database(close_agent_run)(turn, exc, run.outcome(), run.results()))
+
+
 @contextmanager
 def agent_run(
     *,
@@ -156,9 +162,9 @@ def agent_run(
     try:
         yield run
     except BaseException as exc:
-        run_sync(on_database(close_agent_run)(turn, exc, run.outcome(), run.results()))
+        run_sync(_closing(turn, run, exc))
         raise
-    run_sync(on_database(close_agent_run)(turn, None, run.outcome(), run.results()))
+    run_sync(_closing(turn, run, None))
 
 
 @asynccontextmanager
@@ -191,6 +197,6 @@ async def aagent_run(
     try:
         yield run
     except BaseException as exc:
-        await on_process_loop(on_database(close_agent_run)(turn, exc, run.outcome(), run.results()))
+        await on_process_loop(_closing(turn, run, exc))
         raise
-    await on_process_loop(on_database(close_agent_run)(turn, None, run.outcome(), run.results()))
+    await on_process_loop(_closing(turn, run, None))

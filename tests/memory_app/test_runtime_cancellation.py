@@ -7,17 +7,19 @@ import asyncio
 import io
 import os
 import signal
+import threading
 import time
 from contextlib import aclosing, closing
 
 import openai
 import pytest
 from django.core.management import CommandError, call_command
+from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
 from conversations import runs
 from conversations.models import AgentRun, Message
-from conversations.utils.connections import direct_connection
+from conversations.utils.connections import _database_workers, direct_connection
 from memory_app.runtime import (
     ChatModelUnavailable,
     ChatRunLost,
@@ -30,6 +32,7 @@ from memory_app.runtime import (
 )
 from memory_app.tools import RememberMemoryTool, build_memory_tools
 from tests.factories import UserConfigFactory
+from tests.memory_app.models import RecordingModel
 from tests.wire_model import Reply, WireModel, call_reply, text_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -356,3 +359,78 @@ def test_a_teams_tool_that_raises_fails_its_run_and_propagates(user, entry, reme
             asyncio.run(team_loop())
     run = the_run(user)
     assert (run.status, run.error, run.worker_id) == ("failed", "internal error (ToolBug)", None)
+
+
+def test_a_teams_run_cancelled_while_its_finish_waits_for_a_worker_thread_is_still_finished(
+    user,
+):
+    """The caller's task is cancelled while the run's finish waits behind busy database
+    worker threads: the finish still runs (the run is `succeeded`: its body had ended), then
+    the cancellation propagates. Abandoned there, the finish would never run and the run would
+    stay `running`, renewed by the lease keeper."""
+    workers = _database_workers(os.getpid())
+    release = threading.Event()
+
+    async def scenario() -> str:
+        opened: list[str] = []
+
+        async def team() -> None:
+            async with aagent_run(user_id=user.pk, thread_id=None) as run:
+                opened.append(run.run_id)
+                for _ in range(workers._max_workers):  # every worker thread busy
+                    workers.submit(release.wait, 10)
+            raise AssertionError("the exit was not cancelled")
+
+        task = asyncio.ensure_future(team())
+        deadline = time.monotonic() + 10
+        while not workers._work_queue.qsize() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # until the finish is queued behind them
+        task.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return opened[0]
+
+    try:
+        run_id = asyncio.run(scenario())
+    finally:
+        release.set()
+    run = AgentRun.objects.get(run_id=run_id)
+    assert (run.status, run.worker_id) == ("succeeded", None)
+    assert runs.lease_keeper().lost_event(run_id) is None  # no longer renewed
+
+
+def test_a_turn_cancelled_while_its_close_waits_for_a_worker_thread_is_still_closed(user):
+    """`achat`'s task is cancelled once the agent has answered, while the turn's close waits
+    behind busy database worker threads: the close still runs (`succeeded`, the reply stored),
+    then the cancellation propagates."""
+    workers = _database_workers(os.getpid())
+    release = threading.Event()
+
+    def busy_every_worker(step: int) -> None:  # as the model answers
+        for _ in range(workers._max_workers):
+            workers.submit(release.wait, 10)
+
+    model = RecordingModel(replies=[AIMessage("hello")], before_step=busy_every_worker)
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(achat(user_id=user.pk, message="hi", model=model))
+        deadline = time.monotonic() + 10
+        while not workers._work_queue.qsize() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # until the close is queued behind them
+        task.cancel()
+        await asyncio.sleep(0.05)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+    run = AgentRun.objects.get(user=user)
+    assert (run.status, run.worker_id, run.error) == ("succeeded", None, "")
+    stored = Message.objects.filter(conversation=run.conversation).order_by("created_at", "id")
+    assert list(stored.values_list("role", "content")) == [("user", "hi"), ("assistant", "hello")]
+    assert runs.lease_keeper().lost_event(run.run_id) is None  # no longer renewed
