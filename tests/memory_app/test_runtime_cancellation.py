@@ -361,74 +361,77 @@ def test_a_teams_tool_that_raises_fails_its_run_and_propagates(user, entry, reme
     assert (run.status, run.error, run.worker_id) == ("failed", "internal error (ToolBug)", None)
 
 
+class BusyWorkers:
+    """The process's database worker threads, all kept busy on demand, so the next database
+    hop of a turn waits in their queue."""
+
+    def __init__(self) -> None:
+        self.workers = _database_workers(os.getpid())
+        self.release = threading.Event()
+
+    def occupy(self) -> None:
+        for _ in range(self.workers._max_workers):
+            self.workers.submit(self.release.wait, 10)
+
+    async def cancel_once_queued(self, task: asyncio.Future) -> None:
+        """Cancel `task` once a hop waits behind the busy threads, then free them; `task`
+        ends cancelled."""
+        deadline = time.monotonic() + 10
+        while not self.workers._work_queue.qsize() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        self.release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+@pytest.fixture
+def busy_workers():
+    busy = BusyWorkers()
+    yield busy
+    busy.release.set()
+
+
 def test_a_teams_run_cancelled_while_its_finish_waits_for_a_worker_thread_is_still_finished(
-    user,
+    user, busy_workers
 ):
     """The caller's task is cancelled while the run's finish waits behind busy database
     worker threads: the finish still runs (the run is `succeeded`: its body had ended), then
     the cancellation propagates. Abandoned there, the finish would never run and the run would
     stay `running`, renewed by the lease keeper."""
-    workers = _database_workers(os.getpid())
-    release = threading.Event()
+    opened: list[str] = []
 
-    async def scenario() -> str:
-        opened: list[str] = []
+    async def team() -> None:
+        async with aagent_run(user_id=user.pk, thread_id=None) as run:
+            opened.append(run.run_id)
+            busy_workers.occupy()
+        raise AssertionError("the exit was not cancelled")
 
-        async def team() -> None:
-            async with aagent_run(user_id=user.pk, thread_id=None) as run:
-                opened.append(run.run_id)
-                for _ in range(workers._max_workers):  # every worker thread busy
-                    workers.submit(release.wait, 10)
-            raise AssertionError("the exit was not cancelled")
+    async def scenario() -> None:
+        await busy_workers.cancel_once_queued(asyncio.ensure_future(team()))
 
-        task = asyncio.ensure_future(team())
-        deadline = time.monotonic() + 10
-        while not workers._work_queue.qsize() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)  # until the finish is queued behind them
-        task.cancel()
-        await asyncio.sleep(0.05)
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-        return opened[0]
-
-    try:
-        run_id = asyncio.run(scenario())
-    finally:
-        release.set()
-    run = AgentRun.objects.get(run_id=run_id)
+    asyncio.run(scenario())
+    run = AgentRun.objects.get(run_id=opened[0])
     assert (run.status, run.worker_id) == ("succeeded", None)
-    assert runs.lease_keeper().lost_event(run_id) is None  # no longer renewed
+    assert runs.lease_keeper().lost_event(run.run_id) is None  # no longer renewed
 
 
-def test_a_turn_cancelled_while_its_close_waits_for_a_worker_thread_is_still_closed(user):
+def test_a_turn_cancelled_while_its_close_waits_for_a_worker_thread_is_still_closed(
+    user, busy_workers
+):
     """`achat`'s task is cancelled once the agent has answered, while the turn's close waits
     behind busy database worker threads: the close still runs (`succeeded`, the reply stored),
     then the cancellation propagates."""
-    workers = _database_workers(os.getpid())
-    release = threading.Event()
-
-    def busy_every_worker(step: int) -> None:  # as the model answers
-        for _ in range(workers._max_workers):
-            workers.submit(release.wait, 10)
-
-    model = RecordingModel(replies=[AIMessage("hello")], before_step=busy_every_worker)
+    model = RecordingModel(
+        replies=[AIMessage("hello")], before_step=lambda step: busy_workers.occupy()
+    )
 
     async def scenario() -> None:
         task = asyncio.ensure_future(achat(user_id=user.pk, message="hi", model=model))
-        deadline = time.monotonic() + 10
-        while not workers._work_queue.qsize() and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)  # until the close is queued behind them
-        task.cancel()
-        await asyncio.sleep(0.05)
-        release.set()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await busy_workers.cancel_once_queued(task)
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        release.set()
+    asyncio.run(scenario())
     run = AgentRun.objects.get(user=user)
     assert (run.status, run.worker_id, run.error) == ("succeeded", None, "")
     stored = Message.objects.filter(conversation=run.conversation).order_by("created_at", "id")
