@@ -17,7 +17,6 @@ from django.test import AsyncClient, Client
 from conversations.models import AgentRun, Message
 from tests.factories import ConversationFactory, UserConfigFactory
 from tests.wire_model import text_reply
-from yuxi_site.asgi import application
 
 T = TypeVar("T")
 URL = "/api/chat/stream/"
@@ -203,7 +202,16 @@ def client_receive(body: bytes, *, disconnect_after: asyncio.Event):
     return receive
 
 
-def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs(wire_model):
+@pytest.fixture
+def application():
+    """`yuxi_site.asgi`'s application. Imported by a test, not at collection: the import warms
+    the process, which opens the database pool, and collection may not reach the database."""
+    from yuxi_site.asgi import application
+
+    return application
+
+
+def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs(wire_model, application):
     """The request's own thread reads the session and the user, then hands its connection
     back: a stream whose turn waits on the model ties up no connection of the pool."""
     wire_model.script = lambda request: wire_model.think() or text_reply("hello back")
@@ -234,7 +242,7 @@ def test_an_open_stream_holds_no_pooled_connection_while_the_turn_runs(wire_mode
     assert AgentRun.objects.get(user=user).status == "succeeded"
 
 
-def test_a_client_that_disconnects_mid_stream_cancels_the_turn():
+def test_a_client_that_disconnects_mid_stream_cancels_the_turn(application):
     """Driven through the ASGI application as a server would: the client goes away once the
     first event is out, while the response is still being sent. The run is cancelled by the
     time the application returns, not later by the garbage collector."""

@@ -368,15 +368,31 @@ class BusyWorkers:
     def __init__(self) -> None:
         self.workers = _database_workers(os.getpid())
         self.release = threading.Event()
+        self.occupied = threading.Event()
 
     def occupy(self) -> None:
-        for _ in range(self.workers._max_workers):
-            self.workers.submit(self.release.wait, 10)
+        """Every worker thread waits on `release` once this returns, so a hop queued after it
+        is one of the turn's (not one of these, still on their way to a thread)."""
+        count = self.workers._max_workers
+        started = threading.Semaphore(0)
+
+        def hold() -> None:
+            started.release()
+            self.release.wait(10)
+
+        for _ in range(count):
+            self.workers.submit(hold)
+        for _ in range(count):
+            assert started.acquire(timeout=10), "a database worker thread stayed busy"
+        self.occupied.set()
 
     async def cancel_once_queued(self, task: asyncio.Future) -> None:
-        """Cancel `task` once a hop waits behind the busy threads, then free them; `task`
-        ends cancelled."""
+        """Cancel `task` once a hop waits behind the threads `occupy` made busy (not one of
+        the hops before, on its way to an idle thread), then free them; `task` ends
+        cancelled."""
         deadline = time.monotonic() + 10
+        while not self.occupied.is_set() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         while not self.workers._work_queue.qsize() and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         task.cancel()
