@@ -76,15 +76,16 @@ def test_a_call_over_the_run_limit_raises_upstreams_error_before_the_model_is_as
     assert "run limit (3/3)" in str(raised.value)
 
 
-@pytest.mark.parametrize("asynchronous", [False, True], ids=["sync", "async"])
-def test_with_exit_behavior_end_the_agent_ends_on_upstreams_message(asynchronous):
-    model = always_calling(10)
-    middleware = [ModelCallLimit(run_limit=2, exit_behavior="end")]
-    agent = create_agent(model, tools=[look], middleware=middleware)
-    messages = run(agent, asynchronous=asynchronous)["messages"]
-    assert len(model.calls) == 2
-    assert isinstance(messages[-1], AIMessage) and not messages[-1].tool_calls
-    assert messages[-1].text == "Model call limits exceeded: run limit (2/2)"
+@pytest.mark.parametrize("exit_behavior", ["end", "stop"])
+def test_an_exit_behavior_other_than_error_is_refused(exit_behavior):
+    """Upstream's "end" jumps from a node of its own to the graph's end, which a model call's
+    wrapper cannot do: refused, not imitated with a reply the model never gave."""
+    with pytest.raises(ValueError, match='exit_behavior="error" only'):
+        ModelCallLimit(run_limit=2, exit_behavior=exit_behavior)
+
+
+def test_the_default_exit_behavior_is_error():
+    assert ModelCallLimit(run_limit=2).exit_behavior == "error"
 
 
 def test_calls_under_the_limit_are_answered_as_without_it():
