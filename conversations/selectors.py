@@ -56,6 +56,7 @@ __all__ = [
     "pending_approvals",
     "raw_messages_excerpt",
     "recent_dialogue",
+    "run_calls",
     "run_pending_calls",
     "thread_child_threads",
     "thread_runs",
@@ -670,9 +671,14 @@ def expired_interrupts() -> QuerySet:
 def run_pending_calls(runs: QuerySet) -> QuerySet:
     """The pending tool calls the runs of `runs` issued (a message carries its run's id): an
     interrupted run's is the write it waits for a decision about."""
+    return run_calls(runs, status=ToolCall.Status.PENDING)
+
+
+def run_calls(runs: QuerySet, *, status: str) -> QuerySet:
+    """The tool calls with `status` the runs of `runs` issued."""
     run_ids = runs.annotate(key=Cast("run_id", TextField())).values("key")
     return (
-        ToolCall.objects.filter(status=ToolCall.Status.PENDING)
+        ToolCall.objects.filter(status=status)
         .annotate(issuing_run=KeyTextTransform("run_id", "message__metadata"))
         .filter(issuing_run__in=run_ids)
     )

@@ -394,10 +394,17 @@ def settle_pending_call(
     output: str,
     status: str,
     error: str,
+    was: tuple[str, str] | None = None,
 ) -> int:
     """Store the outcome of the call `tool_call_id` that run `run_id` left pending (a decided
-    approval): the arguments it actually ran with, its status, output and error."""
-    calls = selectors.run_pending_calls(AgentRun.objects.filter(run_id=run_id))
+    approval): the arguments it actually ran with, its status, output and error. With `was`
+    (a status and an error), the call is the one left so instead: a late call's real outcome
+    replacing what its run's cancel said of it. Returns how many rows changed (0 or 1)."""
+    runs = AgentRun.objects.filter(run_id=run_id)
+    if was is None:
+        calls = selectors.run_pending_calls(runs)
+    else:
+        calls = selectors.run_calls(runs, status=was[0]).filter(error=was[1])
     return calls.filter(tool_call_id=tool_call_id, message__conversation=conversation).update(
         input=arguments, output=output, status=status, error=error
     )

@@ -53,7 +53,9 @@ async def to_the_end(phase: Awaitable[T]) -> T:
         except asyncio.CancelledError as exc:
             interrupted = interrupted or exc
     if interrupted is not None:
-        _ = task.cancelled() or task.exception()  # read: the caller gets the cancellation
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:  # the caller gets the cancellation: the failure is told here
+            logger.warning("a run's close failed after its caller was cancelled", exc_info=failure)
         raise interrupted
     return task.result()
 
@@ -123,6 +125,14 @@ def cancel_turn(turn: Turn, *, reason: str) -> None:
     _forget_checkpoints(turn, TurnOutcome(checkpoint_key=turn.checkpoint_key or None))
 
 
+async def acancel_turn(turn: Turn, *, reason: str) -> None:
+    """`cancel_turn`, then `settle_late_calls`: one phase, so that awaited with `to_the_end`
+    a second cancellation cannot skip the settling (a decided write that ran would keep the
+    `declined` its cancel gave it)."""
+    await on_database(cancel_turn)(turn, reason=reason)
+    await settle_late_calls(turn)
+
+
 async def settle_late_calls(turn: Turn) -> None:
     """After `cancel_turn`: wait for the tool calls still running when the turn was cancelled
     (they end promptly: the run is fenced off, so a memory write still to come is refused).
@@ -135,7 +145,9 @@ async def settle_late_calls(turn: Turn) -> None:
             continue
     decided = late.get(turn.approval.tool_call_id) if turn.approval is not None else None
     if isinstance(decided, ToolMessage) and call_outcome(decided)[0] == ToolCall.Status.SUCCESS:
-        await on_database(_settle_decided_call)(turn, [decided], ended=AgentRun.Status.CANCELLED)
+        await on_database(_settle_decided_call)(
+            turn, [decided], ended=AgentRun.Status.CANCELLED, late=True
+        )
 
 
 def _turn_key(turn: Turn | None, outcome: TurnOutcome | None) -> str | None:
@@ -214,12 +226,13 @@ DECIDED_CALL_NOT_RUN = "not run: the resume run was {ended} before it"
 
 
 def _settle_decided_call(
-    turn: Turn, produced: Sequence[BaseMessage], *, ended: str
+    turn: Turn, produced: Sequence[BaseMessage], *, ended: str, late: bool = False
 ) -> dict[str, str]:
     """Give the approval's pending call what the decision made of it, whatever became of the
     resume run (`ended`: its final status): the arguments actually run (the user's edit, if
     any), and the call's own status and output if it ran, else `declined` with an output
-    saying the run ended before it. Returns its log entry."""
+    saying the run ended before it. `late`: the call ended after the run's cancel had
+    settled it as not run, and its real outcome replaces that. Returns its log entry."""
     approval, decision = turn.approval, turn.decision
     result = next(
         (
@@ -245,6 +258,7 @@ def _settle_decided_call(
         output=output,
         status=status,
         error=error,
+        was=(ToolCall.Status.DECLINED, DECIDED_CALL_NOT_RUN.format(ended=ended)) if late else None,
     )
     return {"name": REMEMBER_MEMORY_TOOL, "status": str(status)}
 

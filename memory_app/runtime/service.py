@@ -23,13 +23,7 @@ from conversations.models import AgentRun, Message
 from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
-from memory_app.runtime.closing import (
-    aopen,
-    cancel_turn,
-    close_turn,
-    settle_late_calls,
-    to_the_end,
-)
+from memory_app.runtime.closing import acancel_turn, aopen, close_turn, to_the_end
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph, warm_graph
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
@@ -113,9 +107,7 @@ async def aturn(request: ChatRequest, *, events: bool, reason: str) -> AsyncIter
                 else:
                     yield step
     except (asyncio.CancelledError, GeneratorExit) as exc:
-        cancelling = on_database(cancel_turn)(turn, reason=cancellation(exc, default=reason))
-        await to_the_end(cancelling)
-        await settle_late_calls(turn)
+        await to_the_end(acancel_turn(turn, reason=cancellation(exc, default=reason)))
         raise
     # Cancelled while it closes, the turn still closes (succeeded: it had ended), then stops.
     tool_calls = await to_the_end(on_database(close_turn)(turn, outcome))

@@ -5,6 +5,7 @@ No row stays `pending` after its resume run ended."""
 
 import asyncio
 import json
+import threading
 import time
 from contextlib import aclosing, closing
 
@@ -15,6 +16,8 @@ from conversations.services import not_run_result
 from conversations.utils.connections import direct_connection
 from memory_app.locks import memory_lock_key
 from memory_app.runtime import astream_chat, chat, stream_chat
+from memory_app.runtime.loop import on_process_loop
+from memory_app.tools import RememberMemoryTool
 from tests.factories import UserConfigFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -124,3 +127,52 @@ def test_a_stream_cancelled_while_the_decided_write_waits_on_the_lock_declines_i
     run = resume_run(turn)
     assert (run.status, run.error) == ("cancelled", BY_READER)
     assert not ToolCall.objects.filter(status="pending").exists()
+
+
+@pytest.mark.parametrize("cancellations", [1, 2])
+def test_a_decided_write_that_ends_after_its_run_was_cancelled_keeps_its_real_outcome(
+    interrupted, agents_file, monkeypatch, cancellations
+):
+    """The decision's stream is cancelled while the approved write still runs (it commits):
+    the cancel settles the call as not run, then, once the write ended, its real outcome
+    replaces that. A caller on the process's own loop may cancel again while the cancelled
+    turn waits for the write: the cancel and the settling are one phase, so that changes
+    nothing."""
+    user, turn = interrupted
+    written, release = threading.Event(), threading.Event()
+    write = RememberMemoryTool._call
+
+    def write_then_hold(self, arguments, ctx):
+        result = write(self, arguments, ctx)
+        written.set()
+        assert release.wait(10)
+        return result
+
+    monkeypatch.setattr(RememberMemoryTool, "_call", write_then_hold)
+    arguments = {"user_id": user.pk, "thread_id": turn.thread_id, "resume": APPROVE}
+
+    def until_the_resume_run_ended() -> None:
+        deadline = time.monotonic() + 10
+        while resume_run(turn).status == "running" and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    async def cancel_twice() -> None:
+        async def consume() -> None:
+            async for _ in astream_chat(**arguments):
+                pass
+
+        task = asyncio.ensure_future(consume())
+        assert await asyncio.to_thread(written.wait, 10)
+        task.cancel()
+        await asyncio.to_thread(until_the_resume_run_ended)
+        if cancellations == 2:
+            task.cancel()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(on_process_loop(cancel_twice()))
+    assert agents_file(user.pk, "MEMORY.md").read_text() == "I drink oolong tea\n"
+    row = decided_row(turn)
+    assert (row.status, json.loads(row.output)["status"]) == ("success", "added")
+    assert (resume_run(turn).status, resume_run(turn).error) == ("cancelled", BY_READER)

@@ -2,6 +2,7 @@
 async or streamed turn will use them."""
 
 import asyncio
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -124,3 +125,24 @@ def test_a_phase_awaited_to_the_end_gives_its_result_or_its_error_when_not_cance
     assert asyncio.run(to_the_end(phase(False))) == "closed"
     with pytest.raises(ValueError, match="the close failed"):
         asyncio.run(to_the_end(phase(True)))
+
+
+def test_a_phase_that_fails_after_its_caller_was_cancelled_is_logged_not_lost(caplog):
+    """The caller gets the cancellation, not the failure; the failure is told in the log
+    (a close that failed would otherwise leave no trace of why its run was not finished)."""
+
+    async def failing_close() -> None:
+        await asyncio.sleep(0.05)
+        raise ValueError("the close failed")
+
+    async def scenario() -> None:
+        waiting = asyncio.ensure_future(to_the_end(failing_close()))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+
+    with caplog.at_level(logging.WARNING, logger="yuxi.runs"):
+        asyncio.run(scenario())
+    [record] = [r for r in caplog.records if "after its caller was cancelled" in r.message]
+    assert isinstance(record.exc_info[1], ValueError)
