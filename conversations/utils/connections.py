@@ -148,8 +148,11 @@ def in_worker_thread(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     transaction of the caller's thread. It runs in a copy of the caller's context variables,
     as `sync_to_async(thread_sensitive=False)` would run it, but handed to the pool directly:
     asgiref's own bookkeeping per call (context copied back, thread-local storage re-homed)
-    cost more CPU than the hop itself, and a turn makes several (bench/chat_turn.py).
-    A caller cancelled while it waits is cancelled at once; the call runs to its end.
+    cost more CPU than the hop itself, and a turn makes several (bench/chat_turn.py). So,
+    unlike asgiref's, what the call sets in its context variables stays in its copy.
+    A caller cancelled while it waits is cancelled at once: a call a thread has started runs
+    to its end, one still queued for a thread never runs (a phase that must run whatever
+    happens is awaited with `memory_app.runtime.closing.to_the_end`).
     """
 
     def owned(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -115,13 +115,28 @@ async def _aopen_agent_run(
             user_id=user_id, thread_id=thread_id, request_id=request_id, run_type=run_type
         )
     turn = await aopen(opening)
-    return turn, await on_database(_approval_applies)(turn)
+    try:
+        return turn, await on_database(_approval_applies)(turn)
+    except BaseException as exc:
+        await _closing(turn, None, exc)
+        raise
 
 
-def _closing(turn: Turn, run: TeamRun, exc: BaseException | None) -> Coroutine[Any, Any, None]:
+def _closing(
+    turn: Turn, run: TeamRun | None, exc: BaseException | None
+) -> Coroutine[Any, Any, None]:
     """The run's finish (`close_agent_run`, on a worker thread), run to its end even if the
-    caller is interrupted or cancelled while it waits (then passed on)."""
+    caller is interrupted or cancelled while it waits (then passed on). `run` is None when
+    the run failed before it was handed to the team (nothing produced, nothing to settle)."""
+    if run is None:
+        return to_the_end(on_database(close_agent_run)(turn, exc, TurnOutcome()))
     return to_the_end(on_database(close_agent_run)(turn, exc, run.outcome(), run.results()))
+
+
+def _close_untaken(opened: tuple[Turn, bool], stopped: BaseException) -> Coroutine[Any, Any, None]:
+    """The close of a run opened just as its caller was cancelled or interrupted, so that it
+    never reached the caller: cancelled, as if it had."""
+    return _closing(opened[0], None, stopped)
 
 
 @contextmanager
@@ -156,10 +171,12 @@ def agent_run(
             request_id=request_id,
             run_type=run_type,
             resume=resume,
-        )
+        ),
+        undo=_close_untaken,
     )
-    run = _team_run(turn, checkpoints.checkpointer() if approval else None)
+    run = None
     try:
+        run = _team_run(turn, checkpoints.checkpointer() if approval else None)
         yield run
     except BaseException as exc:
         run_sync(_closing(turn, run, exc))
@@ -192,9 +209,11 @@ async def aagent_run(
             resume=resume,
         ),
         reason=CANCELLED_BY_CALLER,
+        undo=_close_untaken,
     )
-    run = _team_run(turn, await checkpoints.async_checkpointer() if approval else None)
+    run = None
     try:
+        run = _team_run(turn, await checkpoints.async_checkpointer() if approval else None)
         yield run
     except BaseException as exc:
         await on_process_loop(_closing(turn, run, exc))

@@ -14,12 +14,15 @@ from contextlib import aclosing, closing
 import openai
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import DatabaseError
 from langchain_core.messages import AIMessage
 from langchain_openai import ChatOpenAI
 
-from conversations import runs
+from conversations import checkpoints, runs
 from conversations.models import AgentRun, Message
 from conversations.utils.connections import _database_workers, direct_connection
+from memory_app.authorization import MemoryRunRefused
+from memory_app.models import UserConfig
 from memory_app.runtime import (
     ChatModelUnavailable,
     ChatRunLost,
@@ -29,6 +32,7 @@ from memory_app.runtime import (
     astream_chat,
     chat,
     stream_chat,
+    team,
 )
 from memory_app.tools import RememberMemoryTool, build_memory_tools
 from tests.factories import UserConfigFactory
@@ -39,6 +43,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 BY_READER = "cancelled: the consumer stopped reading the stream"
 BY_CALLER = "cancelled: the caller stopped waiting for the turn"
+BY_KEYBOARD_INTERRUPT = "cancelled: the caller was interrupted (KeyboardInterrupt)"
 CHAT_ENTRIES = ["chat", "achat", "stream_chat", "astream_chat", "manage.py chat"]
 MESSAGE = "remember that I drink oolong tea"
 
@@ -453,3 +458,133 @@ def test_a_turn_cancelled_while_its_close_waits_for_a_worker_thread_is_still_clo
     stored = Message.objects.filter(conversation=run.conversation).order_by("created_at", "id")
     assert list(stored.values_list("role", "content")) == [("user", "hi"), ("assistant", "hello")]
     assert runs.lease_keeper().lost_event(run.run_id) is None  # no longer renewed
+
+
+# --- a team's run stopped after it opened, before it was handed over -------------------------
+
+
+class BlockedApprovalCheck:
+    """The run's approval check (after the open, before the run is handed to the team) held on
+    its database thread until `release`d."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        monkeypatch.setattr(team, "grant_memory_run", self.grant)
+
+    def grant(self, ctx, *, lock):
+        self.entered.set()
+        assert self.release.wait(10)
+        raise MemoryRunRefused("memory is off")
+
+
+@pytest.fixture
+def blocked_approval_check(monkeypatch):
+    blocked = BlockedApprovalCheck(monkeypatch)
+    yield blocked
+    blocked.release.set()
+
+
+def the_run_is_over(user) -> AgentRun:
+    run = the_run(user)
+    assert run.worker_id is None
+    assert runs.lease_keeper().lost_event(str(run.run_id)) is None  # no longer renewed
+    return run
+
+
+def test_a_teams_run_cancelled_while_it_checks_for_approval_is_cancelled(
+    user, blocked_approval_check
+):
+    """`aagent_run`'s caller is cancelled after the open, while the approval check runs: the
+    run is cancelled (left there, it would stay `running`, renewed by the lease keeper)."""
+
+    async def team_loop() -> None:
+        async with aagent_run(user_id=user.pk, thread_id=None):
+            raise AssertionError("the run was handed over")
+
+    async def cancel_during_the_check() -> None:
+        task = asyncio.ensure_future(team_loop())
+        while not blocked_approval_check.entered.is_set():
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_during_the_check())
+    assert (the_run_is_over(user).status, the_run(user).error) == ("cancelled", BY_CALLER)
+
+
+def test_a_teams_run_interrupted_while_it_checks_for_approval_is_cancelled(user, monkeypatch):
+    """Ctrl-C reaches `agent_run`'s thread while it runs the approval check: the run is
+    cancelled with the interruption as its reason, and the interruption propagates."""
+
+    def interrupted(ctx, *, lock):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(team, "grant_memory_run", interrupted)
+    with pytest.raises(KeyboardInterrupt), agent_run(user_id=user.pk, thread_id=None):
+        raise AssertionError("the run was handed over")
+    run = the_run_is_over(user)
+    assert (run.status, run.error) == ("cancelled", BY_KEYBOARD_INTERRUPT)
+
+
+@pytest.mark.parametrize("where", ["the approval check", "the checkpointer"])
+@pytest.mark.parametrize("entry", ["agent_run", "aagent_run"])
+def test_a_database_failure_before_a_teams_run_is_handed_over_fails_it(
+    user, monkeypatch, entry, where
+):
+    """The database fails after the open, before the run is handed to the team (its approval
+    check, or the checkpointer a run with approval needs): the run is failed with the error,
+    and the error propagates."""
+
+    def fails(*args, **kwargs):
+        raise DatabaseError("the database went away")
+
+    async def afails(*args, **kwargs):
+        fails()
+
+    UserConfig.objects.filter(user=user).update(memory_write_approval=True)
+    if where == "the approval check":
+        monkeypatch.setattr(team, "grant_memory_run", fails)
+    else:
+        monkeypatch.setattr(checkpoints, "checkpointer", fails)
+        monkeypatch.setattr(checkpoints, "async_checkpointer", afails)
+
+    async def team_loop() -> None:
+        async with aagent_run(user_id=user.pk, thread_id=None):
+            raise AssertionError("the run was handed over")
+
+    with pytest.raises(DatabaseError, match="went away"):
+        if entry == "agent_run":
+            with agent_run(user_id=user.pk, thread_id=None):
+                raise AssertionError("the run was handed over")
+        else:
+            asyncio.run(team_loop())
+    run = the_run_is_over(user)
+    assert (run.status, run.error) == ("failed", "internal error (DatabaseError)")
+
+
+def test_a_teams_run_opened_just_as_its_caller_is_cancelled_is_cancelled(user, monkeypatch):
+    """The caller's task is cancelled as the open returns on the process loop, too late to
+    cancel the open: the run it opened is cancelled all the same, not left `running`."""
+    checked = team._approval_applies
+
+    async def cancel_as_the_open_returns() -> None:
+        me, loop = asyncio.current_task(), asyncio.get_running_loop()
+
+        def cancel_once_it_returned() -> None:
+            time.sleep(0.3)  # the caller's loop is held while the open returns
+            me.cancel()
+
+        def approval_applies(turn):
+            loop.call_soon_threadsafe(cancel_once_it_returned)
+            return checked(turn)
+
+        monkeypatch.setattr(team, "_approval_applies", approval_applies)
+        async with aagent_run(user_id=user.pk, thread_id=None):
+            raise AssertionError("the run was handed over")
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(cancel_as_the_open_returns())
+    run = the_run_is_over(user)
+    assert (run.status, run.error) == ("cancelled", BY_CALLER)

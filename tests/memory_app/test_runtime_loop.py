@@ -7,22 +7,26 @@ import concurrent.futures
 import contextlib
 import contextvars
 import os
+import signal
 import threading
+import time
 
 import langsmith
 import pytest
 
 from conversations.models import AgentRun
 from memory_app.runtime import achat, astream_chat, chat, stream_chat
+from memory_app.runtime.closing import to_the_end
 from memory_app.runtime.loop import (
-    RELAY_AHEAD,
+    CANCELLED_BY_INTERRUPT,
     cancel_reason,
     inline_unless_tracing,
+    on_database,
     on_process_loop,
     process_loop,
-    relay,
     run_sync,
 )
+from memory_app.runtime.relay import RELAY_AHEAD, relay
 from tests.factories import UserFactory, memory_user
 from tests.wire_model import text_reply
 
@@ -235,3 +239,83 @@ def test_what_a_relayed_generator_raises_reaches_its_reader_after_its_events():
         return received
 
     assert asyncio.run(read()) == ["first"]
+
+
+@pytest.fixture
+def interrupt_on_sigusr1():
+    """SIGUSR1 raises KeyboardInterrupt in the main thread, as SIGINT's own handler would."""
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGUSR1, interrupted)
+    yield
+    signal.signal(signal.SIGUSR1, previous)
+
+
+def test_a_sync_caller_interrupted_inside_a_database_phase_cancels_the_turn_not_the_loop():
+    """Ctrl-C while the caller's own thread runs one of the turn's database phases: the turn
+    is cancelled with the interruption as its reason, a phase it awaits to the end ends too,
+    and the process loop goes on serving turns (raised inside the turn's task, the
+    KeyboardInterrupt would have stopped the loop, and every later turn would wait forever)."""
+    seen: list[str] = []
+
+    def interrupted_phase() -> None:
+        raise KeyboardInterrupt
+
+    async def turn() -> None:
+        try:
+            await to_the_end(on_database(interrupted_phase)())
+        except asyncio.CancelledError:
+            seen.append(cancel_reason("no reason given"))
+            raise
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sync(turn())
+    assert seen == [CANCELLED_BY_INTERRUPT.format(kind="KeyboardInterrupt")]
+    assert process_loop().is_running()
+    assert run_sync(asyncio.sleep(0, result="still serving")) == "still serving"
+
+
+def test_a_sync_caller_interrupted_as_the_coroutine_returns_has_its_result_undone(
+    interrupt_on_sigusr1,
+):
+    """The interruption reaches the caller in the very step the coroutine returns (too late
+    to cancel it): `undo` gets the result it will never see, and the interruption goes on."""
+    undone: list[tuple[int, type]] = []
+
+    async def returns() -> int:
+        await asyncio.sleep(0.1)  # the caller is waiting by now
+        os.kill(os.getpid(), signal.SIGUSR1)  # handled on the waiting main thread ...
+        time.sleep(0.2)  # ... while this step, which nothing can cancel any more, goes on
+        return 7
+
+    async def undo(result: int, stopped: BaseException) -> None:
+        undone.append((result, type(stopped)))
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sync(returns(), undo=undo)
+    assert undone == [(7, KeyboardInterrupt)]
+
+
+def test_an_async_caller_cancelled_as_the_coroutine_returns_has_its_result_undone():
+    """The caller's task is cancelled in the very step the coroutine returns on the process
+    loop: `undo` gets the result, runs to its end, and the cancellation goes on."""
+    undone: list[tuple[int, type]] = []
+
+    async def caller() -> None:
+        me, loop = asyncio.current_task(), asyncio.get_running_loop()
+
+        async def returns() -> int:
+            loop.call_soon_threadsafe(me.cancel)
+            return 7
+
+        async def undo(result: int, stopped: BaseException) -> None:
+            await asyncio.sleep(0.05)  # not cut short by the caller's cancellation
+            undone.append((result, type(stopped)))
+
+        await on_process_loop(returns(), undo=undo)
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(caller())
+    assert undone == [(7, asyncio.CancelledError)]
