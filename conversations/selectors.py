@@ -671,17 +671,15 @@ def expired_interrupts() -> QuerySet:
 def run_pending_calls(runs: QuerySet) -> QuerySet:
     """The pending tool calls the runs of `runs` issued (a message carries its run's id): an
     interrupted run's is the write it waits for a decision about."""
-    return run_calls(runs, status=ToolCall.Status.PENDING)
+    return run_calls(runs).filter(status=ToolCall.Status.PENDING)
 
 
-def run_calls(runs: QuerySet, *, status: str) -> QuerySet:
-    """The tool calls with `status` the runs of `runs` issued."""
+def run_calls(runs: QuerySet) -> QuerySet:
+    """The tool calls the runs of `runs` issued (a message carries its run's id)."""
     run_ids = runs.annotate(key=Cast("run_id", TextField())).values("key")
-    return (
-        ToolCall.objects.filter(status=status)
-        .annotate(issuing_run=KeyTextTransform("run_id", "message__metadata"))
-        .filter(issuing_run__in=run_ids)
-    )
+    return ToolCall.objects.annotate(
+        issuing_run=KeyTextTransform("run_id", "message__metadata")
+    ).filter(issuing_run__in=run_ids)
 
 
 def decided_calls(*, interrupted: AgentRun, deciding: AgentRun) -> QuerySet:

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import Case, F, Q, Value, When
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
@@ -398,13 +398,12 @@ def settle_pending_call(
 ) -> int:
     """Store the outcome of the call `tool_call_id` that run `run_id` left pending (a decided
     approval): the arguments it actually ran with, its status, output and error. With `was`
-    (a status and an error), the call is the one left so instead: a late call's real outcome
+    (a status and an error), the call may also be one left so: a late call's real outcome
     replacing what its run's cancel said of it. Returns how many rows changed (0 or 1)."""
-    runs = AgentRun.objects.filter(run_id=run_id)
-    if was is None:
-        calls = selectors.run_pending_calls(runs)
-    else:
-        calls = selectors.run_calls(runs, status=was[0]).filter(error=was[1])
+    settled = Q(status=ToolCall.Status.PENDING)
+    if was is not None:
+        settled |= Q(status=was[0], error=was[1])
+    calls = selectors.run_calls(AgentRun.objects.filter(run_id=run_id)).filter(settled)
     return calls.filter(tool_call_id=tool_call_id, message__conversation=conversation).update(
         input=arguments, output=output, status=status, error=error
     )

@@ -90,6 +90,7 @@ from memory_app.runtime.limits import (
     MAX_TOOL_CALLS_PER_REPLY,
     TOOL_ARGUMENTS_MAX_BYTES,
 )
+from memory_app.runtime.loop import logger
 from memory_app.runtime.opening import (
     check_decision,
     check_message,
@@ -121,7 +122,6 @@ from memory_app.runtime.turns import (
     Turn,
     TurnContext,
     TurnOutcome,
-    logger,
 )
 from memory_app.tool_names import SUBAGENT_TOOL_NAME
 

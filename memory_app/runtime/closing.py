@@ -27,14 +27,13 @@ from memory_app.runtime.errors import (
     error_text,
     is_model_failure,
 )
-from memory_app.runtime.loop import cancel_reason, on_database
+from memory_app.runtime.loop import cancel_reason, logger, on_database
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
     AgentRunHandle,
     Turn,
     TurnOutcome,
     cancellation,
-    logger,
 )
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 
@@ -134,16 +133,17 @@ async def acancel_turn(turn: Turn, *, reason: str) -> None:
 
 
 async def settle_late_calls(turn: Turn) -> None:
-    """After `cancel_turn`: wait for the tool calls still running when the turn was cancelled
-    (they end promptly: the run is fenced off, so a memory write still to come is refused).
-    A decided write that committed before the fence gets its real outcome."""
-    late = {}
-    for call_id, call in turn.tools_running.items():
-        try:
-            late[call_id] = await call
-        except Exception:  # the call's own failure: it wrote nothing this could report
-            continue
-    decided = late.get(turn.approval.tool_call_id) if turn.approval is not None else None
+    """After `cancel_turn`: a resume's decided write still running when the turn was cancelled
+    gets its real outcome once it ends, if it committed before the fence (the run is fenced
+    off, so a write still to come is refused, and the call ends promptly). The turn's other
+    calls still running are not waited for: nothing of theirs is stored."""
+    call = turn.tools_running.get(turn.approval.tool_call_id) if turn.approval else None
+    if call is None:
+        return
+    try:
+        decided = await call
+    except Exception:  # the call's own failure: it wrote nothing this could report
+        return
     if isinstance(decided, ToolMessage) and call_outcome(decided)[0] == ToolCall.Status.SUCCESS:
         await on_database(_settle_decided_call)(
             turn, [decided], ended=AgentRun.Status.CANCELLED, late=True

@@ -32,6 +32,7 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
+import logging
 import os
 import queue
 import threading
@@ -48,6 +49,7 @@ __all__ = [
     "Job",
     "cancel_reason",
     "inline_unless_tracing",
+    "logger",
     "loop_of_process",
     "on_database",
     "on_process_loop",
@@ -59,6 +61,8 @@ __all__ = [
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+
+logger = logging.getLogger("yuxi.runs")
 
 # The `error` of a run whose sync caller was interrupted (Ctrl-C, or a signal's SystemExit).
 CANCELLED_BY_INTERRUPT = "cancelled: the caller was interrupted ({kind})"
@@ -105,38 +109,51 @@ class _CallerThread:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future]] = (
             queue.SimpleQueue()
         )
-        self._interrupted: concurrent.futures.Future | None = None
 
     def submit(self, func: Callable[[], R]) -> "concurrent.futures.Future[R]":
         future: concurrent.futures.Future[R] = concurrent.futures.Future()
         self._jobs.put((func, future))
         return future
 
-    def serve_until(self, done: concurrent.futures.Future) -> None:
-        """Run submitted work here until `done` is settled."""
-        done.add_done_callback(lambda _: self._jobs.put((_stop, concurrent.futures.Future())))
-        while True:
-            func, future = self._jobs.get()
-            if func is _stop:
-                return
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(func())
-            except Exception as exc:  # handed to the awaiting turn
-                future.set_exception(exc)
-            except BaseException:
-                # A KeyboardInterrupt or SystemExit goes to `run_sync`, which cancels the turn
-                # (raised inside the turn's task, it would stop the process loop itself).
-                self._interrupted = future
-                raise
+    def serve_until(
+        self, done: concurrent.futures.Future, interrupted: Callable[[BaseException], None]
+    ) -> BaseException | None:
+        """Run submitted work here until `done` is settled; returns the first
+        `KeyboardInterrupt` or `SystemExit` that arrived meanwhile, if any.
 
-    def end_interrupted(self) -> None:
-        """After the turn was cancelled: the phase interrupted on this thread ends cancelled
-        (a close awaited to its end would otherwise wait for it forever)."""
-        if self._interrupted is not None:
-            self._interrupted.set_exception(concurrent.futures.CancelledError())
-            self._interrupted = None
+        An interruption (Ctrl-C, a signal's handler) never stops the serving: the first is
+        handed to `interrupted` (which cancels the turn), and the turn's cancellation and
+        close are served here to their end; the step it interrupted ends cancelled. Raised
+        inside the turn's task instead, it would stop the process loop itself.
+        """
+        done.add_done_callback(lambda _: self._jobs.put((_stop, concurrent.futures.Future())))
+        first: BaseException | None = None
+        while True:
+            future: concurrent.futures.Future | None = None
+            try:
+                func, future = self._jobs.get()
+                if func is _stop:
+                    return first
+                if future.set_running_or_notify_cancel():
+                    _serve(func, future)
+            except (KeyboardInterrupt, SystemExit) as exc:
+                if first is None:  # the turn learns why before the step ends
+                    first = exc
+                    interrupted(exc)
+                if future is not None and not future.done() and not future.cancel():
+                    future.set_exception(concurrent.futures.CancelledError())
+
+
+def _serve(func: Callable[[], Any], future: concurrent.futures.Future) -> None:
+    """`func`'s outcome into `future`, an interruption excepted (`serve_until` ends it)."""
+    try:
+        result = func()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # handed to the awaiting turn
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def _stop() -> None:
@@ -218,24 +235,27 @@ def _untaken(done: concurrent.futures.Future | asyncio.Future) -> tuple[bool, An
 def run_sync(coroutine: Coroutine[Any, Any, T], *, undo: Undo | None = None) -> T:
     """Run `coroutine` on the process loop for a sync caller and return its result; the
     caller's thread serves its database phases meanwhile. A `KeyboardInterrupt` or
-    `SystemExit` while waiting cancels it (`CANCELLED_BY_INTERRUPT`), waits for it to finish,
-    and propagates; if it had returned all the same (the interruption came as it ended),
-    `undo(result, interruption)` runs first: a run it opened would otherwise stay open with
-    nobody to close it."""
+    `SystemExit` while waiting cancels it (`CANCELLED_BY_INTERRUPT`), waits for it to finish
+    (a second one does not cut that short), and propagates; if it had returned all the same
+    (the interruption came as it ended), `undo(result, interruption)` runs first: a run it
+    opened would otherwise stay open with nobody to close it."""
     _refuse_on_process_loop()
     caller = _CallerThread()
     job = Job(coroutine, caller)
-    try:
-        caller.serve_until(job.done)
-    except (KeyboardInterrupt, SystemExit) as exc:
+
+    def cancel(exc: BaseException) -> None:
         job.cancel(CANCELLED_BY_INTERRUPT.format(kind=type(exc).__name__))
-        caller.end_interrupted()
-        caller.serve_until(job.done)
-        returned, result = _untaken(job.done)
-        if returned and undo is not None:
-            run_sync(undo(result, exc))
-        raise
-    return job.done.result()
+
+    interruption = caller.serve_until(job.done, cancel)
+    if interruption is None:
+        return job.done.result()
+    returned, result = _untaken(job.done)
+    if returned and undo is not None:
+        try:
+            run_sync(undo(result, interruption))
+        except Exception:  # the caller gets its interruption; the failure is told here
+            logger.warning("undoing an interrupted caller's result failed", exc_info=True)
+    raise interruption
 
 
 async def on_process_loop(
@@ -258,7 +278,11 @@ async def on_process_loop(
             await until_finished(job)
         returned, result = _untaken(job.done)
         if returned and undo is not None:
-            await until_finished(Job(undo(result, exc), None))
+            undoing = Job(undo(result, exc), None)
+            await until_finished(undoing)
+            if not undoing.done.cancelled() and undoing.done.exception() is not None:
+                failure = undoing.done.exception()
+                logger.warning("undoing a cancelled caller's result failed", exc_info=failure)
         raise
 
 

@@ -9,7 +9,6 @@ persist, or cancel it); `team` wraps the same open and close around a team's own
 """
 
 import asyncio
-import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
@@ -24,12 +23,7 @@ from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
 from memory_app.runtime.context import RunContext
 from memory_app.runtime.graphs import AgentGraph
-from memory_app.runtime.loop import (
-    CANCELLED_BY_INTERRUPT,
-    cancel_reason,
-)
-
-logger = logging.getLogger("yuxi.runs")
+from memory_app.runtime.loop import CANCELLED_BY_INTERRUPT, cancel_reason
 
 # then done or error (memory_app.runtime.streaming builds the first and the last).
 ChatEvent = dict[str, Any]

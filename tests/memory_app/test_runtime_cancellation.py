@@ -565,26 +565,38 @@ def test_a_database_failure_before_a_teams_run_is_handed_over_fails_it(
 
 
 def test_a_teams_run_opened_just_as_its_caller_is_cancelled_is_cancelled(user, monkeypatch):
-    """The caller's task is cancelled as the open returns on the process loop, too late to
-    cancel the open: the run it opened is cancelled all the same, not left `running`."""
-    checked = team._approval_applies
+    """The caller's task is cancelled once the open has returned on the process loop, before
+    the caller took its run: too late to cancel the open, the run it opened is closed
+    (cancelled) all the same, not left `running`."""
+    opening, closing = team._aopen_agent_run, team._close_untaken
+    returned = threading.Event()
+    undone: list[str] = []
+
+    async def opened(**arguments):
+        result = await opening(**arguments)
+        returned.set()
+        return result
+
+    def close_untaken(opened, stopped):
+        undone.append(type(stopped).__name__)
+        return closing(opened, stopped)
+
+    monkeypatch.setattr(team, "_aopen_agent_run", opened)
+    monkeypatch.setattr(team, "_close_untaken", close_untaken)
 
     async def cancel_as_the_open_returns() -> None:
         me, loop = asyncio.current_task(), asyncio.get_running_loop()
 
         def cancel_once_it_returned() -> None:
-            time.sleep(0.3)  # the caller's loop is held while the open returns
+            assert returned.wait(10)  # the caller's loop is held while the open returns
             me.cancel()
 
-        def approval_applies(turn):
-            loop.call_soon_threadsafe(cancel_once_it_returned)
-            return checked(turn)
-
-        monkeypatch.setattr(team, "_approval_applies", approval_applies)
+        loop.call_soon(cancel_once_it_returned)
         async with aagent_run(user_id=user.pk, thread_id=None):
             raise AssertionError("the run was handed over")
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(cancel_as_the_open_returns())
+    assert undone == ["CancelledError"]  # the open's result was undone, not cancelled
     run = the_run_is_over(user)
     assert (run.status, run.error) == ("cancelled", BY_CALLER)

@@ -12,11 +12,13 @@ from contextlib import aclosing, closing
 import pytest
 
 from conversations.models import AgentRun, ToolCall
-from conversations.services import not_run_result
+from conversations.services import DECLINED, not_run_result, settle_pending_call
 from conversations.utils.connections import direct_connection
 from memory_app.locks import memory_lock_key
 from memory_app.runtime import astream_chat, chat, stream_chat
+from memory_app.runtime.closing import DECIDED_CALL_NOT_RUN, settle_late_calls
 from memory_app.runtime.loop import on_process_loop
+from memory_app.runtime.turns import Turn
 from memory_app.tools import RememberMemoryTool
 from tests.factories import UserConfigFactory
 
@@ -176,3 +178,51 @@ def test_a_decided_write_that_ends_after_its_run_was_cancelled_keeps_its_real_ou
     row = decided_row(turn)
     assert (row.status, json.loads(row.output)["status"]) == ("success", "added")
     assert (resume_run(turn).status, resume_run(turn).error) == ("cancelled", BY_READER)
+
+
+def test_a_cancelled_turn_waits_for_its_decided_write_only():
+    """The cancel waits for the decided write still running (its outcome is stored), never
+    for the turn's other calls still running: nothing of theirs is stored, and a repeated
+    cancellation could not cut that wait short."""
+    never_ends = asyncio.Future  # made on the running loop below
+
+    async def settle() -> bool:
+        turn = Turn(handle=None, message=None, user_message=None)
+        turn.tools_running.update({"call_other": never_ends()})
+        settling = asyncio.ensure_future(settle_late_calls(turn))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        return settling.done()
+
+    assert asyncio.run(settle())
+
+
+@pytest.mark.parametrize(
+    ("left", "corrected"),
+    [
+        # the cancel's own settling rolled back (its run had lost its lease): still pending
+        (None, True),
+        # the cancel settled it as not run
+        (("declined", DECIDED_CALL_NOT_RUN.format(ended="cancelled")), True),
+        # the user declined it: a decision, never replaced
+        (("declined", DECLINED), False),
+    ],
+)
+def test_a_late_outcome_replaces_a_pending_or_not_run_row_only(interrupted, left, corrected):
+    user, turn = interrupted
+    row = decided_row(turn)
+    if left is not None:
+        ToolCall.objects.filter(pk=row.pk).update(status=left[0], error=left[1])
+    changed = settle_pending_call(
+        conversation=row.message.conversation,
+        run_id=turn.run_id,
+        tool_call_id=row.tool_call_id,
+        arguments={"content": "I drink oolong tea", "replaces": None},
+        output='{"status": "added"}',
+        status="success",
+        error="",
+        was=("declined", DECIDED_CALL_NOT_RUN.format(ended="cancelled")),
+    )
+    assert changed == int(corrected)
+    row.refresh_from_db()
+    assert (row.status == "success") is corrected

@@ -319,3 +319,48 @@ def test_an_async_caller_cancelled_as_the_coroutine_returns_has_its_result_undon
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(caller())
     assert undone == [(7, asyncio.CancelledError)]
+
+
+class Unusual(BaseException):
+    """A BaseException that is neither an interruption nor a cancellation."""
+
+
+def test_any_other_base_exception_of_a_database_phase_is_handed_to_the_turn():
+    """Only an interruption stays with the caller's thread; anything else a step raises (a
+    test's failure, a GeneratorExit) reaches the turn awaiting it, as an Exception does."""
+
+    def unusual_phase() -> None:
+        raise Unusual
+
+    async def turn() -> str:
+        try:
+            await on_database(unusual_phase)()
+        except Unusual:
+            return "handed over"
+        return "not raised"
+
+    assert run_sync(turn()) == "handed over"
+
+
+def test_a_second_interruption_while_the_turn_closes_does_not_cut_its_close_short():
+    """Ctrl-C twice: the first cancels the turn, the second lands in a step of its cancel.
+    That step ends cancelled, the rest of the close is still served on the caller's thread,
+    and the first interruption propagates once the turn has finished."""
+    closed: list[str] = []
+
+    def interrupted_phase() -> None:
+        raise KeyboardInterrupt
+
+    async def turn() -> None:
+        try:
+            await on_database(interrupted_phase)()
+        except asyncio.CancelledError:
+            with contextlib.suppress(asyncio.CancelledError):
+                await on_database(interrupted_phase)()
+            await on_database(closed.append)("closed")
+            raise
+
+    with pytest.raises(KeyboardInterrupt):
+        run_sync(turn())
+    assert closed == ["closed"]
+    assert run_sync(asyncio.sleep(0, result="still serving")) == "still serving"
