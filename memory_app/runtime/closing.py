@@ -8,7 +8,7 @@ reaper. `cancel_turn` is the close of a turn whose caller stopped waiting (`canc
 """
 
 import asyncio
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext
 from typing import TypeVar
 
@@ -57,6 +57,22 @@ async def to_the_end(phase: Awaitable[T]) -> T:
             logger.warning("a run's close failed after its caller was cancelled", exc_info=failure)
         raise interrupted
     return task.result()
+
+
+async def settled(
+    close: Callable[[], Awaitable[T]], *, instead: Callable[[], Awaitable[None]]
+) -> T:
+    """Await `close()` to its end (`to_the_end`) and return its result. If the close itself
+    was cancelled — an interruption landed inside its step on a sync caller's thread, which
+    ends that step cancelled — `instead()` (the run's cancel) runs to its end in its place,
+    then the cancellation propagates: the run is closed either way."""
+    closing = asyncio.ensure_future(close())
+    try:
+        return await to_the_end(closing)
+    except asyncio.CancelledError:
+        if closing.cancelled():
+            await to_the_end(instead())
+        raise
 
 
 async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) -> Turn:

@@ -23,10 +23,10 @@ from conversations.models import AgentRun, Message
 from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
-from memory_app.runtime.closing import acancel_turn, aopen, close_turn, to_the_end
+from memory_app.runtime.closing import acancel_turn, aopen, close_turn, settled, to_the_end
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph, warm_graph
-from memory_app.runtime.loop import on_database, on_process_loop, run_sync
+from memory_app.runtime.loop import cancel_reason, on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_resume_turn, open_turn
 from memory_app.runtime.subagent import SUBAGENT_SHAPE, DelegateToSubagentTool
 from memory_app.runtime.turns import (
@@ -109,8 +109,12 @@ async def aturn(request: ChatRequest, *, events: bool, reason: str) -> AsyncIter
     except (asyncio.CancelledError, GeneratorExit) as exc:
         await to_the_end(acancel_turn(turn, reason=cancellation(exc, default=reason)))
         raise
-    # Cancelled while it closes, the turn still closes (succeeded: it had ended), then stops.
-    tool_calls = await to_the_end(on_database(close_turn)(turn, outcome))
+    # Cancelled while it closes, the turn still closes (succeeded: it had ended), then stops;
+    # interrupted inside the close's own step, it is cancelled instead.
+    tool_calls = await settled(
+        lambda: on_database(close_turn)(turn, outcome),
+        instead=lambda: acancel_turn(turn, reason=cancel_reason(reason)),
+    )
     yield chat_turn(turn, outcome, tool_calls)
 
 

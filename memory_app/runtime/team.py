@@ -3,6 +3,7 @@ and close as a chat turn (`opening`, `closing`), on the process's event loop —
 team's `create_agent` graph needs for approval before a memory write (`TeamRun`).
 """
 
+import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from conversations import checkpoints
 from conversations.models import AgentRun
 from memory_app.authorization import MemoryRunRefused, grant_memory_run
 from memory_app.runtime.approval import approval_middleware, decision_command, proposed_write
-from memory_app.runtime.closing import aopen, close_agent_run, to_the_end
+from memory_app.runtime.closing import aopen, close_agent_run, settled
 from memory_app.runtime.loop import on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_agent_run, open_resume_turn
 from memory_app.runtime.turns import CANCELLED_BY_CALLER, Turn, TurnOutcome
@@ -126,11 +127,16 @@ def _closing(
     turn: Turn, run: TeamRun | None, exc: BaseException | None
 ) -> Coroutine[Any, Any, None]:
     """The run's finish (`close_agent_run`, on a worker thread), run to its end even if the
-    caller is interrupted or cancelled while it waits (then passed on). `run` is None when
-    the run failed before it was handed to the team (nothing produced, nothing to settle)."""
-    if run is None:
-        return to_the_end(on_database(close_agent_run)(turn, exc, TurnOutcome()))
-    return to_the_end(on_database(close_agent_run)(turn, exc, run.outcome(), run.results()))
+    caller is interrupted or cancelled while it waits (then passed on), the run cancelled
+    instead if the finish's own step was interrupted. `run` is None when the run failed
+    before it was handed to the team (nothing produced, nothing to settle)."""
+    outcome, results = (run.outcome(), run.results()) if run is not None else (TurnOutcome(), [])
+    return settled(
+        lambda: on_database(close_agent_run)(turn, exc, outcome, results),
+        instead=lambda: on_database(close_agent_run)(
+            turn, asyncio.CancelledError(), outcome, results
+        ),
+    )
 
 
 def _close_untaken(opened: tuple[Turn, bool], stopped: BaseException) -> Coroutine[Any, Any, None]:

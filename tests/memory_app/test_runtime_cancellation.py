@@ -31,6 +31,7 @@ from memory_app.runtime import (
     agent_run,
     astream_chat,
     chat,
+    service,
     stream_chat,
     team,
 )
@@ -123,6 +124,16 @@ def test_a_consumer_that_stops_reading_cancels_the_run(wire, user, entry):
 # --- the caller's task is cancelled --------------------------------------------------------
 
 
+async def cancelled_once(coroutine, *, when: threading.Event) -> None:
+    """Run `coroutine` as a task, cancel it once `when` is set, and see it end cancelled."""
+    task = asyncio.ensure_future(coroutine)
+    while not when.is_set():
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 @pytest.mark.parametrize(
     ("entry", "error"),
     [("achat", BY_CALLER), ("astream_chat", BY_READER), ("aagent_run", BY_CALLER)],
@@ -141,15 +152,7 @@ def test_a_cancelled_caller_task_cancels_the_run(wire, user, entry, error):
                 model = ChatOpenAI(base_url=wire.url, api_key="local", model="m")
                 await model.ainvoke("hi")
 
-    async def cancel_while_the_model_thinks() -> None:
-        task = asyncio.create_task(started())
-        while not wire.thinking.is_set():
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancel_while_the_model_thinks())
+    asyncio.run(cancelled_once(started(), when=wire.thinking))  # while the model thinks
     cancelled_with(user, error)
 
 
@@ -502,15 +505,7 @@ def test_a_teams_run_cancelled_while_it_checks_for_approval_is_cancelled(
         async with aagent_run(user_id=user.pk, thread_id=None):
             raise AssertionError("the run was handed over")
 
-    async def cancel_during_the_check() -> None:
-        task = asyncio.ensure_future(team_loop())
-        while not blocked_approval_check.entered.is_set():
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
-
-    asyncio.run(cancel_during_the_check())
+    asyncio.run(cancelled_once(team_loop(), when=blocked_approval_check.entered))
     assert (the_run_is_over(user).status, the_run(user).error) == ("cancelled", BY_CALLER)
 
 
@@ -600,3 +595,37 @@ def test_a_teams_run_opened_just_as_its_caller_is_cancelled_is_cancelled(user, m
     assert undone == ["CancelledError"]  # the open's result was undone, not cancelled
     run = the_run_is_over(user)
     assert (run.status, run.error) == ("cancelled", BY_CALLER)
+
+
+# --- an interruption inside the close's own step ---------------------------------------------
+
+
+def interrupted_once(close):
+    """`close`, except that its first call is interrupted (Ctrl-C landing inside the step)."""
+    calls: list[int] = []
+
+    def step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return close(*args, **kwargs)
+
+    return step
+
+
+@pytest.mark.parametrize("entry", ["chat", "agent_run"])
+def test_a_sync_caller_interrupted_inside_the_close_cancels_the_run(user, monkeypatch, entry):
+    """Ctrl-C lands inside the close's own step on the caller's thread (its transaction rolls
+    back): the run is cancelled in its place, as for any interruption, not left for the
+    reaper to fail once its lease expires."""
+    with pytest.raises(KeyboardInterrupt):
+        if entry == "chat":
+            monkeypatch.setattr(service, "close_turn", interrupted_once(service.close_turn))
+            chat(user_id=user.pk, message="hi")
+        else:
+            monkeypatch.setattr(team, "close_agent_run", interrupted_once(team.close_agent_run))
+            with agent_run(user_id=user.pk, thread_id=None):
+                pass
+    run = the_run_is_over(user)
+    assert (run.status, run.error) == ("cancelled", BY_KEYBOARD_INTERRUPT)
+    assert stored(user) in (["user"], [])
