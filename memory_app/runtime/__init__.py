@@ -26,8 +26,12 @@ Its parts, each importing only those above it in this list:
   process's compiled graph of a shape, and what a run of it is shown), `warm_graph`.
 - `loop` — the process's one event loop (a daemon thread) every turn runs on, and the
   adapters sync and async callers reach it through (`run_sync`, `on_process_loop`).
+- `caller_thread` — `CallerThread`: a sync caller's thread serving its turn's database steps
+  (and keeping an interruption out of the loop).
 - `relay` — an event stream made on that loop, read from another loop (`relay`) or from sync
   code (`iterate_sync`).
+- `settling` — `to_the_end` and `settled`: a close or cancel awaited so nothing stops it
+  halfway.
 - `turns` — a turn's parts (`Turn`, `AgentRunHandle`, `TurnContext`, `AgentInput`,
   `TurnOutcome`, `ChatEvent`) and the cancellation policy (`cancellation`).
 - `opening` — `open_turn(...) -> Turn` (entry checks, thread, run created and claimed with

@@ -34,7 +34,6 @@ import contextvars
 import functools
 import logging
 import os
-import queue
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
@@ -43,6 +42,7 @@ import langsmith
 from langsmith.utils import tracing_is_enabled
 
 from conversations.utils.connections import in_worker_thread
+from memory_app.runtime.caller_thread import CallerThread
 
 __all__ = [
     "CANCELLED_BY_INTERRUPT",
@@ -102,69 +102,11 @@ def process_loop() -> asyncio.AbstractEventLoop:
         return _loop[1]
 
 
-class _CallerThread:
-    """A sync caller's thread, serving the database phases of the turn it waits for."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], concurrent.futures.Future]] = (
-            queue.SimpleQueue()
-        )
-
-    def submit(self, func: Callable[[], R]) -> "concurrent.futures.Future[R]":
-        future: concurrent.futures.Future[R] = concurrent.futures.Future()
-        self._jobs.put((func, future))
-        return future
-
-    def serve_until(
-        self, done: concurrent.futures.Future, interrupted: Callable[[BaseException], None]
-    ) -> BaseException | None:
-        """Run submitted work here until `done` is settled; returns the first
-        `KeyboardInterrupt` or `SystemExit` that arrived meanwhile, if any.
-
-        An interruption (Ctrl-C, a signal's handler) never stops the serving: the first is
-        handed to `interrupted` (which cancels the turn), and the turn's cancellation and
-        close are served here to their end; the step it interrupted ends cancelled. Raised
-        inside the turn's task instead, it would stop the process loop itself.
-        """
-        done.add_done_callback(lambda _: self._jobs.put((_stop, concurrent.futures.Future())))
-        first: BaseException | None = None
-        while True:
-            future: concurrent.futures.Future | None = None
-            try:
-                func, future = self._jobs.get()
-                if func is _stop:
-                    return first
-                if future.set_running_or_notify_cancel():
-                    _serve(func, future)
-            except (KeyboardInterrupt, SystemExit) as exc:
-                if first is None:  # the turn learns why before the step ends
-                    first = exc
-                    interrupted(exc)
-                if future is not None and not future.done() and not future.cancel():
-                    future.set_exception(concurrent.futures.CancelledError())
-
-
-def _serve(func: Callable[[], Any], future: concurrent.futures.Future) -> None:
-    """`func`'s outcome into `future`, an interruption excepted (`serve_until` ends it)."""
-    try:
-        result = func()
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException as exc:  # handed to the awaiting turn
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
-
-
-def _stop() -> None:
-    """The marker that ends `_CallerThread.serve_until`."""
-
-
 class Job:
     """One coroutine run as a task on the process loop, settled into `done` only once the
     task has finished (its cancellation handling included)."""
 
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], caller: _CallerThread | None):
+    def __init__(self, coroutine: Coroutine[Any, Any, Any], caller: CallerThread | None):
         self.caller = caller
         self.reason: str | None = None
         self.done: concurrent.futures.Future = concurrent.futures.Future()
@@ -240,7 +182,7 @@ def run_sync(coroutine: Coroutine[Any, Any, T], *, undo: Undo | None = None) -> 
     (the interruption came as it ended), `undo(result, interruption)` runs first: a run it
     opened would otherwise stay open with nobody to close it."""
     _refuse_on_process_loop()
-    caller = _CallerThread()
+    caller = CallerThread()
     job = Job(coroutine, caller)
 
     def cancel(exc: BaseException) -> None:

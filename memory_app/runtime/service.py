@@ -23,11 +23,12 @@ from conversations.models import AgentRun, Message
 from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
-from memory_app.runtime.closing import acancel_turn, aopen, close_turn, settled, to_the_end
+from memory_app.runtime.closing import acancel_turn, aopen, close_turn
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph, warm_graph
 from memory_app.runtime.loop import cancel_reason, on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_resume_turn, open_turn
+from memory_app.runtime.settling import settled, to_the_end
 from memory_app.runtime.subagent import SUBAGENT_SHAPE, DelegateToSubagentTool
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,

@@ -16,7 +16,6 @@ import pytest
 
 from conversations.models import AgentRun
 from memory_app.runtime import achat, astream_chat, chat, stream_chat
-from memory_app.runtime.closing import to_the_end
 from memory_app.runtime.loop import (
     CANCELLED_BY_INTERRUPT,
     cancel_reason,
@@ -27,6 +26,7 @@ from memory_app.runtime.loop import (
     run_sync,
 )
 from memory_app.runtime.relay import RELAY_AHEAD, relay
+from memory_app.runtime.settling import to_the_end
 from tests.factories import UserFactory, memory_user
 from tests.wire_model import text_reply
 
