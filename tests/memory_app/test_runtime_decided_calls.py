@@ -184,11 +184,10 @@ def test_a_cancelled_turn_waits_for_its_decided_write_only():
     """The cancel waits for the decided write still running (its outcome is stored), never
     for the turn's other calls still running: nothing of theirs is stored, and a repeated
     cancellation could not cut that wait short."""
-    never_ends = asyncio.Future  # made on the running loop below
 
     async def settle() -> bool:
         turn = Turn(handle=None, message=None, user_message=None)
-        turn.tools_running.update({"call_other": never_ends()})
+        turn.tools_running["call_other"] = asyncio.get_running_loop().create_future()  # never ends
         settling = asyncio.ensure_future(settle_late_calls(turn))
         for _ in range(3):
             await asyncio.sleep(0)
