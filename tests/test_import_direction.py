@@ -97,7 +97,7 @@ LAYERS = {
         {"memory_app.middleware"},
         {"memory_app.llm"},
         # the Chat service, part by part
-        {"memory_app.runtime.caller_thread"},
+        {"memory_app.runtime.caller_thread", "memory_app.runtime.graph_cache"},
         {"memory_app.runtime.limits", "memory_app.runtime.loop", "memory_app.runtime.context"},
         {"memory_app.runtime.relay", "memory_app.runtime.settling"},
         {"memory_app.runtime.errors", "memory_app.runtime.credential_check"},

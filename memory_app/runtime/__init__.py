@@ -21,6 +21,8 @@ Its parts, each importing only those above it in this list:
 - `approval` — the approval middleware (`ApprovalGate` and LangChain's human-in-the-loop on
   `remember_memory`), the check that refuses a decision that could not be carried out, and
   the resume command of a user's decision.
+- `graph_cache` — `CompiledGraphs`: the process's compiled graphs by key, each compiled
+  once however many turns ask at the same time, the least recently used dropped.
 - `graphs` — `AgentGraph`, `build_chatbot_graph`, `build_resume_graph`, `build_subagent_graph`
   (a graph built for one run), and `shared_graph` / `GraphShape` / `run_system_message` (the
   process's compiled graph of a shape, and what a run of it is shown), `warm_graph`.

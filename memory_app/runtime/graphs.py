@@ -14,8 +14,6 @@ but runs nothing: a turn does it in `run_agent`'s `prepare` step, inside the tur
 failure there fails the run.
 """
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ from memory_app.llm import chat_model_from_settings, model_settings
 from memory_app.middleware import MemoryPrompt, YuxiMemoryMiddleware
 from memory_app.runtime.approval import approval_middleware
 from memory_app.runtime.call_limit import ModelCallLimit
+from memory_app.runtime.graph_cache import CompiledGraphs
 from memory_app.runtime.guard import RunGuard
 from memory_app.runtime.limits import MAX_MODEL_CALLS
 from memory_app.tools import build_memory_tools
@@ -191,60 +190,8 @@ class _Compiled:
     keys: tuple[Any, ...]
 
 
-class _SharedGraphs:
-    """The process's compiled graphs by shape, model, checkpointer and extra tools; the least
-    recently used is dropped past `size` (a caller that passes a new model object each turn
-    compiles each turn, as a graph built per run would). Turns that need the same graph at
-    once wait for one compile rather than each making its own."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._graphs: OrderedDict[tuple, _Compiled] = OrderedDict()
-        self._compiling: dict[tuple, threading.Lock] = {}
-        self._lock = threading.Lock()
-
-    def get(
-        self,
-        shape: GraphShape,
-        *,
-        model: BaseChatModel | None,
-        checkpointer: BaseCheckpointSaver | None,
-        extra_tools: Sequence[BaseTool],
-    ) -> _Compiled:
-        # Objects are keyed by identity (the entry keeps them alive); a model from settings by
-        # the settings it reads.
-        model_key = model_settings() if model is None else id(model)
-        key = (shape, model_key, id(checkpointer), tuple(map(id, extra_tools)))
-        with self._lock:
-            if (found := self._found(key)) is not None:
-                return found
-            compiling = self._compiling.setdefault(key, threading.Lock())
-        with compiling:
-            with self._lock:
-                if (found := self._found(key)) is not None:
-                    return found
-            try:
-                built = _compile_shared(shape, model, checkpointer, extra_tools)
-            except BaseException:  # no lock left behind: the next turn tries again
-                with self._lock:
-                    self._compiling.pop(key, None)
-                raise
-            with self._lock:
-                self._graphs[key] = built
-                self._compiling.pop(key, None)  # with the graph in place, in one step
-                while len(self._graphs) > self.size:
-                    self._graphs.popitem(last=False)
-        return built
-
-    def _found(self, key: tuple) -> _Compiled | None:
-        """The graph of `key`, marked as just used, if there is one (under `_lock`)."""
-        if key not in self._graphs:
-            return None
-        self._graphs.move_to_end(key)
-        return self._graphs[key]
-
-
-_SHARED_GRAPHS = _SharedGraphs(size=32)
+# The process's compiled graphs, keyed as `_compiled` says.
+_SHARED_GRAPHS: CompiledGraphs[_Compiled] = CompiledGraphs(size=32)
 
 
 def _compile_shared(
@@ -269,6 +216,21 @@ def _compile_shared(
     )
 
 
+def _compiled(
+    shape: GraphShape,
+    *,
+    model: BaseChatModel | None,
+    checkpointer: BaseCheckpointSaver | None,
+    extra_tools: Sequence[BaseTool],
+) -> _Compiled:
+    """The process's compiled graph of `shape` for these objects, compiled now if need be.
+    Objects are keyed by identity (the entry keeps them alive); a model from settings by the
+    settings it reads, so a changed `LLM_*` setting gets a graph of its own."""
+    model_key = model_settings() if model is None else id(model)
+    key = (shape, model_key, id(checkpointer), tuple(map(id, extra_tools)))
+    return _SHARED_GRAPHS.get(key, lambda: _compile_shared(shape, model, checkpointer, extra_tools))
+
+
 def shared_graph(
     shape: GraphShape,
     *,
@@ -282,9 +244,7 @@ def shared_graph(
     `extra_tools` have not been seen, or were dropped since). The run must invoke it with a
     `RunContext` whose `system_message` is `system_message`; `extra_tools` are tools built
     without a context (they read it from `runtime.context`), the same objects every turn."""
-    compiled = _SHARED_GRAPHS.get(
-        shape, model=model, checkpointer=checkpointer, extra_tools=extra_tools
-    )
+    compiled = _compiled(shape, model=model, checkpointer=checkpointer, extra_tools=extra_tools)
     return AgentGraph(
         agent=compiled.agent,
         system_prompt=system_message.text,
@@ -297,7 +257,7 @@ def shared_graph(
 def warm_graph(shape: GraphShape, *, extra_tools: Sequence[BaseTool] = ()) -> None:
     """Compile now, unless it is already, the process's graph of `shape` for the configured
     model (what `shared_graph` runs a turn of that shape on, `extra_tools` the same objects)."""
-    _SHARED_GRAPHS.get(shape, model=None, checkpointer=None, extra_tools=extra_tools)
+    _compiled(shape, model=None, checkpointer=None, extra_tools=extra_tools)
 
 
 def run_system_message(

@@ -31,7 +31,7 @@ print(json.dumps({
     "modules": sorted(m for m in ("yuxi_site.urls", "memory_app.api", "memory_app.runtime",
                                   "langchain.agents", "langchain_openai") if m in sys.modules),
     "pooled": stats["pool_size"],
-    "graphs": len(_SHARED_GRAPHS._graphs),
+    "graphs": len(_SHARED_GRAPHS),
 }))
 """
 
