@@ -5,6 +5,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from conversations.utils.connections import release_connection
 from memory_app.llm import ScriptedChatModel
 
 
@@ -19,7 +20,12 @@ class RecordingModel(ScriptedChatModel):
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.calls.append({"messages": list(messages), "tools": list(self.bound_tools)})
         if self.before_step:
-            self.before_step(len(self.calls))
+            try:
+                self.before_step(len(self.calls))
+            finally:
+                # The model runs on an executor thread of the process loop: a connection the
+                # hook opened there would stay open for the rest of the test session.
+                release_connection()
         if self.replies:
             return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
         return super()._generate(messages, stop, run_manager, **kwargs)

@@ -13,7 +13,7 @@ import pytest
 
 from conversations.models import AgentRun, ToolCall
 from conversations.services import DECLINED, not_run_result, settle_pending_call
-from conversations.utils.connections import direct_connection
+from conversations.utils.connections import direct_connection, release_connection
 from memory_app.locks import memory_lock_key
 from memory_app.runtime import astream_chat, chat, stream_chat
 from memory_app.runtime.closing import DECIDED_CALL_NOT_RUN, settle_late_calls
@@ -155,8 +155,11 @@ def test_a_decided_write_that_ends_after_its_run_was_cancelled_keeps_its_real_ou
 
     def until_the_resume_run_ended() -> None:
         deadline = time.monotonic() + 10
-        while resume_run(turn).status == "running" and time.monotonic() < deadline:
-            time.sleep(0.02)
+        try:
+            while resume_run(turn).status == "running" and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            release_connection()  # read on an executor thread: no connection left behind
 
     async def cancel_twice() -> None:
         async def consume() -> None:
