@@ -293,7 +293,12 @@ def _throughput(contexts: list[ToolRuntimeContext]) -> float:
     per_writer = THROUGHPUT_APPENDS // len(contexts)
     fork = multiprocessing.get_context("fork")
     barrier = fork.Barrier(len(contexts) + 1)
-    connections.close_all()  # children must not share the parent's socket
+    # Children must not share the parent's sockets, nor inherit its connection pool: the
+    # pool's worker threads do not survive a fork, so a child waiting on the inherited pool
+    # for a new connection times out, and one taking an inherited idle connection shares
+    # its socket with the parent and its siblings. Each child opens a pool of its own.
+    connections.close_all()
+    connections["default"].close_pool()
     writers = [
         fork.Process(target=_append_facts, args=(k, ctx, per_writer, barrier))
         for k, ctx in enumerate(contexts)
