@@ -8,6 +8,8 @@ from conversations.models import Conversation, Message, ToolCall
 from conversations.selectors import list_user_pending_approvals
 from memory_app.selectors import read_memory_file
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
+from tests.memory_app.helpers import remember
+from tests.wire_model import Call, Reply
 
 pytestmark = pytest.mark.django_db
 
@@ -125,4 +127,45 @@ def test_end_of_input_leaves_the_write_waiting():
     assert "(the write is still waiting for your decision)" in output
     [pending] = list_user_pending_approvals(user_id=user.pk)
     assert pending.content == "I drink oolong tea"
+    assert read_memory_file(user=user).text == ""
+
+
+# A real model may propose to replace a line the file does not hold (SmolLM2 over llama.cpp
+# does, often): the edit asks which line it replaces, so the user is not left with reject only.
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("answers", "memory", "asked"),
+    [
+        # approved as proposed: refused (no such line), asked again; then edited as a new line
+        ("a\ne\nI drink green tea\n\n", "I drink black tea\nI drink green tea\n", 2),
+        # edited to replace a line the file does hold
+        ("e\nI drink green tea\nI drink black tea\n", "I drink green tea\n", 1),
+    ],
+)
+def test_an_edit_says_which_line_a_proposal_replaces(wire_model, answers, memory, asked):
+    config = UserConfigFactory(user__username="mei")
+    remember(config.user, "I drink black tea")
+    config.memory_write_approval = True
+    config.save(update_fields=["memory_write_approval"])
+    user = config.user
+    arguments = '{"content": "I drink green tea", "replaces": "my old tea"}'
+    wire_model.answer(Reply(calls=(Call("remember_memory", arguments),)))
+    output = chat_deciding(answers)
+    assert "  replacing: my old tea" in output
+    assert output.count("approve, edit or reject? [a/e/r] ") == asked
+    assert output.count("refused: the text to replace is not in the memory file") == asked - 1
+    assert "[tool remember_memory: success]" in output
+    assert read_memory_file(user=user).text == memory
+    assert list_user_pending_approvals(user_id=user.pk) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_end_of_input_at_the_replaced_line_leaves_the_write_waiting(wire_model):
+    user = approving_user()
+    arguments = '{"content": "I drink green tea", "replaces": "my old tea"}'
+    wire_model.answer(Reply(calls=(Call("remember_memory", arguments),)))
+    output = chat_deciding("e\nI drink green tea\n")
+    assert "(the write is still waiting for your decision)" in output
+    [pending] = list_user_pending_approvals(user_id=user.pk)
+    assert pending.replaces == "my old tea"
     assert read_memory_file(user=user).text == ""

@@ -101,11 +101,11 @@ class Command(BaseCommand):
                 continue
             resume: dict[str, Any] = {"decision": decision}
             if decision == "edit":
-                content = self._ask("text to remember> ")
-                if content is None:
+                edited = self._edited(turn.approval)
+                if edited is None:
                     self.stdout.write("(the write is still waiting for your decision)")
                     return
-                resume |= {"content": content, "replaces": turn.approval.get("replaces")}
+                resume |= edited
             try:
                 turn = chat(user_id=user_id, thread_id=turn.thread_id, resume=resume)
             except ChatNothingToResume as exc:
@@ -116,6 +116,21 @@ class Command(BaseCommand):
             except KeyboardInterrupt as exc:
                 raise _cancelled() from exc
             self._show(turn)
+
+    def _edited(self, approval: dict[str, Any]) -> dict[str, Any] | None:
+        """The user's own version of a proposed write: its text, and, when the proposal
+        replaces a line, which line (a model may name one the file does not hold, and the
+        user must be able to say "none" rather than only reject); None at the end of input."""
+        content = self._ask("text to remember> ")
+        if content is None:
+            return None
+        replaces = approval.get("replaces")
+        if replaces:
+            answer = self._ask("text it replaces (Enter: add it as a new line instead)> ")
+            if answer is None:
+                return None
+            replaces = answer or None
+        return {"content": content, "replaces": replaces}
 
     def _ask(self, prompt: str) -> str | None:
         """One line of the command's input after `prompt`; None at the end of input."""
