@@ -2,12 +2,23 @@ from collections.abc import Iterator
 
 import pytest
 from django.db import connection, connections
+from django.test import override_settings
 
 from conversations import checkpoints
 from memory_app.runtime.loop import run_sync
 from tests.factories import StaffUserFactory
 from tests.wire_model import WireModel
 from yuxi_site import warmup
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _apps_own_static_files(tmp_path_factory) -> Iterator[None]:
+    """Static files as the apps hold them, never a developer's collected copy: whitenoise
+    serves STATIC_ROOT first, which `./scripts/serve` fills (var/static), so a browser test
+    after an edit of the page's script would run the old one. Session-wide: the live server's
+    middleware reads it once, when it starts."""
+    with override_settings(STATIC_ROOT=str(tmp_path_factory.mktemp("static-root"))):
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -26,7 +26,7 @@ from memory_app.selectors import read_memory_file
 from memory_app.services import write_memory_file
 from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, chromium, log_in
 from tests.factories import UserConfigFactory
-from tests.wire_model import Reply
+from tests.wire_model import Call, Reply
 
 pytestmark = BROWSER_TESTS
 
@@ -212,6 +212,7 @@ def asgi_server(transactional_db, settings):
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
         "DEBUG": "1",  # static files from the apps (no collectstatic in a test)
+        "STATIC_ROOT": str(settings.STATIC_ROOT),  # the tests' own, empty
         "LLM_BASE_URL": "",
     }
     ARTIFACTS.mkdir(exist_ok=True)
@@ -285,3 +286,30 @@ def test_stop_aborts_the_streamed_reply_and_keeps_the_message(browser, live_serv
     assert browser.find_element(By.ID, "send").is_enabled()
     assert text_of(browser, ".message.user .text") == "tell me a long story"
     shot(browser, "390x844-stopped")
+
+
+def test_a_proposal_replacing_a_line_not_in_the_file_is_saved_as_a_new_line(
+    browser, live_server, wire_model
+):
+    # A real model may name a line to replace that the file does not hold: approved as it is,
+    # the write is refused and still waits; edited, the user empties the line it replaces.
+    arguments = '{"content": "I live in Lisbon", "replaces": "I live in Porto"}'
+    wire_model.answer(Reply(calls=(Call("remember_memory", arguments),)))
+    user = open_page(browser, live_server.url, "390x844")
+    UserConfig.objects.filter(user=user).update(memory_write_approval=True)
+    browser.find_element(By.ID, "composer-text").send_keys("remember where I live", Keys.ENTER)
+    wait(browser, shows(".approval .replaces", "I live in Porto"))
+    click(browser, '.approval [data-decision="approve"]')
+    wait(browser, shows(".approval .card-error", "not in the memory file"))
+    assert read_memory_file(user=user).text == "I drink green tea\n"
+
+    click(browser, '.approval [data-approval="edit"]')
+    replaces = browser.find_element(By.ID, "approval-replaces")
+    assert replaces.get_attribute("value") == "I live in Porto"
+    replaces.clear()
+    check_axe(browser, "editing the line a proposal replaces")
+    shot(browser, "390x844-approval-replaces")
+    click(browser, '.approval [data-decision="edit"]')
+    wait(browser, lambda d: line_texts(d) == ["I drink green tea", "I live in Lisbon"])
+    assert not browser.find_elements(By.CSS_SELECTOR, ".approval")
+    assert read_memory_file(user=user).text == "I drink green tea\nI live in Lisbon\n"

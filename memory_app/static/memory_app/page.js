@@ -175,6 +175,13 @@ function setBusy(busy) {
   composer.setAttribute("aria-busy", String(busy));
 }
 
+// The turn is over (streamed to its end, stopped, or refused before it began): the page
+// takes the next message or decision again.
+function endTurn() {
+  setBusy(false);
+  turn = null;
+}
+
 // Streams one turn (a message or a decision) from /api/chat/stream/; returns the refusal's
 // text when the server refused it before the run started, else null.
 async function streamTurn(body) {
@@ -192,12 +199,12 @@ async function streamTurn(body) {
       signal: controller.signal,
     });
   } catch {
-    setBusy(false);
+    endTurn();
     chatStatus.textContent = controller.signal.aborted ? app.dataset.stopped : app.dataset.offline;
     return null;
   }
   if (!response.ok) {
-    setBusy(false);
+    endTurn();
     return errorOf(response);
   }
   const reply = addMessage("assistant", "");
@@ -222,8 +229,7 @@ async function streamTurn(body) {
   } catch {
     if (!controller.signal.aborted) chatStatus.textContent = app.dataset.offline;
   }
-  setBusy(false);
-  turn = null;
+  endTurn();
   const stopped = controller.signal.aborted;
   if (threadId) await openThread(threadId);
   if (stopped) chatStatus.textContent = app.dataset.stopped;
@@ -279,7 +285,10 @@ conversation.addEventListener("click", async (event) => {
   const resume = { decision };
   if (decision === "edit") {
     resume.content = card.querySelector("textarea").value;
-    resume.replaces = card.querySelector(".approval-replaces").value || null;
+    // The user may correct the line the proposal replaces (a model may name one the file
+    // does not hold) or empty it to add the text as a new line.
+    const replaces = card.querySelector(".approval-replaces");
+    resume.replaces = (replaces && replaces.value) || null;
   }
   const error = card.querySelector(".card-error");
   error.textContent = "";
