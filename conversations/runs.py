@@ -38,7 +38,6 @@ __all__ = [
     "TOOL_RUN_TYPES",
     "ToolRuntimeContext",
     "check_lease_owner",
-    "check_run_for_tool",
     "checkpoint_key",
     "claim_run",
     "create_run",
@@ -533,14 +532,6 @@ def run_matching_context_reading(
     return run, tuple(row[len(fields) + 1 :])
 
 
-def _run_for_tool(ctx: ToolRuntimeContext, *, lock: bool) -> AgentRun:
-    run = run_matching_context(ctx, lock=lock)
-    refusal = tool_run_refusal(run, ctx.worker_id)
-    if refusal:
-        raise RunContextInvalid(refusal)
-    return run
-
-
 def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
     """Lock and return the run behind a memory write, or refuse it.
 
@@ -549,16 +540,11 @@ def lock_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
     """
     if not connection.in_atomic_block:
         raise RuntimeError("lock_run_for_tool must be called inside transaction.atomic()")
-    return _run_for_tool(ctx, lock=True)
-
-
-def check_run_for_tool(ctx: ToolRuntimeContext) -> AgentRun:
-    """The run behind a read-only tool call, checked as `lock_run_for_tool` does, not locked.
-
-    A read needs no fence against a lease change after the check, so it neither waits on nor
-    blocks a memory write or a lease renewal holding the row.
-    """
-    return _run_for_tool(ctx, lock=False)
+    run = run_matching_context(ctx, lock=True)
+    refusal = tool_run_refusal(run, ctx.worker_id)
+    if refusal:
+        raise RunContextInvalid(refusal)
+    return run
 
 
 def tool_run_refusal(

@@ -46,7 +46,6 @@ DOCUMENTED = {
         "check_lease_owner",
         "parse_context",
         "lock_run_for_tool",
-        "check_run_for_tool",
         "lease_keeper",
         "fail_expired_runs",
         "ToolRuntimeContext",
