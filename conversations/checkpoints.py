@@ -31,6 +31,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from conversations.conf import setting
+from conversations.utils.connections import DATABASE_WAIT_SECONDS, transaction_pooled
 
 __all__ = [
     "CHECKPOINT_TABLES",
@@ -47,8 +48,15 @@ __all__ = [
 # The tables `PostgresSaver.setup()` creates, each keyed by `thread_id` (our checkpoint key).
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 _MIGRATIONS_TABLE = "checkpoint_migrations"
-# What the savers need of their connections (LangGraph's own `from_conn_string` settings).
-_SAVER_CONNECTION = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+
+
+def _saver_connection() -> dict[str, Any]:
+    """What the savers need of their connections: LangGraph's own `from_conn_string` settings
+    (every statement prepared at its first run), except behind a pooler in transaction mode,
+    where a statement prepared on one server connection is missing on the next transaction's
+    (or another client's of the same name is there): none is prepared."""
+    threshold = None if transaction_pooled() else 0
+    return {"autocommit": True, "prepare_threshold": threshold, "row_factory": dict_row}
 
 
 def _conninfo(settings_dict: dict[str, Any]) -> str:
@@ -67,7 +75,7 @@ def setup_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
     """Create or upgrade the checkpoint tables in the database `settings_dict` names, on an
     autocommit connection of its own (`CREATE INDEX CONCURRENTLY` cannot run in a
     transaction, nor beside one of the same session)."""
-    with psycopg.connect(_conninfo(settings_dict), **_SAVER_CONNECTION) as conn:
+    with psycopg.connect(_conninfo(settings_dict), **_saver_connection()) as conn:
         PostgresSaver(conn).setup()
 
 
@@ -80,7 +88,8 @@ def drop_checkpoint_tables(settings_dict: dict[str, Any]) -> None:
 
 def _pool_arguments() -> dict[str, Any]:
     """A saver pool's arguments: the default database, connections made only when needed, at
-    most `CHECKPOINT_POOL_MAX` of them, not opened yet."""
+    most `CHECKPOINT_POOL_MAX` of them, waited for at most `DATABASE_WAIT_SECONDS`, not opened
+    yet."""
     size = int(setting("CHECKPOINT_POOL_MAX"))
     if size < 1:
         raise ValueError("CHECKPOINT_POOL_MAX must be at least 1")
@@ -88,7 +97,9 @@ def _pool_arguments() -> dict[str, Any]:
         "conninfo": _conninfo(connections[DEFAULT_DB_ALIAS].settings_dict),
         "min_size": 0,
         "max_size": size,
-        "kwargs": _SAVER_CONNECTION,
+        # A turn waits for a saver's connection no longer than for any other.
+        "timeout": DATABASE_WAIT_SECONDS,
+        "kwargs": _saver_connection(),
         "open": False,
     }
 

@@ -22,6 +22,9 @@ DEFAULTS: Mapping[str, Any] = {
     # The statements every chat turn sends are prepared by PostgreSQL on each connection and
     # planned once; False behind a pooler that loses prepared statements (transaction mode).
     "PREPARED_STATEMENTS": True,
+    # "transaction" behind a pooler in transaction mode (PgBouncer): no statement is prepared
+    # on any connection of the apps, whatever PREPARED_STATEMENTS says.
+    "DATABASE_POOL_MODE": "session",
 }
 
 

@@ -56,6 +56,8 @@ EXPORT_SPOOL_MEMORY_BYTES = 1 << 20
 EXPORT_CHUNK_BYTES = 65536
 # Most of AGENTS.md / USER.md the export carries (the agent reads far less of them).
 _EXPORT_FILE_MAX_BYTES = 1 << 20
+# The export's time zone, for its transaction only.
+_LOCAL_TIME_ZONE_SQL = "SELECT set_config('TimeZone', %s, true)"
 # Why erasure failed a user's pending or running runs (for staff; shown on the run page).
 ERASURE_RUN_ERROR = "the user is being erased"
 
@@ -134,11 +136,13 @@ def _write_export(out: IO[bytes], *, user: Any) -> None:
     workspace = Workspace.for_user(user_id)
     # A connection of its own: the snapshot must not join (or be limited by) a caller's
     # transaction, and its isolation level is set before its first query. Timestamps render
-    # in the time zone Django's own connections use.
-    with direct_connection(options=f"-c TimeZone={connection.timezone_name}") as pg:
+    # in the time zone Django's own connections use, set inside the transaction (a pooler in
+    # transaction mode refuses a startup `options` and keeps no session setting).
+    with direct_connection() as pg:
         pg.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         pg.read_only = True
         try:
+            pg.execute(_LOCAL_TIME_ZONE_SQL, [connection.timezone_name])
             row = pg.execute(_user_sql(), [user_id]).fetchone()
             if row is None:
                 raise get_user_model().DoesNotExist(f"no user {user_id}")

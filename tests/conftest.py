@@ -1,3 +1,4 @@
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -6,7 +7,9 @@ from django.test import override_settings
 
 from conversations import checkpoints
 from memory_app.runtime.loop import run_sync
+from tests.database import through_pgbouncer
 from tests.factories import StaffUserFactory
+from tests.pgbouncer import PgBouncer, pgbouncer_missing
 from tests.wire_model import WireModel
 from yuxi_site import warmup
 
@@ -79,3 +82,34 @@ def _checkpoint_pool_closed_at_the_end(django_db_setup):
     yield
     checkpoints.close_checkpointer()
     run_sync(checkpoints.close_async_checkpointer())  # the process loop's saver
+
+
+# The port of the suite's own PgBouncer (fixed, never random: give each checkout its own).
+PGBOUNCER_PORT = int(os.environ.get("YUXI_TEST_PGBOUNCER_PORT", "24990"))
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(django_db_setup) -> Iterator[PgBouncer]:
+    """A real PgBouncer in transaction mode in front of the test database's server (skipped,
+    saying why, only where Debian's pgbouncer is not installed: CI installs it)."""
+    if reason := pgbouncer_missing():
+        pytest.skip(reason)
+    params = connection.settings_dict
+    with PgBouncer(
+        port=PGBOUNCER_PORT,
+        server_host=params["HOST"] or "127.0.0.1",
+        server_port=int(params["PORT"] or 5432),
+        pool_size=4,
+    ) as bouncer:
+        yield bouncer
+
+
+@pytest.fixture
+def transaction_pooled(pgbouncer, settings) -> Iterator[PgBouncer]:
+    """This test's database work through `pgbouncer`, configured as docs/integration.md tells
+    a host behind a transaction-mode pooler: `DATABASE_POOL_MODE = "transaction"` and
+    Django's `DISABLE_SERVER_SIDE_CURSORS`."""
+    settings.DATABASE_POOL_MODE = "transaction"
+    with through_pgbouncer(pgbouncer.port):
+        pgbouncer.warm(connection.settings_dict["NAME"])
+        yield pgbouncer

@@ -142,9 +142,11 @@ DATABASES = {
 DATABASES["default"]["OPTIONS"] = {
     **DATABASES["default"].get("OPTIONS", {}),
     "pool": {
-        "min_size": 1,
-        "max_size": 16,
-        "timeout": 10.0,
+        # Per worker process: docs/operations.md plans them against max_connections.
+        "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
+        "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=16),
+        # The longest a request waits for a connection before it answers 503.
+        "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
         # Idle connections above min_size are closed after this many seconds.
         "max_idle": 60.0,
         # After an outage the pool retries with a doubling delay; giving up after this many
@@ -161,6 +163,25 @@ if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         "DATABASE_URL must point at PostgreSQL (postgres://...): memory writes need its "
         "advisory and row locks."
     )
+
+# Behind a pooler in transaction mode (PgBouncer's `pool_mode = transaction`), consecutive
+# transactions of one connection may run on different server connections: nothing may be
+# kept on one between transactions. `transaction` turns off prepared statements everywhere
+# (the apps' own, the checkpointer's, every direct connection's) and Django's server-side
+# cursors; docs/operations.md has the pooler's own settings.
+DATABASE_POOL_MODE = env.str("DATABASE_POOL_MODE", default="session")
+if DATABASE_POOL_MODE not in ("session", "transaction"):
+    raise environ.ImproperlyConfigured(
+        f"DATABASE_POOL_MODE is {DATABASE_POOL_MODE!r}: set it to 'session' (PostgreSQL "
+        "directly, or a pooler in session mode) or 'transaction' (PgBouncer in transaction mode)."
+    )
+if DATABASE_POOL_MODE == "transaction":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+PREPARED_STATEMENTS = env.bool("PREPARED_STATEMENTS", default=DATABASE_POOL_MODE == "session")
+# PostgreSQL itself, not the pooler, for `manage.py migrate --database direct`
+# (scripts/serve-production uses it when set); it mirrors the default database in tests.
+if DATABASE_DIRECT_URL := env.str("DATABASE_DIRECT_URL", default=""):
+    DATABASES["direct"] = {**env.db_url_config(DATABASE_DIRECT_URL), "TEST": {"MIRROR": "default"}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

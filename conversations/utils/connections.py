@@ -22,15 +22,28 @@ from psycopg import pq
 from conversations.conf import setting
 
 __all__ = [
+    "DATABASE_WAIT_SECONDS",
     "direct_connection",
     "in_worker_thread",
     "prepared_cursor",
     "release_connection",
     "server_cursor",
+    "transaction_pooled",
 ]
+
+# The longest a wait for a database connection lasts (seconds), a direct one's or a
+# checkpointer's: the bound docs/operations.md gives every request's wait.
+DATABASE_WAIT_SECONDS = 10
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def transaction_pooled() -> bool:
+    """Whether the default database is reached through a pooler in transaction mode (the
+    `DATABASE_POOL_MODE` setting): each transaction may run on another server connection, so
+    no connection of the apps prepares a statement there."""
+    return setting("DATABASE_POOL_MODE") == "transaction"
 
 
 def direct_connection(**kwargs: object) -> psycopg.Connection:
@@ -38,10 +51,14 @@ def direct_connection(**kwargs: object) -> psycopg.Connection:
 
     For work that must not hold or wait for a pooled connection (the lease keeper's renewals,
     a bench's monitor); `kwargs` (e.g. `autocommit`, `application_name`) go to `psycopg.connect`.
+    Connecting waits at most `DATABASE_WAIT_SECONDS` unless `kwargs` say otherwise. Behind a
+    pooler in transaction mode it never prepares a statement (psycopg's default is to prepare
+    one at its fifth run, on a server connection the next transaction may not get).
     The caller closes it.
     """
     params = connections[DEFAULT_DB_ALIAS].settings_dict
-    return psycopg.connect(
+    kwargs.setdefault("connect_timeout", DATABASE_WAIT_SECONDS)
+    conn = psycopg.connect(
         dbname=params["NAME"],
         user=params["USER"] or None,
         password=params["PASSWORD"] or None,
@@ -49,6 +66,9 @@ def direct_connection(**kwargs: object) -> psycopg.Connection:
         port=params["PORT"] or None,
         **kwargs,
     )
+    if transaction_pooled():
+        conn.prepare_threshold = None
+    return conn
 
 
 def release_connection() -> None:
@@ -82,13 +102,14 @@ def prepared_cursor(alias: str = DEFAULT_DB_ALIAS) -> Iterator[CursorWrapper]:
     For the few statements every chat turn sends, whose planning costs PostgreSQL more than
     running them. The parameters are bound by the server: at most 65535 of them, and a
     value's type is the one psycopg gives it (cast in the SQL where the column's differs).
-    With the `PREPARED_STATEMENTS` setting False (behind a pooler in transaction mode that
-    does not keep prepared statements), and while Django logs queries (`DEBUG`, or a test
-    capturing them: its log reads a prepared statement's SQL as None), it is Django's own
-    cursor.
+    With the `PREPARED_STATEMENTS` setting False, behind a pooler in transaction mode
+    (`DATABASE_POOL_MODE`: the statement would be prepared on a server connection the next
+    transaction may not get, and another client's statement of the same name may be there),
+    and while Django logs queries (`DEBUG`, or a test capturing them: its log reads a prepared
+    statement's SQL as None), it is Django's own cursor.
     """
     database = connections[alias]
-    if not setting("PREPARED_STATEMENTS") or database.queries_logged:
+    if not setting("PREPARED_STATEMENTS") or transaction_pooled() or database.queries_logged:
         with database.cursor() as cursor:
             yield cursor
         return

@@ -25,3 +25,20 @@ def test_a_database_that_is_not_postgresql_fails_the_check(monkeypatch):
     [error] = host_settings_check()
     assert error.id == "memory_app.E002"
     assert "sqlite3" in error.msg
+
+
+def test_transaction_pooling_without_djangos_server_side_cursors_off_fails_the_check(
+    settings, monkeypatch
+):
+    settings.DATABASE_POOL_MODE = "transaction"
+    monkeypatch.delitem(settings.DATABASES["default"], "DISABLE_SERVER_SIDE_CURSORS", raising=False)
+    [error] = host_settings_check()
+    assert error.id == "memory_app.E003" and "DISABLE_SERVER_SIDE_CURSORS" in error.hint
+    monkeypatch.setitem(settings.DATABASES["default"], "DISABLE_SERVER_SIDE_CURSORS", True)
+    assert host_settings_check() == []
+
+
+def test_an_unknown_pool_mode_fails_the_check(settings):
+    settings.DATABASE_POOL_MODE = "statement"
+    [error] = host_settings_check()
+    assert error.id == "memory_app.E004" and "'statement'" in error.msg

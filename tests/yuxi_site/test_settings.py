@@ -3,6 +3,7 @@ random kept one, and the deploy check
 is clean with the production environment. Each case starts a fresh process, since settings
 are read once at import."""
 
+import json
 import os
 import secrets
 import subprocess
@@ -79,3 +80,53 @@ def test_the_deploy_check_warns_without_the_https_settings():
     assert done.returncode != 0
     for warning in ("W004", "W008", "W012", "W016"):
         assert warning in done.stderr
+
+
+def _database_settings(**environment: str) -> dict:
+    show = (
+        "import json; from django.conf import settings; d = settings.DATABASES; "
+        "print(json.dumps({'mode': settings.DATABASE_POOL_MODE, "
+        "'prepared': settings.PREPARED_STATEMENTS, "
+        "'cursors': d['default'].get('DISABLE_SERVER_SIDE_CURSORS', False), "
+        "'pool': d['default']['OPTIONS']['pool'], 'checkpoints': settings.CHECKPOINT_POOL_MAX, "
+        "'direct': d.get('direct', {}).get('PORT')}))"
+    )
+    done = _manage("shell", "-v", "0", "-c", show, **environment)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_transaction_pool_mode_turns_off_prepared_statements_and_server_side_cursors():
+    pooled = _database_settings(DATABASE_POOL_MODE="transaction")
+    assert pooled["mode"] == "transaction"
+    assert pooled["prepared"] is False and pooled["cursors"] is True
+    direct = _database_settings(DATABASE_POOL_MODE="session")
+    assert direct["prepared"] is True and direct["cursors"] is False
+
+
+def test_prepared_statements_are_read_from_the_environment():
+    assert _database_settings(PREPARED_STATEMENTS="False")["prepared"] is False
+
+
+def test_an_unknown_pool_mode_is_refused_naming_the_choices():
+    done = _manage("check", DATABASE_POOL_MODE="statement")
+    assert done.returncode != 0
+    assert "DATABASE_POOL_MODE" in done.stderr and "transaction" in done.stderr
+
+
+def test_the_pool_sizes_come_from_the_environment():
+    planned = _database_settings(
+        DATABASE_POOL_MIN_SIZE="0",
+        DATABASE_POOL_MAX_SIZE="6",
+        DATABASE_POOL_TIMEOUT="4.5",
+        CHECKPOINT_POOL_MAX="2",
+    )
+    assert planned["pool"]["min_size"] == 0 and planned["pool"]["max_size"] == 6
+    assert planned["pool"]["timeout"] == 4.5 and planned["checkpoints"] == 2
+    assert _database_settings()["pool"]["max_size"] == 16
+
+
+def test_a_direct_url_is_the_direct_database_for_migrate():
+    direct = _database_settings(DATABASE_DIRECT_URL="postgres://postgres@127.0.0.1:5433/x")
+    assert direct["direct"] == 5433
+    assert _database_settings()["direct"] is None
