@@ -13,7 +13,11 @@ worker_class = "uvicorn_worker.UvicornWorker"
 # chat turn waiting on the model never blocks the loop, so this is only a stuck worker's bound.
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "300"))
 graceful_timeout = int(os.environ.get("GUNICORN_GRACEFUL_TIMEOUT", "30"))
-keepalive = 5
+# Seconds an idle client connection stays open for its next request. Behind a proxy or load
+# balancer that reuses its upstream connections, this must be longer than the proxy's own
+# idle timeout: a request the proxy sends on a connection gunicorn is closing is reset, and a
+# POST cannot be retried (docs/operations.md).
+keepalive = int(os.environ.get("GUNICORN_KEEPALIVE", "5"))
 accesslog = "-"
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")

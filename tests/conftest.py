@@ -1,4 +1,3 @@
-import os
 from collections.abc import Iterator
 
 import pytest
@@ -9,7 +8,7 @@ from conversations import checkpoints
 from memory_app.runtime.loop import run_sync
 from tests.database import through_pgbouncer
 from tests.factories import StaffUserFactory
-from tests.pgbouncer import PgBouncer, pgbouncer_missing
+from tests.pgbouncer import TEST_PORT, PgBouncer, pgbouncer_missing
 from tests.wire_model import WireModel
 from yuxi_site import warmup
 
@@ -84,10 +83,6 @@ def _checkpoint_pool_closed_at_the_end(django_db_setup):
     run_sync(checkpoints.close_async_checkpointer())  # the process loop's saver
 
 
-# The port of the suite's own PgBouncer (fixed, never random: give each checkout its own).
-PGBOUNCER_PORT = int(os.environ.get("YUXI_TEST_PGBOUNCER_PORT", "24990"))
-
-
 @pytest.fixture(scope="session")
 def pgbouncer(django_db_setup) -> Iterator[PgBouncer]:
     """A real PgBouncer in transaction mode in front of the test database's server (skipped,
@@ -96,7 +91,7 @@ def pgbouncer(django_db_setup) -> Iterator[PgBouncer]:
         pytest.skip(reason)
     params = connection.settings_dict
     with PgBouncer(
-        port=PGBOUNCER_PORT,
+        port=TEST_PORT,
         server_host=params["HOST"] or "127.0.0.1",
         server_port=int(params["PORT"] or 5432),
         pool_size=4,

@@ -18,10 +18,13 @@ from pathlib import Path
 
 import psycopg
 
-__all__ = ["PGBOUNCER", "PgBouncer", "pgbouncer_missing"]
+__all__ = ["PGBOUNCER", "TEST_PORT", "PgBouncer", "pgbouncer_missing"]
 
 PGBOUNCER = os.environ.get("PGBOUNCER", "/usr/sbin/pgbouncer")
 LOOPBACK = "127.0.0.1"
+# The first of the few ports the suite's own PgBouncers and relays listen on (fixed, never
+# random: give each checkout on one machine its own).
+TEST_PORT = int(os.environ.get("YUXI_TEST_PGBOUNCER_PORT", "24990"))
 # What docs/operations.md tells an operator to set (seconds).
 QUERY_WAIT_TIMEOUT = 10
 SERVER_LOGIN_RETRY = 1

@@ -7,6 +7,7 @@ there for the next transaction."""
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,16 @@ from django.test import Client
 
 from conversations import runs
 from conversations.models import AgentRun
+from conversations.utils.connections import DATABASE_WAIT_SECONDS
 from memory_app.runtime import chat
+from tests.database import Relay, through_pgbouncer
 from tests.factories import (
     MessageFactory,
     RunningAgentRunFactory,
     StaffUserFactory,
     UserConfigFactory,
 )
+from tests.pgbouncer import TEST_PORT, PgBouncer, pgbouncer_missing
 
 # Every test's database work runs on the app's own threads and connections, through PgBouncer.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,3 +114,43 @@ def test_the_admins_user_page_with_its_permission_pickers_renders(transaction_po
     response = client.get(f"/admin/auth/user/{staff.pk}/change/")
     assert response.status_code == 200
     assert b"user_permissions" in response.content
+
+
+@pytest.fixture
+def restartable_database(settings) -> Relay:
+    """PostgreSQL behind PgBouncer behind a relay the test stops (the server gone: its
+    connections cut, new ones refused) and starts again."""
+    if reason := pgbouncer_missing():
+        pytest.skip(reason)
+    params = connection.settings_dict
+    relay = Relay(TEST_PORT + 2, (params["HOST"] or "127.0.0.1", int(params["PORT"] or 5432)))
+    relay.start()
+    try:
+        with PgBouncer(port=TEST_PORT + 1, server_port=relay.port, pool_size=4) as bouncer:
+            settings.DATABASE_POOL_MODE = "transaction"
+            with through_pgbouncer(bouncer.port):
+                yield relay
+    finally:
+        relay.stop()
+
+
+def test_while_postgresql_is_down_requests_answer_503_json_within_the_bound_then_recover(
+    restartable_database,
+):
+    user = UserConfigFactory(enable_memory=True).user
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    assert client.get("/api/settings/").status_code == 200
+    restartable_database.stop()
+    for path in ("/healthz", "/api/settings/"):
+        started = time.monotonic()
+        response = client.get(path)
+        waited = time.monotonic() - started
+        assert response.status_code == 503 and response["Content-Type"] == "application/json"
+        assert waited < DATABASE_WAIT_SECONDS + 1, (path, waited)
+    restartable_database.start()
+    started = time.monotonic()
+    while client.get("/healthz").status_code != 200:
+        assert time.monotonic() - started < 5, "not recovered 5 s after PostgreSQL was back"
+        time.sleep(0.1)
+    assert client.get("/api/settings/").status_code == 200
