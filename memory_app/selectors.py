@@ -34,7 +34,7 @@ from memory_app.memory_file import (
 )
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
-from memory_app.user_data import export_user_data
+from memory_app.user_data import export_chunks_async, export_user_data
 from memory_app.versions import (
     MemoryVersion,
     list_memory_versions,
@@ -58,6 +58,7 @@ __all__ = [
     "MemoryVersion",
     "MemoryVersionNotFound",
     "Origin",
+    "export_chunks_async",
     "export_user_data",
     "ledger_events",
     "list_memory_versions",

@@ -9,10 +9,11 @@ memory file, versions, locks, errors, models) and the conversations app, so `ser
 `selectors` re-export it without a circle.
 """
 
+import asyncio
 import json
 import logging
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "ErasureReport",
     "erase_user",
     "erasure_counts",
+    "export_chunks_async",
     "export_user_data",
 ]
 
@@ -123,6 +125,20 @@ def export_user_data(*, user: Any) -> Iterator[bytes]:
         raise
     spool.seek(0)
     return _chunks(spool)
+
+
+async def export_chunks_async(chunks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """`chunks` of `export_user_data` for an ASGI response, each read on a worker thread (a
+    spool on disk is not read on the event loop): Django holds a synchronous iterator served
+    over ASGI in memory whole, which would undo the export's bounded memory. Closed at the
+    end, or when the client goes away."""
+    try:
+        while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+            yield chunk
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            await asyncio.to_thread(close)
 
 
 def _chunks(spool: IO[bytes]) -> Iterator[bytes]:
