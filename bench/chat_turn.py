@@ -5,7 +5,8 @@ Run: .venv/bin/python bench/chat_turn.py [SECTION ...]   (BENCH_DATABASE_URL pic
 database, BENCH_STREAM_PORT the streams section's server port, default 8151; sections: graphs
 turns overhead approvals chats streams tokens, default all; BENCH_STREAMS_BEFORE, a checkout of
 another commit, adds that commit's site to the streams section, run by its own .venv if it has
-one, else by this one's)
+one, else by this one's; BENCH_STREAMS_PGBOUNCER_PORT adds the site reaching the database
+through PgBouncer in transaction mode, started here on that port)
 
 1. `build_chatbot_graph` by MEMORY.md size, beside the home-made runtime's figures.
 2. One turn with the scripted model (no model latency): median latency, SQL statements on
@@ -38,6 +39,10 @@ one, else by this one's)
    what Django's request costs reads apart from what the site's turn adds.
    With BENCH_STREAMS_BEFORE set, the same chats also go, in each round, to the site as that
    checkout serves it (its own code, this database), so a change reads side by side.
+   With BENCH_STREAMS_PGBOUNCER_PORT set, they also go to the site reaching the same database
+   through Debian's PgBouncer in transaction mode (DATABASE_POOL_MODE=transaction: no
+   prepared statement anywhere), so the price of a pooler and of no prepared statements reads
+   beside the direct site, in the same rounds.
 6. What each streamed token costs that worker: 64 plain streamed chats at once, a short reply
    and one 200 tokens longer, round by round; the CPU difference per token.
 
@@ -87,6 +92,7 @@ from memory_app.runtime import (  # noqa: E402
     graphs,
     stream_chat,
 )
+from tests.pgbouncer import PgBouncer  # noqa: E402
 from tests.wire_model import Received, Reply, WireModel, echo_script  # noqa: E402
 
 GRAPH_ROUNDS = 100
@@ -500,14 +506,18 @@ def _serve_one_worker(
     application: tuple[str, ...] = ("yuxi_site.asgi",),
     port: int = STREAM_PORT,
     checkout: Path = PROJECT_ROOT,
+    database_url: str = "",
+    pool_mode: str = "session",
 ) -> subprocess.Popen:
     """gunicorn with one uvicorn worker (gunicorn.conf.py, as ./scripts/serve-production runs
     it) serving `application` on `port` from `checkout` (its code), returned once its worker is
     warm: `/healthz` answers 200. Its database connections carry the application name
-    `_server_name(port)`, so its backends can be counted apart."""
+    `_server_name(port)`, so its backends can be counted apart. `database_url` (default: the
+    bench's) and `pool_mode` (DATABASE_POOL_MODE) say how it reaches the database."""
     env = {
         **os.environ,
-        "DATABASE_URL": _named(os.environ["DATABASE_URL"], _server_name(port)),
+        "DATABASE_URL": _named(database_url or os.environ["DATABASE_URL"], _server_name(port)),
+        "DATABASE_POOL_MODE": pool_mode,
         "HOST": "127.0.0.1",
         "PORT": str(port),
         "WEB_CONCURRENCY": "1",
@@ -636,6 +646,13 @@ def concurrent_streams(made: list) -> None:
     ]
     made += before_users
     before_sessions = [logged_in_session(user) for user in before_users]
+    pgbouncer_port = os.environ.get("BENCH_STREAMS_PGBOUNCER_PORT")
+    pooled_users = [
+        bench_user(prefix="bench-stream-pooled", enabled=True)
+        for _ in range(CONCURRENT_CHATS if pgbouncer_port else 0)
+    ]
+    made += pooled_users
+    pooled_sessions = [logged_in_session(user) for user in pooled_users]
     connection.close()
     connections["default"].close_pool()  # this process holds no backend from here on
     model = WireModel(_wire_script)
@@ -664,9 +681,27 @@ def concurrent_streams(made: list) -> None:
             STREAM_PORT + 2,
             lambda port: _serve_one_worker(root, model.url, port=port, checkout=Path(before)),
         )
+    bouncer = None
+    if pgbouncer_port:
+        database = urlsplit(os.environ["DATABASE_URL"])
+        bouncer = PgBouncer(
+            port=int(pgbouncer_port),
+            server_host=database.hostname or "127.0.0.1",
+            server_port=database.port or 5432,
+            pool_size=16,
+        )
+        pooled_url = bouncer.url(database.path.lstrip("/"))
+        sides["pgbouncer"] = (
+            STREAM_PORT + 4,
+            lambda port: _serve_one_worker(
+                root, model.url, port=port, database_url=pooled_url, pool_mode="transaction"
+            ),
+        )
     servers: dict[str, subprocess.Popen] = {}
     bursts: dict[str, list[dict]] = {side: [] for side in sides}
     try:
+        if bouncer is not None:
+            bouncer.start()
         for side, (port, serve) in sides.items():
             servers[side] = serve(port)
         workers = {side: _worker_of(server.pid) for side, server in servers.items()}
@@ -678,13 +713,17 @@ def concurrent_streams(made: list) -> None:
                     if side == "floor":
                         session = ("", "")
                     else:  # the Django floor reads the site's users' sessions, writes nothing
-                        session = (before_sessions if side == "before" else sessions)[index]
+                        session = {"before": before_sessions, "pgbouncer": pooled_sessions}.get(
+                            side, sessions
+                        )[index]
                     return _stream_chat_over_http(session, fact, port=port)
 
                 bursts[side].append(_burst(workers[side], chat, monitor, port))
     finally:
         for server in servers.values():
             _stop(server)
+        if bouncer is not None:
+            bouncer.__exit__(None, None, None)
         model.close()
     results = [r for burst in bursts["site"] for r in burst["results"]]
     lasts = [r["events"][-1]["event"] if r["events"] else str(r["status"]) for r in results]
@@ -692,9 +731,9 @@ def concurrent_streams(made: list) -> None:
         sum(1 for r in results if r["events"] and r["events"][-1].get("status_code") == 503)
         + AgentRun.objects.filter(user__in=users, status=AgentRun.Status.RUNNING).count()
     )
-    statuses, before_statuses = (
+    statuses, before_statuses, pooled_statuses = (
         dict(AgentRun.objects.filter(user__in=side).values_list("status").annotate(n=Count("id")))
-        for side in (users, before_users)
+        for side in (users, before_users, pooled_users)
     )
     connection.close()
     monitor.close()
@@ -755,6 +794,22 @@ def concurrent_streams(made: list) -> None:
         peak_before = max(burst["peak"] for burst in bursts["before"])
         print(f"    peak backends (server process)  {peak_before:8d}")
         print(f"    runs by status                  {before_statuses}")
+    if "pgbouncer" in bursts:
+        pooled = [r for burst in bursts["pgbouncer"] for r in burst["results"]]
+        print("  the site through PgBouncer (transaction mode, no prepared statements):")
+        print(f"    worker CPU per chat             {line(cpu('pgbouncer'), 'ms')}")
+        ratios = [ours / direct for ours, direct in zip(cpu("pgbouncer"), site_cpu, strict=True)]
+        print(f"    / the site direct, CPU per chat {statistics.median(ratios):6.2f}x")
+        print(f"    time to first token event       {line(seen('pgbouncer', 'token'), 's')}")
+        print(f"    time to first run event         {line(seen('pgbouncer', 'run'), 's')}")
+        print(f"    time to first tool_call event   {line(seen('pgbouncer', 'tool_call'), 's')}")
+        print(f"    first run event of a burst      {line(first('pgbouncer'), 's')}")
+        print(
+            f"    facts remembered                {sum(map(_remembered, pooled))} of {len(pooled)}"
+        )
+        peak_pooled = max(burst["peak"] for burst in bursts["pgbouncer"])
+        print(f"    peak backends (its server)      {peak_pooled:8d}   (PgBouncer's pool: 16)")
+        print(f"    runs by status                  {pooled_statuses}")
     floor_results = [r for burst in bursts["floor"] for r in burst["results"]]
     print(f"  leases lost                       {lost:8d}   (target 0)")
     peak = max(burst["peak"] for burst in bursts["site"])

@@ -4,7 +4,9 @@ mid-load, then a check of every promise the app makes.
 
     .venv/bin/python bench/soak.py            (full: 200 users, 1,000 requests)
     .venv/bin/python bench/soak.py --small    (CI: 8 users, 60 requests, well under a minute)
-    [--postgres-port 8398] [--site-port 8399]  (fixed ports, never random: give each run its own)
+    .venv/bin/python bench/soak.py --small --pgbouncer   (two app hosts through PgBouncer)
+    [--postgres-port 8398] [--site-port 8399] [--pgbouncer-port 8397]
+                                (fixed ports, never random: give each run its own)
 
 On its own it: starts a PostgreSQL cluster in a temporary directory (on --postgres-port,
 loopback only; run as the `postgres` OS user when started as root), migrates it, creates users with
@@ -24,6 +26,14 @@ the short leases have lapsed, and verifies:
 - every run is terminal after reaping;
 - the database's backends are back to idle (none active or idle in a transaction, no advisory
   lock held) once the load is over.
+
+With `--pgbouncer`, two app hosts (two gunicorn instances on --site-port and the port after it,
+sharing one WORKSPACE_ROOT, requests alternating between them) reach PostgreSQL through
+Debian's PgBouncer in transaction mode (`DATABASE_POOL_MODE=transaction`), and the faults are
+PostgreSQL restarted mid-burst, PgBouncer restarted, a worker killed. It also prints the
+recovery times (from PostgreSQL's or PgBouncer's start to `/healthz` 200 on every host) and the
+peak of PostgreSQL backends beside the peak of PgBouncer's client connections, and fails if
+the backends ever exceed PgBouncer's pool size.
 
 Prints the figures and exits 1 on any violation. The verdict depends on counts only: faults
 are triggered by the number of answered requests, never by a timer.
@@ -50,15 +60,26 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
 from benchenv import logged_in_session
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+
+from tests.pgbouncer import PgBouncer, pgbouncer_missing  # noqa: E402
+
 LOOPBACK = "127.0.0.1"
 DATABASE_NAME = "yuxi_soak"
 # Short enough that the runs a fault orphans lapse within the harness's run.
 LEASE_SECONDS = 5
 PENDING_TIMEOUT_SECONDS = 5
 REQUEST_TIMEOUT_SECONDS = 60
+# PgBouncer's server connections for the harness's database (--pgbouncer), whatever the clients.
+PGBOUNCER_POOL_SIZE = 8
+HOSTS_BEHIND_PGBOUNCER = 2
+# After a restart PostgreSQL's old backends take a moment to exit while new ones log in: the
+# backends' peak against the pool size leaves out the restarts and this long after each.
+RESTART_SETTLE_SECONDS = 3.0
 FACT = re.compile(r"soak-fact-(\d{6})")
 
 
@@ -73,6 +94,10 @@ class Config:
 
 
 SMALL = Config(users=8, requests=60, concurrency=8, workers=2, probes=4, deadline_seconds=120)
+# CI's run with two hosts through PgBouncer: three faults, twice the clients.
+SMALL_BEHIND_PGBOUNCER = Config(
+    users=8, requests=120, concurrency=16, workers=2, probes=4, deadline_seconds=240
+)
 FULL = Config(
     users=200,
     requests=1000,
@@ -132,6 +157,7 @@ class Report:
 # never random, so a shared machine or CI can give each run its own.
 POSTGRES_PORT = 8398
 SITE_PORT = 8399
+PGBOUNCER_PORT = 8397
 
 
 def _require_free(port: int) -> int:
@@ -228,7 +254,7 @@ class Site:
 
     def __init__(self, root: Path, env: dict[str, str], config: Config, port: int) -> None:
         self.port = port
-        self.log = root / "gunicorn.log"
+        self.log = root / f"gunicorn-{port}.log"
         self.env = {
             **env,
             "HOST": LOOPBACK,
@@ -358,13 +384,22 @@ def create_users(count: int) -> list[tuple[int, tuple[str, str]]]:
 
 
 class Load:
-    """Sends the planned requests from a pool of client threads; faults fire when a given
-    number of requests have been answered."""
+    """Sends the planned requests from a pool of client threads, alternating between the app
+    hosts; faults fire when a given number of requests have been answered."""
 
-    def __init__(self, config: Config, site: Site, cluster: Cluster, users: list, report: Report):
+    def __init__(
+        self,
+        config: Config,
+        sites: list[Site],
+        cluster: Cluster,
+        users: list,
+        report: Report,
+        bouncer: PgBouncer | None = None,
+    ):
         self.config = config
-        self.site = site
+        self.sites = sites
         self.cluster = cluster
+        self.bouncer = bouncer
         self.users = users
         self.report = report
         self.answers: dict[int, Answer] = {}
@@ -372,13 +407,13 @@ class Load:
         self.changed = threading.Condition()
         self.gate = threading.Event()  # cleared while PostgreSQL is deliberately down
         self.gate.set()
+        self.restarts: list[tuple[float, float]] = []  # (started, settled) monotonic times
 
     def _send(self, job: Job) -> None:
         self.gate.wait()
         uid, session = self.users[job.user_index]
-        answer = post_chat(
-            self.site.port, session, f"remember that {job.fact} belongs to user {uid}"
-        )
+        site = self.sites[job.index % len(self.sites)]
+        answer = post_chat(site.port, session, f"remember that {job.fact} belongs to user {uid}")
         with self.changed:
             self.answers[job.index] = answer
             self.answered += 1
@@ -388,19 +423,36 @@ class Load:
         with self.changed:
             self.changed.wait_for(lambda: self.answered >= count)
 
+    def _recovered(self, what: str, since: float) -> None:
+        """Wait for `/healthz` 200 on every host; the seconds since `since` are the figure."""
+        deadline = time.monotonic() + 30
+        for site in self.sites:
+            while get(site.port, "/healthz").status != 200:
+                if time.monotonic() > deadline:
+                    self.report.violate(f"/healthz did not recover after the {what}")
+                    return
+                time.sleep(0.1)
+        self.report.figures[f"recovery after the {what} (s)"] = round(time.monotonic() - since, 2)
+
     def _restart_database(self) -> None:
-        """Stop PostgreSQL under the requests in flight, probe the site while it is down,
+        """Stop PostgreSQL under the requests in flight, probe the sites while it is down,
         start it again."""
+        started = time.monotonic()
         self.gate.clear()
         self.cluster.stop("fast")
         try:
-            health = get(self.site.port, "/healthz")
-            self.report.figures["healthz while down"] = health.status
-            if health.status != 503 or health.json_body is None:
-                self.report.violate(f"/healthz while the database is down: {health.status}")
+            for site in self.sites:
+                started = time.monotonic()
+                health = get(site.port, "/healthz")
+                self.report.figures[f"healthz while down (:{site.port})"] = (
+                    f"{health.status} in {time.monotonic() - started:.1f} s"
+                )
+                if health.status != 503 or health.json_body is None:
+                    self.report.violate(f"/healthz while the database is down: {health.status}")
             uid, session = self.users[0]
             for i in range(self.config.probes):
-                answer = post_chat(self.site.port, session, f"remember that probe {i} of {uid}")
+                site = self.sites[i % len(self.sites)]
+                answer = post_chat(site.port, session, f"remember that probe {i} of {uid}")
                 self.report.down_statuses[answer.status] += 1
                 if answer.html_5xx:
                     self.report.violate(
@@ -409,25 +461,35 @@ class Load:
                     )
         finally:
             self.cluster.start()
-        deadline = time.monotonic() + 30
-        while get(self.site.port, "/healthz").status != 200:
-            if time.monotonic() > deadline:
-                self.report.violate("/healthz did not recover after the database restart")
-                break
-            time.sleep(0.2)
+        self._recovered("database restart", time.monotonic())
+        self.restarts.append((started, time.monotonic() + RESTART_SETTLE_SECONDS))
         self.gate.set()
 
+    def _restart_pgbouncer(self) -> None:
+        """Stop PgBouncer under the requests in flight (every client connection cut) and start
+        it again at once, as `systemctl restart pgbouncer` does."""
+        started = time.monotonic()
+        self.bouncer.stop()
+        self.bouncer.start()
+        self._recovered("PgBouncer restart", time.monotonic())
+        self.restarts.append((started, time.monotonic() + RESTART_SETTLE_SECONDS))
+
+    def _kill_worker(self) -> None:
+        workers = self.sites[0].workers()
+        if workers:
+            os.kill(workers[0], signal.SIGKILL)
+            self.report.figures["worker killed"] = workers[0]
+        else:
+            self.report.violate("no gunicorn worker to kill")
+
     def _faults(self, jobs: int) -> None:
+        faults = [self._restart_database, self._kill_worker]
+        if self.bouncer is not None:
+            faults.insert(1, self._restart_pgbouncer)
         try:
-            self._wait_answered(jobs // 3)
-            self._restart_database()
-            self._wait_answered(2 * jobs // 3)
-            workers = self.site.workers()
-            if workers:
-                os.kill(workers[0], signal.SIGKILL)
-                self.report.figures["worker killed"] = workers[0]
-            else:
-                self.report.violate("no gunicorn worker to kill")
+            for number, fault in enumerate(faults, start=1):
+                self._wait_answered(number * jobs // (len(faults) + 1))
+                fault()
         except Exception as exc:  # reported as a violation; the clients must not wait forever
             self.report.violate(f"fault injection failed: {type(exc).__name__}: {exc}")
         finally:
@@ -442,6 +504,44 @@ class Load:
         faults.join(60)
         if faults.is_alive():
             self.report.violate("the fault thread did not finish")
+
+
+class Connections:
+    """Samples, while the load runs, PostgreSQL's client backends of the harness's database
+    and PgBouncer's client connections to it. A sample that fails (either is down on purpose)
+    is skipped."""
+
+    def __init__(self, cluster: Cluster, bouncer: PgBouncer) -> None:
+        self.cluster = cluster
+        self.bouncer = bouncer
+        self.backends: list[tuple[float, int]] = []  # (monotonic time, count)
+        self.peak_clients = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "Connections":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(10)
+
+    def _backends(self) -> int:
+        with psycopg.connect(self.cluster.url.replace("postgres://", "postgresql://")) as conn:
+            return conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s "
+                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+                [DATABASE_NAME],
+            ).fetchone()[0]
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.25):
+            with contextlib.suppress(psycopg.Error):
+                self.backends.append((time.monotonic(), self._backends()))
+            with contextlib.suppress(psycopg.Error):
+                clients, _ = self.bouncer.clients_and_servers(DATABASE_NAME)
+                self.peak_clients = max(self.peak_clients, clients)
 
 
 def check_backends(report: Report, deadline: float) -> None:
@@ -544,14 +644,23 @@ def verify(report: Report, jobs: list[Job], answers: dict[int, Answer], users: l
     report.figures["facts found, not confirmed"] = len(set(found) - confirmed)
 
 
-def soak(config: Config, seed: int, *, postgres_port: int, site_port: int) -> Report:
+def soak(
+    config: Config,
+    seed: int,
+    *,
+    postgres_port: int,
+    site_port: int,
+    pgbouncer_port: int | None = None,
+) -> Report:
+    """The harness's run; with `pgbouncer_port`, two app hosts through PgBouncer."""
     report = Report()
     started = time.monotonic()
     deadline = started + config.deadline_seconds
     root = Path(tempfile.mkdtemp(prefix="yuxi-soak-"))
     root.chmod(0o755)  # the postgres user must reach its directory inside
     cluster = Cluster(root, postgres_port)
-    site = None
+    sites: list[Site] = []
+    bouncer = None
     try:
         cluster.init()
         cluster.start()
@@ -581,32 +690,70 @@ def soak(config: Config, seed: int, *, postgres_port: int, site_port: int) -> Re
             "DJANGO_SETTINGS_MODULE": "yuxi_site.settings",
         }
         os.environ.update(env)
-        sys.path.insert(0, str(PROJECT_ROOT))
         import django
         from django.core.management import call_command
         from django.db import connection
 
         django.setup()
-        call_command("migrate", verbosity=0)
+        call_command("migrate", verbosity=0)  # directly, as DATABASE_DIRECT_URL would
         users = create_users(config.users)
         connection.close()
 
-        site = Site(root, env, config, site_port)
-        site.start()
-        site.wait_ready(config.workers, min(deadline, time.monotonic() + 60))
+        site_env = env
+        hosts = 1
+        if pgbouncer_port is not None:
+            bouncer = PgBouncer(
+                port=pgbouncer_port, server_port=cluster.port, pool_size=PGBOUNCER_POOL_SIZE
+            )
+            bouncer.start()
+            site_env = {
+                **env,
+                "DATABASE_URL": bouncer.url(DATABASE_NAME),
+                "DATABASE_DIRECT_URL": cluster.url,
+                "DATABASE_POOL_MODE": "transaction",
+            }
+            hosts = HOSTS_BEHIND_PGBOUNCER
+        # Every host shares the one WORKSPACE_ROOT (a shared volume whose locks work across
+        # hosts), as docs/operations.md requires.
+        sites = [Site(root, site_env, config, site_port + host) for host in range(hosts)]
+        for site in sites:
+            site.start()
+        for site in sites:
+            site.wait_ready(config.workers, min(deadline, time.monotonic() + 60))
 
         jobs = plan(config, seed)
-        load = Load(config, site, cluster, users, report)
+        load = Load(config, sites, cluster, users, report, bouncer)
         load_started = time.monotonic()
-        load.run(jobs)
+        if bouncer is not None:
+            with Connections(cluster, bouncer) as sampled:
+                load.run(jobs)
+            report.figures["app hosts"] = hosts
+            report.figures["peak PgBouncer client connections"] = sampled.peak_clients
+            steady = [
+                count
+                for at, count in sampled.backends
+                if not any(start <= at <= settled for start, settled in load.restarts)
+            ]
+            peak = max(steady, default=0)
+            report.figures["peak PostgreSQL backends"] = peak
+            report.figures["peak PostgreSQL backends during the restarts"] = max(
+                (count for _, count in sampled.backends), default=0
+            )
+            if peak > PGBOUNCER_POOL_SIZE:
+                report.violate(
+                    f"{peak} backends, above PgBouncer's pool size {PGBOUNCER_POOL_SIZE}"
+                )
+        else:
+            load.run(jobs)
         report.figures["load seconds"] = round(time.monotonic() - load_started, 1)
 
         connection.close()  # its backend died with the restart
         check_backends(report, min(deadline, time.monotonic() + 15))
-        health = get(site.port, "/healthz")
-        if health.status != 200:
-            report.violate(f"/healthz after the load: {health.status}")
-        site.stop()
+        for site in sites:
+            health = get(site.port, "/healthz")
+            if health.status != 200:
+                report.violate(f"/healthz after the load (:{site.port}): {health.status}")
+            site.stop()
         reap(env, report)
         verify(report, jobs, load.answers, users)
         connection.close()
@@ -614,11 +761,15 @@ def soak(config: Config, seed: int, *, postgres_port: int, site_port: int) -> Re
             report.violate(f"took longer than {config.deadline_seconds} s")
     except Exception as exc:  # a harness failure is a failed verdict, reported, never hidden
         report.violate(f"harness error: {type(exc).__name__}: {exc}")
-        if site is not None and site.log.exists():
-            print(site.log.read_text()[-3000:], file=sys.stderr)
+        for site in sites:
+            if site.log.exists():
+                print(site.log.read_text()[-3000:], file=sys.stderr)
     finally:
-        if site is not None:
+        for site in sites:
             site.stop()
+        if bouncer is not None:
+            bouncer.stop()
+            shutil.rmtree(bouncer.dir, ignore_errors=True)
         with contextlib.suppress(RuntimeError, subprocess.SubprocessError):
             cluster.stop("immediate")  # fails only when it is already stopped
         shutil.rmtree(root, ignore_errors=True)
@@ -645,7 +796,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--site-port",
         type=int,
         default=SITE_PORT,
-        help=f"gunicorn's loopback port (default {SITE_PORT})",
+        help=f"gunicorn's loopback port (default {SITE_PORT}); with --pgbouncer the second "
+        "host's is the next one",
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="two app hosts reaching PostgreSQL through PgBouncer in transaction mode",
+    )
+    parser.add_argument(
+        "--pgbouncer-port",
+        type=int,
+        default=PGBOUNCER_PORT,
+        help=f"PgBouncer's loopback port with --pgbouncer (default {PGBOUNCER_PORT})",
     )
     return parser.parse_args(argv)
 
@@ -653,16 +816,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     config = SMALL if args.small else FULL
+    pgbouncer_port = None
+    if args.pgbouncer:
+        if reason := pgbouncer_missing():
+            sys.exit(f"soak: {reason}")
+        config = SMALL_BEHIND_PGBOUNCER if args.small else config
+        pgbouncer_port = _require_free(args.pgbouncer_port)
+        _require_free(args.site_port + 1)
     signal.signal(signal.SIGTERM, _interrupt)
+    hosts = f"{HOSTS_BEHIND_PGBOUNCER} hosts through PgBouncer, " if args.pgbouncer else ""
     print(
         f"soak: {config.users} users, {config.requests} requests, {config.concurrency} clients, "
-        f"gunicorn {config.workers} uvicorn workers, seed {args.seed}"
+        f"{hosts}gunicorn {config.workers} uvicorn workers each, seed {args.seed}"
     )
     report = soak(
         config,
         args.seed,
         postgres_port=_require_free(args.postgres_port),
         site_port=_require_free(args.site_port),
+        pgbouncer_port=pgbouncer_port,
     )
 
     def by_status(counter: Counter) -> str:

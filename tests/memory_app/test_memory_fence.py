@@ -149,6 +149,7 @@ def _user_write(user, text: bytes, etag: str):
 @pytest.mark.parametrize(
     "holder_kind, waiter_kind", [("agent", "agent"), ("user", "agent"), ("agent", "user")]
 )
+@pytest.mark.backend_pid
 def test_a_holder_whose_backend_died_mid_publish_never_overwrites_the_next_writer(
     settings, user_with_two_runs, pause_before_ledger, flock_waiters, holder_kind, waiter_kind
 ):
@@ -199,6 +200,7 @@ def test_a_holder_whose_backend_died_mid_publish_never_overwrites_the_next_write
     assert events == [(sha(SEED), sha(final))]
 
 
+@pytest.mark.backend_pid
 def test_a_holder_paused_before_its_ledger_row_keeps_a_waiting_writer_out(
     settings, user_with_two_runs, pause_before_ledger, flock_waiters
 ):

@@ -567,6 +567,7 @@ def _writer_waiting_on_the_memory_lock(run):
         probe.close()
 
 
+@pytest.mark.backend_pid
 @pytest.mark.django_db(transaction=True)
 def test_the_advisory_lock_is_taken_before_the_run_row_lock(settings, run):
     _seed(run.user_id)
@@ -595,11 +596,14 @@ def test_a_writer_for_the_same_uid_waits_while_another_uid_does_not(settings, ru
     other = memory_run()
     holder = _new_connection()
     try:
-        holder.execute("SELECT pg_advisory_lock(%s)", [memory_lock_key(str(run.user_id))])
-        error = _assert_refused(settings, run, MemoryUnavailable)
-        assert isinstance(error.__cause__, OperationalError)
-        assert error.__cause__.__cause__.sqlstate == "55P03"
-        assert remember_memory(context_for(other), "Other user's fact.").status == "added"
+        # In a transaction, as the app's own lock is: a lock of the session would stay on
+        # whichever server connection a pooler in transaction mode lent it.
+        with holder.transaction():
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", [memory_lock_key(str(run.user_id))])
+            error = _assert_refused(settings, run, MemoryUnavailable)
+            assert isinstance(error.__cause__, OperationalError)
+            assert error.__cause__.__cause__.sqlstate == "55P03"
+            assert remember_memory(context_for(other), "Other user's fact.").status == "added"
     finally:
         holder.close()
     assert remember_memory(context_for(run), "New fact.").status == "added"
@@ -619,6 +623,7 @@ def test_a_run_row_held_past_the_lock_timeout_is_unavailable(settings, run):
         holder.close()
 
 
+@pytest.mark.backend_pid
 @pytest.mark.django_db(transaction=True)
 def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run):
     _seed(run.user_id)
@@ -638,6 +643,7 @@ def test_a_lease_that_expires_while_waiting_on_the_lock_is_denied(settings, run)
     assert _memory(settings, run.user_id) == ORIGINAL
 
 
+@pytest.mark.backend_pid
 @pytest.mark.django_db(transaction=True)
 def test_memory_switched_off_while_waiting_on_the_lock_is_denied(settings, run):
     _seed(run.user_id)
@@ -664,9 +670,8 @@ def test_a_failed_publish_rolls_back_and_releases_both_locks(settings, run, monk
     probe = _new_connection()
     try:
         key = memory_lock_key(str(run.user_id))
-        assert probe.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()[0] is True
-        probe.execute("SELECT pg_advisory_unlock(%s)", [key])
-        with probe.transaction():
+        with probe.transaction():  # a transaction's lock: see the same-uid test above
+            assert probe.execute("SELECT pg_try_advisory_xact_lock(%s)", [key]).fetchone()[0]
             probe.execute(
                 "SELECT 1 FROM conversations_agentrun WHERE id = %s FOR UPDATE NOWAIT", [run.pk]
             )
