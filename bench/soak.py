@@ -164,6 +164,8 @@ def _require_free(port: int) -> int:
     """`port` if nothing listens on it on the loopback address; else exit saying which option
     chooses another."""
     with socket.socket() as sock:
+        # Connections of an earlier run in TIME_WAIT do not keep a server from listening.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((LOOPBACK, port))
         except OSError as exc:
@@ -698,6 +700,7 @@ def soak(
         call_command("migrate", verbosity=0)  # directly, as DATABASE_DIRECT_URL would
         users = create_users(config.users)
         connection.close()
+        connection.close_pool()  # the harness holds no backend while the load runs
 
         site_env = env
         hosts = 1

@@ -43,7 +43,12 @@ def warm_up() -> None:
 
 
 def _open_pools() -> None:
+    """Open each database's pool; a database without one (the `direct` database, for
+    `migrate` only) is not connected: nothing of such a connection outlives its close, and
+    behind a pooler it would be one more PostgreSQL backend per worker start."""
     for alias in connections:
+        if not connections[alias].settings_dict.get("OPTIONS", {}).get("pool"):
+            continue
         try:
             connections[alias].ensure_connection()
         except DatabaseError:

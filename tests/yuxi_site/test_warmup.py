@@ -9,8 +9,10 @@ import threading
 
 import pytest
 from django.conf import settings
+from django.db import connections
 from django.test import Client
 
+from tests.database import closed_port
 from yuxi_site import warmup
 
 ROOT = settings.BASE_DIR
@@ -76,3 +78,15 @@ def test_healthz_answers_503_until_the_process_is_warm(monkeypatch):
     warmup.warm_up()
     response = Client().get("/healthz")
     assert (response.status_code, response.json()) == (200, {"database": "ok"})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_without_a_pool_is_not_connected_while_warming_up(settings, monkeypatch, caplog):
+    # The `direct` database for migrate, here on a port nothing listens on: a connection
+    # attempt would be logged as unreachable.
+    direct = {**settings.DATABASES["default"], "OPTIONS": {}, "PORT": str(closed_port())}
+    monkeypatch.setitem(settings.DATABASES, "direct", direct)
+    monkeypatch.setattr(connections, "_settings", connections.configure_settings(None))
+    with caplog.at_level("WARNING", logger=warmup.logger.name):
+        warmup._open_pools()
+    assert "unreachable" not in caplog.text
