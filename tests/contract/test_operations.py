@@ -33,3 +33,16 @@ def test_workspace_root_is_read_at_call_time(settings, run, tmp_path):
     assert (tmp_path / "moved" / str(run.user_id) / "agents" / "MEMORY.md").read_bytes() == (
         b"Moved fact.\n"
     )
+
+
+def test_the_pooling_settings_are_listed_in_env_example_with_their_defaults():
+    example = (Path(django_settings.BASE_DIR) / ".env.example").read_text().split("\n")
+    for line in (
+        "DATABASE_POOL_MODE=session",
+        "DATABASE_DIRECT_URL=",
+        "DATABASE_POOL_MAX_SIZE=16",
+        "DATABASE_POOL_MIN_SIZE=1",
+        "DATABASE_POOL_TIMEOUT=10",
+    ):
+        assert line in example
+    assert django_settings.DATABASE_POOL_MODE == "session"
