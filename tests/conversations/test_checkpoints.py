@@ -87,3 +87,26 @@ def test_the_async_saver_reads_what_the_sync_one_wrote():
 
     found = asyncio.run(read())
     assert found is not None and found.config["configurable"]["thread_id"] == turn.run_id
+
+
+def test_a_saver_waits_for_a_connection_no_longer_than_the_bound(settings):
+    settings.CHECKPOINT_POOL_MAX = 1
+    saver = checkpoints.checkpointer()
+    try:
+        assert saver.conn.timeout == checkpoints.DATABASE_WAIT_SECONDS == 10
+    finally:
+        checkpoints.close_checkpointer()
+
+
+@pytest.mark.parametrize(("mode", "threshold"), [("session", 0), ("transaction", None)])
+def test_a_saver_prepares_its_statements_except_behind_a_transaction_pooler(
+    settings, mode, threshold
+):
+    settings.DATABASE_POOL_MODE = mode
+    saver = checkpoints.checkpointer()
+    try:
+        saver.conn.open()  # as its first query does
+        with saver.conn.connection() as conn:
+            assert conn.prepare_threshold == threshold
+    finally:
+        checkpoints.close_checkpointer()
