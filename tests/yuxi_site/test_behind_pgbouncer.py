@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -154,3 +155,30 @@ def test_while_postgresql_is_down_requests_answer_503_json_within_the_bound_then
         assert time.monotonic() - started < 5, "not recovered 5 s after PostgreSQL was back"
         time.sleep(0.1)
     assert client.get("/api/settings/").status_code == 200
+
+
+def test_a_full_pooler_refusing_clients_is_answered_503_json_within_the_bound(pgbouncer, settings):
+    """PgBouncer at its `max_client_conn` refuses every new client (`no more connections
+    allowed`), as a full PostgreSQL does (`too many clients`): the request waits at most the
+    bound for a connection, then answers JSON 503."""
+    user = UserConfigFactory(enable_memory=True).user
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    params = connection.settings_dict
+    with PgBouncer(
+        port=TEST_PORT + 4,
+        server_host=params["HOST"] or "127.0.0.1",
+        server_port=int(params["PORT"] or 5432),
+        max_client_conn=1,
+    ) as full:
+        settings.DATABASE_POOL_MODE = "transaction"
+        taken = psycopg.connect(full.url(params["NAME"]))  # the one client it admits
+        try:
+            with through_pgbouncer(full.port):
+                started = time.monotonic()
+                response = client.get("/api/settings/")
+                waited = time.monotonic() - started
+        finally:
+            taken.close()
+    assert response.status_code == 503 and response["Content-Type"] == "application/json"
+    assert waited < DATABASE_WAIT_SECONDS + 1
