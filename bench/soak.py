@@ -643,6 +643,8 @@ def verify(report: Report, jobs: list[Job], answers: dict[int, Answer], users: l
         report.violate(f"{live.count()} run(s) not terminal after reaping")
     report.figures["facts confirmed"] = len(confirmed)
     report.figures["confirmed facts found once"] = sum(1 for i in confirmed if found[i] == 1)
+    report.figures["confirmed facts lost"] = sum(1 for i in confirmed if found[i] == 0)
+    report.figures["facts duplicated"] = sum(1 for count in found.values() if count > 1)
     report.figures["facts found, not confirmed"] = len(set(found) - confirmed)
 
 
