@@ -20,6 +20,8 @@ text repeats one of them.
 A leaf: it imports nothing of the app.
 """
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -51,6 +53,9 @@ from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from conversations.utils.invisible_text import folded_for_detection
+from memory_app.credential_formats import EXTRA_ACCESS_TOKEN_PLUGINS, EXTRA_API_KEY_PLUGINS
 
 __all__ = [
     "CredentialFinding",
@@ -128,6 +133,7 @@ _FORMAT_PLUGINS: tuple[tuple[RegexBasedDetector, CredentialKind], ...] = (
             SquareOAuthDetector,
             StripeDetector,
             TwilioKeyDetector,
+            *EXTRA_API_KEY_PLUGINS,
         )
     ),
     *(
@@ -141,6 +147,7 @@ _FORMAT_PLUGINS: tuple[tuple[RegexBasedDetector, CredentialKind], ...] = (
             PypiTokenDetector,
             SlackDetector,
             TelegramBotTokenDetector,
+            *EXTRA_ACCESS_TOKEN_PLUGINS,
         )
     ),
     (BasicAuthDetector(), CredentialKind.PASSWORD),
@@ -170,14 +177,44 @@ _PASSWORD_WORD = (
     r"(?:(?<![a-z])(?:password|passwd|pwd|passcode|passphrase|pin(?:\s*(?:code|number))?)"
     r"(?![a-z])|密码|口令|支付密码)"
 )
+# What may stand between a password word and its separator ("password for my email is").
+_PASSWORD_OF = r"(?:\s+(?:for|of|to|on|in)\s+[^\s:：=]{1,30})?"
 _PASSWORD_ASSIGNMENT = re.compile(
-    _PASSWORD_WORD
-    + r"(?:\s+(?:for|of|to|on)\s+[^\s:：=]{1,30})?"
-    + r"\s*(?P<sep>[:=：]|\s(?:is|was)\s|是|为|為|,|，)\s*"
-    + r"[\"'“‘]?(?P<value>[\x21-\x7e]{3,})",
+    f"(?P<word>{_PASSWORD_WORD})"
+    + _PASSWORD_OF
+    + r"\s*(?P<sep>[:=：]|\s(?:is|was)\s|是|为|為|,|，)\s*[:：]?\s*"
+    + r"(?P<quote>[\"'“‘])?(?P<value>[\x21-\x7e]{3,})",
     re.IGNORECASE,
 )
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9\W_]")
+# A password said in words after "is" or "是": letters only count too ("my password is
+# sunshine", "邮箱密码是 woaibeijing"), unless the English word says something about the
+# password instead of being it ("is strong", "is expired", "is case sensitive"): it must end
+# its clause, and be none of these words nor a participle or an adverb.
+_SPOKEN_SEPARATORS = frozenset({"是", "为", "為"})
+_CLAUSE_END = re.compile(r"\s*(?:$|[.,;!?)\"'”’]|\s(?:and|but|so)\s)", re.IGNORECASE)
+_NOT_A_PASSWORD = re.compile(
+    r"above|also|another|anything|attached|automatic|bad|below|better|blank|broken|changed|"
+    r"changing|complex|complicated|correct|default|different|difficult|disabled|easy|empty|"
+    r"enabled|encrypted|expired|fine|forgotten|generated|gone|good|great|hard|hashed|here|hers|"
+    r"hidden|his|included|incorrect|insecure|invalid|known|locked|long|longer|lost|managed|"
+    r"manual|mine|missing|necessary|needed|new|none|not|nothing|now|null|okay|old|optional|ours|"
+    r"outdated|personal|private|random|ready|required|reset|right|safe|same|saved|secret|secure|"
+    r"sensitive|set|shared|short|shorter|simple|something|stale|still|stored|strong|stronger|"
+    r"temporary|that|the|theirs|there|this|unchanged|unique|unknown|unsafe|updated|valid|weak|"
+    r"weaker|what|where|which|working|worse|written|wrong|yours",
+    re.IGNORECASE,
+)
+_NOT_A_PASSWORD_ENDINGS = ("ed", "ing", "ly")
+# A postal "PIN code" (India's six-digit postcode), told from a card's PIN code by a line
+# without any card, bank, phone or lock word.
+_POSTAL_PIN_WORD = re.compile(r"(?<![a-z])pin\s*code(?![a-z])", re.IGNORECASE)
+_POSTAL_PIN = re.compile(r"\d{6}")
+_PIN_OF_A_THING = re.compile(
+    r"(?<![a-z])(?:atm|bank|card|debit|credit|sim|phone|mobile|lock|door|safe|account|"
+    r"wallet)s?(?![a-z])|银行|卡|手机|锁|账户",
+    re.IGNORECASE,
+)
 # A card's PIN or payment password said without the word: a code of exactly six digits (the
 # length of a mainland bank card's password, and a common PIN's) on a line about paying with a
 # card ("use 739164 to pay with my card", "刷卡支付密码 739164" has the word anyway).
@@ -249,6 +286,14 @@ _UNIT_AFTER = re.compile(
     r"(?![a-z])|%|位|个|天|周|月|年|小时|分钟|秒|次|元|块|美元|人|字|号|室|楼|栋|层|单元)",
     re.IGNORECASE,
 )
+# A currency or a paying verb right before a number makes it a sum ("paid 250000",
+# "花了 158000"); how far back one may stand, in characters.
+_AMOUNT_BEFORE = re.compile(
+    r"(?:[$€£¥￥₹]|(?<![a-z])(?:paid|pay|pays|paying|spent|spend|spends|cost|costs|costing|"
+    r"rmb|usd|eur|gbp|cny|inr|rs\.?|yuan)|支付了?|付了?|花了|消费了?|刷了|共计|合计)\s*$",
+    re.IGNORECASE,
+)
+_AMOUNT_REACH = 12
 # How far back a year's word may stand, in characters.
 _YEAR_WORD_REACH = 12
 # At least as long as any password or label word above ("pin number", "confirmation").
@@ -342,21 +387,61 @@ def _near_word_secrets(line: str) -> Iterator[str]:
             yield token
 
 
+def _is_amount(line: str, start: int, end: int) -> bool:
+    """A number with a currency or a unit after it, or a currency or a paying verb right
+    before it ("paid 135000 yuan", "支付了 158000 元", "$250000"): a sum, not a code."""
+    before = line[max(0, start - _AMOUNT_REACH) : start]
+    return _UNIT_AFTER.match(line, end) is not None or _AMOUNT_BEFORE.search(before) is not None
+
+
 def _payment_codes(line: str) -> Iterator[str]:
     if not (_CARD_WORD.search(line) and _PAY_WORD.search(line)):
         return
     for code in _SIX_DIGIT_CODE.finditer(line):
-        if not _REFERENCE_WORD.search(line, max(0, code.start() - _WORD_REACH), code.start()):
+        start, end = code.span()
+        if _REFERENCE_WORD.search(line, max(0, start - _WORD_REACH), start):
+            continue
+        if not _is_amount(line, start, end):
             yield code.group()
+
+
+def _is_postal_pin(line: str, value: str) -> bool:
+    """A six-digit number on a line that speaks of a PIN code and of no card, bank, phone or
+    lock: a postal code ("PIN code 560001"), not a PIN."""
+    return (
+        _POSTAL_PIN.fullmatch(value) is not None
+        and _POSTAL_PIN_WORD.search(line) is not None
+        and _PIN_OF_A_THING.search(line) is None
+    )
+
+
+def _said_in_words(line: str, match: re.Match[str], value: str) -> bool:
+    """Whether a letters-only `value` after "is"/"是" is the password itself: always after
+    是 or in quotes; in English when it ends its clause and says nothing about the password."""
+    sep = match.group("sep").strip().lower()
+    if sep in _SPOKEN_SEPARATORS or match.group("quote"):
+        return len(value) >= 4
+    word = value.lower()
+    return (
+        sep in ("is", "was")
+        and len(value) >= 4
+        and _NOT_A_PASSWORD.fullmatch(word) is None
+        and not word.endswith(_NOT_A_PASSWORD_ENDINGS)
+        and _CLAUSE_END.match(line, match.start("value") + len(value)) is not None
+    )
 
 
 def _password_assignments(line: str) -> Iterator[str]:
     for match in _PASSWORD_ASSIGNMENT.finditer(line):
         spoken = match.group("sep") not in (":", "=", "：")
-        value = match.group("value").rstrip(".,;!?\"')")
-        if len(value) < 3:
+        value = match.group("value").rstrip(".,;!?\"')”’")
+        if len(value) < 3 or _is_postal_pin(line, value):
             continue
-        if _SYMBOL_OR_DIGIT.search(value) or (not spoken and len(value) >= 4):
+        if (
+            _SYMBOL_OR_DIGIT.search(value)
+            or (not spoken and len(value) >= 4)
+            or _said_in_words(line, match, value)
+        ):
             yield value
 
 
@@ -407,6 +492,8 @@ def _bare_pins(line: str) -> Iterator[str]:
             continue
         if _is_year(line, number) or _UNIT_AFTER.match(line, end):
             continue
+        if _is_postal_pin(line, number.group()):
+            continue
         yield number.group()
 
 
@@ -433,11 +520,42 @@ def _format_values(plugin: RegexBasedDetector, line: str) -> list[str]:
     return found + [match.group() for regex in plugin.denylist for match in regex.finditer(line)]
 
 
-def _line_values(
-    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
-) -> list[CredentialValue]:
+_Formats = tuple[tuple[RegexBasedDetector, CredentialKind], ...]
+
+# Text that may be base64: 16 or more characters of its alphabets (standard or URL-safe).
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
+
+
+def _base64_text(token: str) -> str | None:
+    """What `token` decodes to, if it is base64 of printable UTF-8 text (a digest, a word or
+    random bytes is not)."""
+    body = token.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    padded = body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4)
+    try:
+        text = base64.b64decode(padded, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return text if text.isprintable() else None
+
+
+def _base64_values(line: str) -> Iterator[CredentialValue]:
+    """A credential in the line once a base64 text in it is read decoded ("note:
+    bXkgcGFzc3dvcmQgaXMgaHVudGVyMg==" is "note: my password is hunter2"), with the base64 text
+    itself as its value: what a later text would repeat. Decoded once, not again."""
+    for match in _BASE64.finditer(line):
+        decoded = _base64_text(match.group())
+        if decoded is None:
+            continue
+        read = folded_for_detection(line[: match.start()] + decoded + line[match.end() :])
+        for found in _line_values(read, _formats_in(read), decode=False):
+            yield CredentialValue(found.kind, match.group())
+
+
+def _line_values(line: str, formats: _Formats, *, decode: bool = True) -> list[CredentialValue]:
     """Every credential on `line` with its value; a near-word secret is looked for only where a
-    credential word or an assignment is."""
+    credential word or an assignment is; base64 in the line is read decoded too (`decode`)."""
     rules: list[tuple[CredentialKind, Iterable[str]]] = [
         *((kind, _format_values(plugin, line)) for plugin, kind in formats),
         (CredentialKind.PASSWORD, _password_assignments(line)),
@@ -448,12 +566,13 @@ def _line_values(
     ]
     if _ASSIGNMENT_OR_WORD.search(line):
         rules.append((CredentialKind.SECRET, _near_word_secrets(line)))
-    return [CredentialValue(kind, value) for kind, values in rules for value in values]
+    found = [CredentialValue(kind, value) for kind, values in rules for value in values]
+    if decode:
+        found.extend(_base64_values(line))
+    return found
 
 
-def _line_kinds(
-    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
-) -> set[CredentialKind]:
+def _line_kinds(line: str, formats: _Formats) -> set[CredentialKind]:
     """The kinds on `line`; a near-word secret counts only where nothing else was found (it is
     the weakest rule, and the others name the kind better)."""
     kinds = {found.kind for found in _line_values(line, formats)}
@@ -462,7 +581,7 @@ def _line_kinds(
     return kinds
 
 
-def _formats_in(text: str) -> tuple[tuple[RegexBasedDetector, CredentialKind], ...]:
+def _formats_in(text: str) -> _Formats:
     """The format plugins that match somewhere in `text`: only they are tried line by line (their
     patterns take a line break for the space or the start they look for), so a long file costs
     one pass of each plugin, not one per line."""
@@ -471,16 +590,44 @@ def _formats_in(text: str) -> tuple[tuple[RegexBasedDetector, CredentialKind], .
     )
 
 
+# A line ending in a password word, or in a credential word and its separator: its value may
+# stand on the next line ("wifi password is" / "Tr0ub4dor&3").
+_DANGLING = re.compile(
+    f"(?:{_PASSWORD_WORD}{_PASSWORD_OF}\\s*(?:[:=：]|\\s(?:is|was)|是|为|為)?"
+    f"|(?:{_CREDENTIAL_WORD.pattern})\\s*(?:[:=：]|\\s(?:is|was)|是|为|為))\\s*[:：]?\\s*$",
+    re.IGNORECASE,
+)
+
+
+def _pieces(text: str) -> Iterator[tuple[tuple[int, ...], str]]:
+    """What the detector reads of `text`, normalised (`folded_for_detection`): each line with
+    its 1-based number, and each line ending in a password word (`_DANGLING`) joined to the
+    next non-empty line, with both numbers."""
+    lines = folded_for_detection(text).split("\n")
+    for index, line in enumerate(lines):
+        yield (index + 1,), line
+        if line.strip() and _DANGLING.search(line):
+            after = next((n for n in range(index + 1, len(lines)) if lines[n].strip()), None)
+            if after is not None:
+                yield (index + 1, after + 1), f"{line.rstrip()} {lines[after].strip()}"
+
+
 def find_credentials(text: str) -> list[CredentialFinding]:
     """Every credential in `text`, one finding per line and kind, in line order.
 
-    Lines are split on `\\n` (a `\\r` before it is part of no credential).
+    Lines are split on `\\n` (a `\\r` before it is part of no credential). The text is
+    read normalised (`folded_for_detection`: no invisible characters, no full-width or
+    look-alike letters); a credential whose value stands on the line after its word is
+    found on both lines.
     """
-    formats = _formats_in(text)
+    formats = _formats_in(folded_for_detection(text))
     return sorted(
-        CredentialFinding(line=number, kind=kind)
-        for number, line in enumerate(text.split("\n"), start=1)
-        for kind in _line_kinds(line, formats)
+        {
+            CredentialFinding(line=number, kind=kind)
+            for numbers, piece in _pieces(text)
+            for kind in _line_kinds(piece, formats)
+            for number in numbers
+        }
     )
 
 
@@ -493,9 +640,9 @@ def credential_values(text: str) -> list[CredentialValue]:
     """Every credential `text` states, with its value: a password or PIN, a format plugin's
     match, a near-word secret, a card's digits (without spaces or dashes), a resident identity
     number. For comparison only (`stated_credential_in`): a value must never be shown, logged
-    or stored."""
-    formats = _formats_in(text)
-    return [found for line in text.split("\n") for found in _line_values(line, formats)]
+    or stored. Read normalised, lines joined to a value on the next, as `find_credentials`."""
+    formats = _formats_in(folded_for_detection(text))
+    return [found for _, piece in _pieces(text) for found in _line_values(piece, formats)]
 
 
 # Shorter values are too common to be told from any other word or number.
@@ -518,8 +665,9 @@ def stated_credential_in(content: str, stated_texts: Iterable[str]) -> Credentia
     """The kind of a credential that one of `stated_texts` states (`credential_values`) and
     `content` repeats, as a whole token, however the rest is worded ("my bank PIN, 4821"
     stated, "function 4821" repeated); None if it repeats none. Values shorter than four
-    characters are not compared."""
+    characters are not compared; `content` is read normalised."""
     stated = dict.fromkeys(found for text in stated_texts for found in credential_values(text))
+    content = folded_for_detection(content)
     for found in stated:
         if len(found.value) >= _STATED_VALUE_MIN_CHARS and _value_pattern(found).search(content):
             return found.kind
