@@ -33,6 +33,8 @@ __all__ = [
     "RAW_CONTENT_BYTES",
     "RAW_MESSAGES_SHOWN",
     "RELATED_ROWS_SHOWN",
+    "STATED_MESSAGES_DAYS",
+    "STATED_MESSAGES_MAX",
     "MESSAGE_PAGE_MAX",
     "DialogueTurn",
     "MessagePage",
@@ -62,6 +64,7 @@ __all__ = [
     "thread_runs",
     "tool_calls_during_runs",
     "undecided_interrupts",
+    "user_messages_containing",
     "write_user_pending_approvals",
     "write_user_threads",
 ]
@@ -738,3 +741,32 @@ def is_released_call(*, run: AgentRun, tool_call_id: str | None) -> bool:
         .filter(tool_call_id=tool_call_id, message__conversation_id=run.conversation_id)
         .exists()
     )
+
+
+# Which of a user's own messages may state a credential a memory write must not repeat: those
+# of the last `STATED_MESSAGES_DAYS` days, the newest `STATED_MESSAGES_MAX` at most.
+STATED_MESSAGES_DAYS = 30
+STATED_MESSAGES_MAX = 1000
+
+
+def user_messages_containing(*, user_id: int, needles: list[str]) -> list[str]:
+    """The text of each of the user's own messages (role `user`, any thread), among their
+    newest `STATED_MESSAGES_MAX` of the last `STATED_MESSAGES_DAYS` days by the database's
+    clock, that contains one of `needles` (case-insensitively): the few a credential the
+    user stated anywhere could be in, for a memory write to be checked against. Empty
+    `needles`: none."""
+    if not needles:
+        return []
+    recent = (
+        Message.objects.filter(
+            conversation__user_id=user_id,
+            role=Message.Role.USER,
+            created_at__gte=ClockTimestamp() - timedelta(days=STATED_MESSAGES_DAYS),
+        )
+        .order_by("-created_at", "-id")
+        .values("id")[:STATED_MESSAGES_MAX]
+    )
+    mentions = Q()
+    for needle in needles:
+        mentions |= Q(content__icontains=needle)
+    return list(Message.objects.filter(mentions, id__in=recent).values_list("content", flat=True))

@@ -64,6 +64,8 @@ __all__ = [
     "credential_kinds",
     "credential_values",
     "find_credentials",
+    "produced_credential",
+    "repeat_needles",
     "stated_credential_in",
 ]
 
@@ -97,10 +99,11 @@ _LABELS = {
 
 @dataclass(frozen=True, order=True)
 class CredentialFinding:
-    """One credential: its 1-based line and its kind (never its text)."""
+    """One credential: its 1-based line and its kind (never its text). A user write's warnings
+    use it for a line of invisible characters too (`kind` "invisible characters")."""
 
     line: int
-    kind: CredentialKind
+    kind: CredentialKind | str
 
 
 @dataclass(frozen=True)
@@ -671,4 +674,43 @@ def stated_credential_in(content: str, stated_texts: Iterable[str]) -> Credentia
     for found in stated:
         if len(found.value) >= _STATED_VALUE_MIN_CHARS and _value_pattern(found).search(content):
             return found.kind
+    return None
+
+
+# A run of letters or digits long enough to be part of a stated value.
+_NEEDLE = re.compile(rf"[^\W_]{{{_STATED_VALUE_MIN_CHARS},}}")
+# A digit run this long may be a card or an identity number, stated in groups of four.
+_GROUPED_RUN_MIN = 8
+
+
+def repeat_needles(content: str) -> list[str]:
+    """Pieces of `content` (normalised, lower case) that a stated value it repeats must share
+    with the text stating it: each run of four or more letters or digits, and the first four
+    digits of a long digit run (a card stated as "4111 1111 ..."). For finding, cheaply, the few
+    texts `stated_credential_in` need read; never a value itself."""
+    needles = []
+    for run in _NEEDLE.findall(folded_for_detection(content).lower()):
+        needles.append(run)
+        if run.isdigit() and len(run) >= _GROUPED_RUN_MIN:
+            needles.append(run[:_STATED_VALUE_MIN_CHARS])
+    return list(dict.fromkeys(needles))
+
+
+# Lines of a produced text read around the ones a write changed: a credential's word may
+# stand up to this many lines before its value, with blank lines between.
+_CONTEXT_LINES = 2
+
+
+def produced_credential(text: str, start: int, end: int) -> CredentialKind | None:
+    """The kind of a credential on a line of `text` that characters `start` to `end` (what a
+    write put there) are on, read with the lines around them (a value under its word counts);
+    None if there is none. A credential wholly on other lines is not this write's."""
+    first = text.count("\n", 0, start)
+    last = text.count("\n", 0, max(start, end - 1))
+    lines = text.split("\n")
+    low = max(0, first - _CONTEXT_LINES)
+    window = "\n".join(lines[low : last + _CONTEXT_LINES + 1])
+    for finding in find_credentials(window):
+        if first <= finding.line - 1 + low <= last:
+            return finding.kind
     return None

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
 from conversations.utils.ids import parse_uid
+from conversations.utils.invisible_text import escape_invisible_within
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.line_origins import (
@@ -142,7 +143,9 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
     code point split by the cut. Bytes that are not UTF-8 give no text at all
     (`invalid_encoding`), never replacement characters: the same rule as the user's read
     (`problem="invalid_encoding"`) and the write path (`MemoryConflict`), so the agent never
-    works from a text the user cannot see or edit. Renders no marker: callers do.
+    works from a text the user cannot see or edit. Characters a person cannot see
+    (`INVISIBLE_CHARACTERS`: tag characters, bidi controls, zero-width space, ...) are shown
+    escaped (`\\u{E0041}`), within the same budget. Renders no marker: callers do.
     """
     data, truncated = Workspace.for_user(uid).read_bounded(MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES)
     # Not final when cut: an incomplete sequence at the cut is the cut's, not the file's.
@@ -151,7 +154,12 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
         text = decoder.decode(data, final=not truncated)
     except UnicodeDecodeError:
         return MemorySnapshot(text="", size_bytes=0, truncated=truncated, invalid_encoding=True)
-    return MemorySnapshot(text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated)
+    # Invisible characters (a user's own write may keep them) reach the model escaped, and the
+    # escapes count against the budget.
+    text, escaped_cut = escape_invisible_within(text, MEMORY_PROMPT_MAX_BYTES)
+    return MemorySnapshot(
+        text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated or escaped_cut
+    )
 
 
 # How many of a user's latest memory events the config page lists.

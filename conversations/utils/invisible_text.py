@@ -24,6 +24,7 @@ import unicodedata
 __all__ = [
     "INVISIBLE_CHARACTERS",
     "escape_invisible",
+    "escape_invisible_within",
     "folded_for_detection",
     "invisible_characters",
 ]
@@ -124,6 +125,24 @@ def escape_invisible(text: str) -> str:
     if not INVISIBLE_CHARACTERS.search(text):
         return text
     return INVISIBLE_CHARACTERS.sub(lambda m: f"\\u{{{ord(m.group()):X}}}", text)
+
+
+# An escape a byte cut left unfinished at the end of a text.
+_PARTIAL_ESCAPE = re.compile(r"\\u\{[0-9A-F]*$")
+
+
+def escape_invisible_within(text: str, max_bytes: int) -> tuple[str, bool]:
+    """`escape_invisible(text)` cut to at most `max_bytes` of UTF-8 (never inside a code point
+    or an escape), and whether anything was cut: the escapes count against a byte budget
+    like any other text, so escaping never makes a bounded result larger."""
+    escaped = escape_invisible(text)
+    encoded = escaped.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return escaped, False
+    cut = encoded[:max_bytes].decode("utf-8", errors="ignore")
+    if escaped is not text:
+        cut = _PARTIAL_ESCAPE.sub("", cut)
+    return cut, True
 
 
 def folded_for_detection(text: str) -> str:

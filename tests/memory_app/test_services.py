@@ -786,24 +786,26 @@ def _statements(captured) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_append_sends_three_statements_then_its_ledger_row_and_its_commit(settings, run):
+def test_an_append_sends_four_statements_then_its_ledger_row_and_its_commit(settings, run):
     with CaptureQueriesContext(connection) as captured:
         assert remember_memory(context_for(run), "fact").status == "added"
     assert captured.captured_queries[-1]["sql"] == "COMMIT"
     sqls = _statements(captured)
-    assert len(sqls) == 4
+    assert len(sqls) == 5
     assert "set_config('lock_timeout'" in sqls[0] and "pg_advisory_xact_lock" in sqls[0]
     assert "FOR NO KEY UPDATE" in sqls[1]
     assert "clock_timestamp()" in sqls[2] and "enable_memory" in sqls[2]
-    assert "INSERT INTO" in sqls[3] and "memory_app_memoryevent" in sqls[3]
+    # The user's recent messages that may state a credential the content repeats.
+    assert "conversations_message" in sqls[3] and "LIKE" in sqls[3]
+    assert "INSERT INTO" in sqls[4] and "memory_app_memoryevent" in sqls[4]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_unchanged_fact_sends_three_statements(settings, run):
+def test_an_unchanged_fact_sends_four_statements(settings, run):
     remember_memory(context_for(run), "fact")
     with CaptureQueriesContext(connection) as captured:
         assert remember_memory(context_for(run), "fact").status == "unchanged"
-    assert len(_statements(captured)) == 3
+    assert len(_statements(captured)) == 4
 
 
 @pytest.mark.django_db(transaction=True)
@@ -813,10 +815,10 @@ def test_inside_a_callers_transaction_one_more_statement_restores_its_lock_timeo
             assert remember_memory(context_for(run), "fact").status == "added"
         # Its savepoint, so that a refused write leaves the caller's transaction usable.
         assert [q["sql"].split()[0] for q in captured.captured_queries].count("SAVEPOINT") == 1
-        assert len(_statements(captured)) == 5
+        assert len(_statements(captured)) == 6
         with CaptureQueriesContext(connection) as captured:
             assert remember_memory(context_for(run), "fact").status == "unchanged"
-        assert len(_statements(captured)) == 4
+        assert len(_statements(captured)) == 5
 
 
 # -- credentials -----------------------------------------------------------------------------
@@ -894,9 +896,9 @@ def test_replacing_a_line_that_holds_a_credential_is_allowed(settings, run):
         ("gym locker 7350", "bank PIN", "gym locker"),
         # ... joins two lines across their newline into a password.
         (
-            "wifi password is\nTr0ub4dor&3 is a horse",
-            "is Tr0ub4dor&3",
-            "is\nTr0ub4dor&3 is a horse",
+            "home wifi\nsunshine is my dog's name",
+            "wifi password is sunshine.",
+            "wifi\nsunshine is my dog's name",
         ),
     ],
 )
@@ -907,7 +909,7 @@ def test_a_replacement_that_completes_a_credential_is_refused(
     error = _assert_refused(
         settings, run, MemorySensitiveContent, content=content, replaces=replaces
     )
-    assert "Tr0ub4dor" not in str(error) and "7350" not in str(error)
+    assert "sunshine" not in str(error) and "7350" not in str(error)
 
 
 def test_a_value_appended_under_its_password_word_is_refused(settings, run):
