@@ -17,6 +17,7 @@ from conversations.selectors import tool_calls_during_runs
 from conversations.utils.ids import parse_uid
 from conversations.utils.invisible_text import escape_invisible_within
 from memory_app.authorization import memory_run_refusal, read_memory_state
+from memory_app.credentials import find_credentials
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.line_origins import (
     EARLIER,
@@ -52,6 +53,7 @@ __all__ = [
     "REMEMBER_MEMORY_TOOL",
     "LedgerEntry",
     "LedgerPage",
+    "CredentialLine",
     "LineOrigin",
     "MemoryLines",
     "MemoryFile",
@@ -60,6 +62,7 @@ __all__ = [
     "MemoryVersionNotFound",
     "Origin",
     "export_user_data",
+    "credential_lines",
     "ledger_events",
     "list_memory_versions",
     "memory_enabled",
@@ -253,3 +256,35 @@ def user_ledger(*, user_id: int) -> LedgerPage:
             )
         )
     return LedgerPage(entries=entries, has_older=len(rows) > LEDGER_EVENTS_SHOWN)
+
+
+@dataclass(frozen=True)
+class CredentialLine:
+    """A line of a user's MEMORY.md (`version` None) or of one of its kept versions (`version`:
+    its SHA-256) that holds a credential of `kind`; never the line's text."""
+
+    version: str | None
+    line: int
+    kind: str
+
+
+def credential_lines(*, user) -> list[CredentialLine]:
+    """Every line of `user`'s MEMORY.md and of its kept versions that holds a credential, as
+    the detector `remember_memory` refuses with finds it: for staff to act on files written
+    before the detector (or by the user, who is only warned). The current file first, then
+    the versions newest first. A file that is too large or not UTF-8 is not read."""
+    found = []
+    current = read_memory_file(user=user)
+    if current.text is not None:
+        found += [CredentialLine(None, f.line, str(f.kind)) for f in find_credentials(current.text)]
+    for version in list_memory_versions(user=user):
+        if not version.available:
+            continue
+        try:
+            text = read_memory_version(user=user, sha256=version.sha256).decode("utf-8")
+        except (MemoryVersionNotFound, UnicodeDecodeError):
+            continue
+        found += [
+            CredentialLine(version.sha256, f.line, str(f.kind)) for f in find_credentials(text)
+        ]
+    return found
