@@ -757,9 +757,12 @@ def user_messages_containing(*, user_id: int, needles: list[str]) -> list[str]:
     `needles`: none."""
     if not needles:
         return []
+    # The owner's newest text messages first (`message_owner_recent_idx`), however many other
+    # users' messages there are.
     recent = (
         Message.objects.filter(
-            conversation__user_id=user_id,
+            owner_id=user_id,
+            message_type=Message.Type.TEXT,
             role=Message.Role.USER,
             created_at__gte=ClockTimestamp() - timedelta(days=STATED_MESSAGES_DAYS),
         )
@@ -769,4 +772,5 @@ def user_messages_containing(*, user_id: int, needles: list[str]) -> list[str]:
     mentions = Q()
     for needle in needles:
         mentions |= Q(content__icontains=needle)
-    return list(Message.objects.filter(mentions, id__in=recent).values_list("content", flat=True))
+    found = Message.objects.filter(mentions, id__in=recent).order_by()
+    return list(found.values_list("content", flat=True))

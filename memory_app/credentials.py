@@ -180,8 +180,9 @@ _PASSWORD_WORD = (
     r"(?:(?<![a-z])(?:password|passwd|pwd|passcode|passphrase|pin(?:\s*(?:code|number))?)"
     r"(?![a-z])|密码|口令|支付密码)"
 )
-# What may stand between a password word and its separator ("password for my email is").
-_PASSWORD_OF = r"(?:\s+(?:for|of|to|on|in)\s+[^\s:：=]{1,30})?"
+# What may stand between a password word and its separator: up to three words after "for",
+# "of", "to", "on" or "in" ("passcode for my phone is").
+_PASSWORD_OF = r"(?:\s+(?:for|of|to|on|in)(?:\s+[^\s:：=]{1,30}){1,3}?)?"
 _PASSWORD_ASSIGNMENT = re.compile(
     f"(?P<word>{_PASSWORD_WORD})"
     + _PASSWORD_OF
@@ -211,7 +212,7 @@ _NOT_A_PASSWORD = re.compile(
 _NOT_A_PASSWORD_ENDINGS = ("ed", "ing", "ly")
 # A postal "PIN code" (India's six-digit postcode), told from a card's PIN code by a line
 # without any card, bank, phone or lock word.
-_POSTAL_PIN_WORD = re.compile(r"(?<![a-z])pin\s*code(?![a-z])", re.IGNORECASE)
+_POSTAL_PIN_WORD = re.compile(r"(?<![a-z])pin\s*(?:code(?![a-z])|码)", re.IGNORECASE)
 _POSTAL_PIN = re.compile(r"\d{6}")
 _PIN_OF_A_THING = re.compile(
     r"(?<![a-z])(?:atm|bank|card|debit|credit|sim|phone|mobile|lock|door|safe|account|"
@@ -292,7 +293,8 @@ _UNIT_AFTER = re.compile(
 # A currency or a paying verb right before a number makes it a sum ("paid 250000",
 # "花了 158000"); how far back one may stand, in characters.
 _AMOUNT_BEFORE = re.compile(
-    r"(?:[$€£¥￥₹]|(?<![a-z])(?:paid|pay|pays|paying|spent|spend|spends|cost|costs|costing|"
+    r"(?:[$€£¥￥₹]|(?<![a-z])(?:(?:paid|pay|pays|paying)(?:\s+(?:off|back|down))?|"
+    r"spent|spend|spends|cost|costs|costing|"
     r"rmb|usd|eur|gbp|cny|inr|rs\.?|yuan)|支付了?|付了?|花了|消费了?|刷了|共计|合计)\s*$",
     re.IGNORECASE,
 )

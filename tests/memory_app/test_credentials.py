@@ -380,3 +380,8 @@ NOT_CREDENTIALS = [
 @pytest.mark.parametrize("text", NOT_CREDENTIALS)
 def test_amounts_postal_pin_codes_and_words_after_password_is_are_not_credentials(text):
     assert find_credentials(text) == []
+
+
+def test_a_password_for_a_thing_of_up_to_three_words_is_found():
+    assert credential_kinds("the passcode for my phone is 482913") == [CredentialKind.PASSWORD]
+    assert credential_kinds("password for the work laptop: sunshine") == [CredentialKind.PASSWORD]
