@@ -1,10 +1,14 @@
-"""Token formats detect-secrets 1.5 has no plugin for, written as detect-secrets plugins.
+"""The detect-secrets format plugins the credential detector calls, by the kind they find, and
+the token formats detect-secrets 1.5 has no plugin for, written as detect-secrets plugins.
 
-Each is a `RegexBasedDetector` (detect-secrets' own base: a `secret_type` and a `denylist` of
-compiled patterns), so the credential detector calls them exactly as it calls detect-secrets'
-plugins. The patterns follow gitleaks' maintained rule set (its rule ids are named beside each
-one); where gitleaks pins an exact length, the length is a lower bound here, since a provider
-lengthening its keys must not let them through:
+Only regular-expression plugins of known formats: not detect-secrets' keyword or entropy
+plugins (the detector's own rules replace them, bound to credential words), nor the public-IP
+one (an address is no credential). Each added format is a `RegexBasedDetector`
+(detect-secrets' own base: a `secret_type` and a `denylist` of compiled patterns), so the
+credential detector calls them exactly as it calls detect-secrets' plugins. The patterns
+follow gitleaks' maintained rule set (its rule ids are named beside each one); where gitleaks
+pins an exact length, the length is a lower bound here, since a provider lengthening its keys
+must not let them through:
 
 - GitHub fine-grained personal access tokens, `github_pat_` (gitleaks `github-fine-grained-pat`;
   detect-secrets knows only `ghp_`/`gho_`/`ghu_`/`ghs_`/`ghr_`);
@@ -24,9 +28,32 @@ A leaf: it imports nothing of the app.
 
 import re
 
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["EXTRA_ACCESS_TOKEN_PLUGINS", "EXTRA_API_KEY_PLUGINS"]
+__all__ = ["ACCESS_TOKEN_PLUGINS", "API_KEY_PLUGINS", "PASSWORD_PLUGINS", "PRIVATE_KEY_PLUGINS"]
 
 
 class GitHubFineGrainedTokenDetector(RegexBasedDetector):
@@ -74,14 +101,37 @@ class AnthropicKeyDetector(RegexBasedDetector):
     denylist = (re.compile(r"(?<![A-Za-z0-9])sk-ant-(?:api|admin)\d{2}-[A-Za-z0-9_\-]{80,}"),)
 
 
-# By the kind the detector files them under.
-EXTRA_API_KEY_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
+# Every format plugin, by the kind the detector files its finds under.
+PRIVATE_KEY_PLUGINS: tuple[type[RegexBasedDetector], ...] = (PrivateKeyDetector,)
+API_KEY_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
+    AWSKeyDetector,
+    ArtifactoryDetector,
+    AzureStorageKeyDetector,
+    CloudantDetector,
+    IbmCloudIamDetector,
+    IbmCosHmacDetector,
+    MailchimpDetector,
+    OpenAIDetector,
+    SendGridDetector,
+    SoftlayerDetector,
+    SquareOAuthDetector,
+    StripeDetector,
+    TwilioKeyDetector,
     StripeKeyDetector,
     GoogleApiKeyDetector,
     OpenAIProjectKeyDetector,
     AnthropicKeyDetector,
 )
-EXTRA_ACCESS_TOKEN_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
+ACCESS_TOKEN_PLUGINS: tuple[type[RegexBasedDetector], ...] = (
+    DiscordBotTokenDetector,
+    GitHubTokenDetector,
+    GitLabTokenDetector,
+    JwtTokenDetector,
+    NpmDetector,
+    PypiTokenDetector,
+    SlackDetector,
+    TelegramBotTokenDetector,
     GitHubFineGrainedTokenDetector,
     SlackAppTokenDetector,
 )
+PASSWORD_PLUGINS: tuple[type[RegexBasedDetector], ...] = (BasicAuthDetector,)
