@@ -749,28 +749,42 @@ STATED_MESSAGES_DAYS = 30
 STATED_MESSAGES_MAX = 1000
 
 
+# The owner's newest text messages first (`message_owner_recent_idx`), however many other
+# users' messages there are; one static statement, no queryset built per write.
+_STATED_MESSAGES_SQL = f"""
+SELECT content FROM {Message._meta.db_table}
+WHERE id IN (
+    SELECT id FROM {Message._meta.db_table}
+    WHERE owner_id = %s AND message_type = %s AND role = %s
+      AND created_at >= clock_timestamp() - make_interval(days => %s)
+    ORDER BY created_at DESC, id DESC
+    LIMIT %s
+)
+AND content ILIKE ANY(%s)
+"""
+
+
+def _like_escaped(text: str) -> str:
+    """`text` matched literally by LIKE (backslash is its escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def user_messages_containing(*, user_id: int, needles: list[str]) -> list[str]:
     """The text of each of the user's own messages (role `user`, any thread), among their
     newest `STATED_MESSAGES_MAX` of the last `STATED_MESSAGES_DAYS` days by the database's
-    clock, that contains one of `needles` (case-insensitively): the few a credential the
-    user stated anywhere could be in, for a memory write to be checked against. Empty
-    `needles`: none."""
+    clock, that contains one of `needles` (literally, case-insensitively): the few a
+    credential the user stated anywhere could be in, for a memory write to be checked
+    against. Empty `needles`: none."""
     if not needles:
         return []
-    # The owner's newest text messages first (`message_owner_recent_idx`), however many other
-    # users' messages there are.
-    recent = (
-        Message.objects.filter(
-            owner_id=user_id,
-            message_type=Message.Type.TEXT,
-            role=Message.Role.USER,
-            created_at__gte=ClockTimestamp() - timedelta(days=STATED_MESSAGES_DAYS),
-        )
-        .order_by("-created_at", "-id")
-        .values("id")[:STATED_MESSAGES_MAX]
-    )
-    mentions = Q()
-    for needle in needles:
-        mentions |= Q(content__icontains=needle)
-    found = Message.objects.filter(mentions, id__in=recent).order_by()
-    return list(found.values_list("content", flat=True))
+    params = [
+        user_id,
+        Message.Type.TEXT,
+        Message.Role.USER,
+        STATED_MESSAGES_DAYS,
+        STATED_MESSAGES_MAX,
+        [f"%{_like_escaped(needle)}%" for needle in needles],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_STATED_MESSAGES_SQL, params)
+        return [content for (content,) in cursor.fetchall()]

@@ -439,22 +439,31 @@ def stated_credential_in(content: str, stated_texts: Iterable[str]) -> Credentia
     return None
 
 
-# A run of letters or digits long enough to be part of a stated value.
-_NEEDLE = re.compile(rf"[^\W_]{{{_STATED_VALUE_MIN_CHARS},}}")
+# A stated value's characters (values are printable ASCII once normalised), and a run of its
+# letters or digits long enough to look for.
+_ASCII_TOKEN = re.compile(r"[\x21-\x7e]+")
+_NEEDLE = re.compile(rf"[A-Za-z0-9]{{{_STATED_VALUE_MIN_CHARS},}}")
+_EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>"
 # A digit run this long may be a card or an identity number, stated in groups of four.
 _GROUPED_RUN_MIN = 8
 
 
 def repeat_needles(content: str) -> list[str]:
     """Pieces of `content` (normalised, lower case) that a stated value it repeats must share
-    with the text stating it: each run of four or more letters or digits, and the first four
-    digits of a long digit run (a card stated as "4111 1111 ..."). For finding, cheaply, the few
-    texts `stated_credential_in` need read; never a value itself."""
+    with the text stating it: each run of four or more ASCII letters or digits, the first four
+    digits of a long digit run (a card stated as "4111 1111 ..."), and a token of four or more
+    characters with no such run ("a1!b2@c3"). For finding, cheaply, the few texts
+    `stated_credential_in` needs read; never a value itself."""
     needles = []
-    for run in _NEEDLE.findall(folded_for_detection(content).lower()):
-        needles.append(run)
-        if run.isdigit() and len(run) >= _GROUPED_RUN_MIN:
-            needles.append(run[:_STATED_VALUE_MIN_CHARS])
+    for token in _ASCII_TOKEN.findall(folded_for_detection(content).lower()):
+        runs = _NEEDLE.findall(token)
+        token = token.strip(_EDGE_PUNCTUATION)
+        if not runs and len(token) >= _STATED_VALUE_MIN_CHARS:
+            needles.append(token)
+        for run in runs:
+            needles.append(run)
+            if run.isdigit() and len(run) >= _GROUPED_RUN_MIN:
+                needles.append(run[:_STATED_VALUE_MIN_CHARS])
     return list(dict.fromkeys(needles))
 
 

@@ -13,6 +13,7 @@ from memory_app.credentials import (
     credential_kinds,
     credential_values,
     find_credentials,
+    repeat_needles,
     stated_credential_in,
 )
 
@@ -385,3 +386,14 @@ def test_amounts_postal_pin_codes_and_words_after_password_is_are_not_credential
 def test_a_password_for_a_thing_of_up_to_three_words_is_found():
     assert credential_kinds("the passcode for my phone is 482913") == [CredentialKind.PASSWORD]
     assert credential_kinds("password for the work laptop: sunshine") == [CredentialKind.PASSWORD]
+
+
+def test_repeat_needles_are_the_pieces_a_repeated_value_shares_with_its_statement():
+    assert repeat_needles("用户的幸运数字是739164。") == ["739164"]
+    assert repeat_needles("Card 4111111111111111, PIN: a1!b2") == [
+        "card",
+        "4111111111111111",
+        "4111",
+        "a1!b2",
+    ]
+    assert repeat_needles("ＡＢＣＤ tea") == ["abcd"]
