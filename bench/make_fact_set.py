@@ -5,7 +5,8 @@
 Facts a user asks the agent to remember that hold long numbers, codes and hashes but no
 credential, in English and Chinese, as `remember_memory` would receive them: dates, street
 addresses, phone numbers, order numbers, parcel tracking numbers, version strings, hashes of
-files, and other reference numbers (flights, bookings, invoices, licence plates, postcodes).
+files, other reference numbers (flights, bookings, invoices, licence plates, postcodes),
+amounts beside card and payment words, postal PIN codes, and numbers spelled in words.
 Some name a credential word in passing ("the API version", "the key fob", "我改了密码") without
 holding one. Each fact is labelled with its language and category; none is a credential.
 Standard library only; the same seed always writes the same bytes.
@@ -238,6 +239,82 @@ def _templates(rng: random.Random) -> dict[tuple[str, str], list]:
             lambda: f"车牌号 沪{rng.choice('ABCDEF')}{rng.randint(10000, 99999)}",
             lambda: f"会员卡号 {_digits(rng, rng.randint(10, 16))}",
             lambda: f"社保电脑号 {_digits(rng, rng.randint(8, 12))}",
+        ],
+        # Amounts beside card and payment words: a sum, never a card's PIN.
+        ("en", "amount_card"): [
+            lambda: f"I paid {_digits(rng, rng.randint(4, 6))} yuan for my car with my credit card",
+            lambda: f"Paid {_digits(rng, rng.randint(4, 6))} with my debit card for the deposit",
+            lambda: f"My credit card limit is ${_digits(rng, rng.randint(4, 6))}",
+            lambda: (
+                f"The card payment of {_digits(rng, rng.randint(4, 6))} dollars for the "
+                f"{rng.choice(['flat', 'wedding', 'course', 'laptop'])} went through"
+            ),
+            lambda: (
+                f"Spent {_digits(rng, rng.randint(4, 6))} on my Visa card in {rng.choice(MONTHS)}"
+            ),
+            lambda: (
+                f"Pay off {_digits(rng, rng.randint(4, 6))} on the credit card by the "
+                f"{rng.randint(1, 28)}th"
+            ),
+        ],
+        ("zh", "amount_card"): [
+            lambda: f"我用信用卡支付了 {_digits(rng, rng.randint(4, 6))} 元的学费",
+            lambda: f"信用卡额度是 {_digits(rng, rng.randint(4, 6))} 元",
+            lambda: f"上个月刷卡消费了 {_digits(rng, rng.randint(4, 6))} 元",
+            lambda: f"用银行卡付了 {_digits(rng, rng.randint(4, 6))} 块买电脑",
+            lambda: f"房租 {_digits(rng, rng.randint(4, 5))} 元每月从工资卡里自动扣款",
+            lambda: f"信用卡账单 ¥{_digits(rng, rng.randint(4, 6))}，{rng.randint(1, 28)} 号还款",
+        ],
+        # Postal codes called PIN codes (India's six digits), and postcodes beside them.
+        ("en", "postal_pin"): [
+            lambda: f"My PIN code is {rng.randint(110001, 855999)}",
+            lambda: (
+                f"Office in {rng.choice(['Bengaluru', 'Mumbai', 'Pune', 'Chennai'])}, "
+                f"PIN code {rng.randint(110001, 855999)}"
+            ),
+            lambda: f"pincode {rng.randint(110001, 855999)}, New Delhi",
+            lambda: (
+                f"Ship the parcel to my parents, PIN code {rng.randint(110001, 855999)}, "
+                f"{rng.choice(['Kerala', 'Punjab', 'Assam', 'Goa'])}"
+            ),
+            lambda: f"The postal PIN code for my hometown is {rng.randint(110001, 855999)}",
+        ],
+        ("zh", "postal_pin"): [
+            lambda: f"印度办公室的 PIN code 是 {rng.randint(110001, 855999)}",
+            lambda: f"老家的邮政编码是 {rng.randint(100000, 850000)}",
+            lambda: f"寄到班加罗尔，PIN 码 {rng.randint(560001, 560110)}",
+            lambda: f"邮编 {rng.randint(100000, 850000)}，{rng.choice(ZH_CITIES)}",
+            lambda: f"孟买的 pincode {rng.randint(400001, 400110)}，记一下",
+        ],
+        # Numbers spelled in words.
+        ("en", "spelled_number"): [
+            lambda: (
+                f"I have {rng.choice(['three', 'five', 'seven', 'nine'])} thousand "
+                f"{rng.choice(['two', 'four', 'six', 'eight'])} hundred books"
+            ),
+            lambda: (
+                f"My PIN reminder: it is {rng.choice(['not', 'never'])} my birthday, "
+                f"and it has {rng.choice(['four', 'six'])} digits"
+            ),
+            lambda: (
+                f"The flat is on the {rng.choice(['fourth', 'twelfth', 'twenty-first'])} floor, "
+                f"door {rng.choice(['one', 'two', 'three'])}"
+            ),
+            lambda: (
+                f"Running goal: {rng.choice(['twenty', 'thirty', 'forty'])} "
+                f"{rng.choice(['one', 'five', 'eight'])} kilometres a week"
+            ),
+            lambda: (
+                f"Grandma turns {rng.choice(['eighty', 'ninety'])}-"
+                f"{rng.choice(['two', 'four', 'seven'])} this year"
+            ),
+        ],
+        ("zh", "spelled_number"): [
+            lambda: f"我家有{rng.choice(['一百二十', '九十八', '一百五十'])}平米",
+            lambda: f"每天走{rng.choice(['八千', '一万', '一万二千'])}步",
+            lambda: f"奶奶今年{rng.choice(['八十二', '九十', '七十六'])}岁",
+            lambda: f"银行卡密码有{rng.choice(['六', '四'])}位，不是生日",
+            lambda: f"住在{rng.choice(['三', '十二', '二十一'])}楼{rng.choice(['一', '二'])}号房",
         ],
         # Ordinary numbers next to a password or PIN word: a bare 4 to 8 digit number near
         # one is refused as a PIN, so these measure what that rule takes for one.

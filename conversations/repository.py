@@ -19,6 +19,7 @@ from django.db.backends.utils import CursorWrapper
 
 from conversations.models import Conversation
 from conversations.utils.ids import parse_uid
+from conversations.utils.invisible_text import escape_invisible, escape_invisible_within
 from conversations.utils.string_utils import (
     STORABLE_TEXT_REQUIREMENT,
     is_storable_text,
@@ -714,7 +715,7 @@ def _time_bound(value: object, name: str) -> str | None:
 
 
 def _title(head: str) -> tuple[str, bool]:
-    return truncate_utf8(head, TITLE_MAX_BYTES)
+    return escape_invisible_within(head, TITLE_MAX_BYTES)
 
 
 def _snippet(window: str, match_offset: int) -> tuple[str, int]:
@@ -783,6 +784,8 @@ def search_thread_messages(
         snippet, offset = _snippet(window, match_at - window_at)
         first = window_at + offset  # 1-based position of the snippet in the content
         title, title_cut = _title(title_head)
+        # Invisible characters reach the model escaped, within the snippet's budget.
+        shown, shown_cut = escape_invisible_within(snippet, SNIPPET_MAX_BYTES)
         hits.append(
             {
                 "thread_id": thread_id,
@@ -790,9 +793,11 @@ def search_thread_messages(
                 "message_id": message_id,
                 "role": role,
                 "created_at": created_at,
-                "snippet": snippet,
+                "snippet": shown,
                 "matched_terms": [terms[n - 1] for n in found],
-                "truncated": title_cut or first > 1 or first + len(snippet) - 1 < chars,
+                "truncated": (
+                    title_cut or shown_cut or first > 1 or first + len(snippet) - 1 < chars
+                ),
             }
         )
     results, dropped = _take_within(hits, SEARCH_RESPONSE_MAX_BYTES - _EMPTY_SEARCH_BYTES)
@@ -897,7 +902,7 @@ def _budget_contents(window: _Window) -> tuple[dict[int, dict[str, Any]], list[i
             truncated = True
             break
         row = window.rows[index]
-        content = row[3]
+        content = escape_invisible(row[3])  # invisible characters escaped, then budgeted
         size = len(content) if content.isascii() else len(content.encode("utf-8"))
         allowed = min(CONTENT_MAX_BYTES, remaining)
         cut = size > allowed

@@ -33,6 +33,8 @@ __all__ = [
     "RAW_CONTENT_BYTES",
     "RAW_MESSAGES_SHOWN",
     "RELATED_ROWS_SHOWN",
+    "STATED_MESSAGES_DAYS",
+    "STATED_MESSAGES_MAX",
     "MESSAGE_PAGE_MAX",
     "DialogueTurn",
     "MessagePage",
@@ -62,6 +64,7 @@ __all__ = [
     "thread_runs",
     "tool_calls_during_runs",
     "undecided_interrupts",
+    "user_messages_containing",
     "write_user_pending_approvals",
     "write_user_threads",
 ]
@@ -738,3 +741,50 @@ def is_released_call(*, run: AgentRun, tool_call_id: str | None) -> bool:
         .filter(tool_call_id=tool_call_id, message__conversation_id=run.conversation_id)
         .exists()
     )
+
+
+# Which of a user's own messages may state a credential a memory write must not repeat: those
+# of the last `STATED_MESSAGES_DAYS` days, the newest `STATED_MESSAGES_MAX` at most.
+STATED_MESSAGES_DAYS = 30
+STATED_MESSAGES_MAX = 1000
+
+
+# The owner's newest text messages first (`message_owner_recent_idx`), however many other
+# users' messages there are; one static statement, no queryset built per write.
+_STATED_MESSAGES_SQL = f"""
+SELECT content FROM {Message._meta.db_table}
+WHERE id IN (
+    SELECT id FROM {Message._meta.db_table}
+    WHERE owner_id = %s AND message_type = %s AND role = %s
+      AND created_at >= clock_timestamp() - make_interval(days => %s)
+    ORDER BY created_at DESC, id DESC
+    LIMIT %s
+)
+AND content ILIKE ANY(%s)
+"""
+
+
+def _like_escaped(text: str) -> str:
+    """`text` matched literally by LIKE (backslash is its escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def user_messages_containing(*, user_id: int, needles: list[str]) -> list[str]:
+    """The text of each of the user's own messages (role `user`, any thread), among their
+    newest `STATED_MESSAGES_MAX` of the last `STATED_MESSAGES_DAYS` days by the database's
+    clock, that contains one of `needles` (literally, case-insensitively): the few a
+    credential the user stated anywhere could be in, for a memory write to be checked
+    against. Empty `needles`: none."""
+    if not needles:
+        return []
+    params = [
+        user_id,
+        Message.Type.TEXT,
+        Message.Role.USER,
+        STATED_MESSAGES_DAYS,
+        STATED_MESSAGES_MAX,
+        [f"%{_like_escaped(needle)}%" for needle in needles],
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_STATED_MESSAGES_SQL, params)
+        return [content for (content,) in cursor.fetchall()]

@@ -36,6 +36,7 @@ from memory_app import selectors, services
 from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE
 from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
+from memory_app.memory_file import INVISIBLE_CHARACTERS_WARNING
 from memory_app.runtime import (
     INTERNAL_ERROR,
     ChatError,
@@ -139,7 +140,10 @@ class MemoryOut(Schema):
 
 class MemoryWarning(Schema):
     line: int = Field(description="1-based line of the text")
-    kind: str = Field(description="what it looks like: " + ", ".join(CredentialKind))
+    kind: str = Field(
+        description="what it looks like: "
+        + ", ".join([*CredentialKind, INVISIBLE_CHARACTERS_WARNING])
+    )
 
 
 class MemoryWrittenOut(MemoryOut):

@@ -4,22 +4,31 @@ Memory never keeps a credential: `remember_memory` refuses content in which this
 and a user's own write is kept with a warning per finding. A finding names its kind and its
 1-based line, never the matched text, so neither a refusal nor a warning repeats a secret.
 
-What counts: private keys, tokens and API keys of known formats (detect-secrets' format
-plugins, called directly: its `scan_line` changes process-wide settings and is not
-thread-safe), `password: ...` / `密码：...`-style assignments, payment card numbers (Luhn, on a
-card brand's prefix and length), mainland China resident identity numbers (checksum), and
-high-entropy strings next to a credential word or as an assignment's value, and a bare 4 to 8
-digit number near a password or PIN word. A hex string of digest length right after a hash word
-(sha256, md5, checksum, commit, ...) is a file's fingerprint, not a credential.
+Text is read normalised first (`folded_for_detection`: NFKC, invisible characters removed,
+Cyrillic and Greek look-alikes folded), so "pass\u200bword", "ｐａｓｓｗｏｒｄ" and a Cyrillic
+"pаssword" are "password". What counts: private keys, tokens and API keys of known formats
+(`credential_formats`: detect-secrets' format plugins, called directly, since its `scan_line`
+changes process-wide settings and is not thread-safe, and gitleaks' rules for the formats it
+lacks), `password: ...` / `密码：...`-style assignments and passwords said in words ("my
+password is sunshine", "密码是 woaibeijing"), a value on the line after its word, base64 that
+decodes to any of these, payment card numbers (Luhn, on a card brand's prefix and length),
+mainland China resident identity numbers (checksum), high-entropy strings next to a credential
+word or as an assignment's value, and a bare 4 to 8 digit number near a password or PIN word
+(`credential_numbers`: not a year, an amount, a reference or a postal PIN code). A hex string
+of digest length right after a hash word (sha256, md5, checksum, commit, ...) is a file's
+fingerprint, not a credential.
 
 A model may restate a credential so that none of this sees it any more ("my bank PIN, 4821"
 becomes "function 4821"). So the values a text states as credentials can be had too
 (`credential_values`, for comparison only), and `stated_credential_in` says whether another
-text repeats one of them.
+text repeats one of them. A write is judged on the lines it would produce
+(`produced_credential`), so a replacement cannot complete a credential from pieces in a file.
 
-A leaf: it imports nothing of the app.
+A leaf: it imports nothing of the app but its two rule modules.
 """
 
+import base64
+import binascii
 import math
 import re
 from collections import Counter
@@ -27,30 +36,24 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from detect_secrets.plugins.artifactory import ArtifactoryDetector
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
 from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.cloudant import CloudantDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
-from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.softlayer import SoftlayerDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from conversations.utils.invisible_text import folded_for_detection
+from memory_app.credential_formats import (
+    ACCESS_TOKEN_PLUGINS,
+    API_KEY_PLUGINS,
+    PASSWORD_PLUGINS,
+    PRIVATE_KEY_PLUGINS,
+)
+from memory_app.credential_numbers import (
+    PASSWORD_WORD,
+    WORD_REACH,
+    bare_pins,
+    is_postal_pin,
+    payment_cards,
+    payment_codes,
+    resident_ids,
+)
 
 __all__ = [
     "CredentialFinding",
@@ -59,6 +62,8 @@ __all__ = [
     "credential_kinds",
     "credential_values",
     "find_credentials",
+    "produced_credential",
+    "repeat_needles",
     "stated_credential_in",
 ]
 
@@ -92,10 +97,11 @@ _LABELS = {
 
 @dataclass(frozen=True, order=True)
 class CredentialFinding:
-    """One credential: its 1-based line and its kind (never its text)."""
+    """One credential: its 1-based line and its kind (never its text). A user write's warnings
+    use it for a line of invisible characters too (`kind` "invisible characters")."""
 
     line: int
-    kind: CredentialKind
+    kind: CredentialKind | str
 
 
 @dataclass(frozen=True)
@@ -107,43 +113,12 @@ class CredentialValue:
     value: str = field(repr=False)
 
 
-# detect-secrets' format plugins, by the kind they find. Only regular-expression plugins of
-# known formats: not its keyword or entropy plugins (the rules below replace them, bound to
-# credential words), nor the public-IP one (an address is no credential).
+# The format plugins (`credential_formats`: detect-secrets' and the formats it lacks), by kind.
 _FORMAT_PLUGINS: tuple[tuple[RegexBasedDetector, CredentialKind], ...] = (
-    (PrivateKeyDetector(), CredentialKind.PRIVATE_KEY),
-    *(
-        (plugin(), CredentialKind.API_KEY)
-        for plugin in (
-            AWSKeyDetector,
-            ArtifactoryDetector,
-            AzureStorageKeyDetector,
-            CloudantDetector,
-            IbmCloudIamDetector,
-            IbmCosHmacDetector,
-            MailchimpDetector,
-            OpenAIDetector,
-            SendGridDetector,
-            SoftlayerDetector,
-            SquareOAuthDetector,
-            StripeDetector,
-            TwilioKeyDetector,
-        )
-    ),
-    *(
-        (plugin(), CredentialKind.ACCESS_TOKEN)
-        for plugin in (
-            DiscordBotTokenDetector,
-            GitHubTokenDetector,
-            GitLabTokenDetector,
-            JwtTokenDetector,
-            NpmDetector,
-            PypiTokenDetector,
-            SlackDetector,
-            TelegramBotTokenDetector,
-        )
-    ),
-    (BasicAuthDetector(), CredentialKind.PASSWORD),
+    *((plugin(), CredentialKind.PRIVATE_KEY) for plugin in PRIVATE_KEY_PLUGINS),
+    *((plugin(), CredentialKind.API_KEY) for plugin in API_KEY_PLUGINS),
+    *((plugin(), CredentialKind.ACCESS_TOKEN) for plugin in ACCESS_TOKEN_PLUGINS),
+    *((plugin(), CredentialKind.PASSWORD) for plugin in PASSWORD_PLUGINS),
 )
 
 # Words a secret stands next to. English ones are whole words (`_` and `-` separate them, so
@@ -161,29 +136,42 @@ _HASH_WORD = re.compile(
 )
 _DIGEST_HEX_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
 # How far before a string its credential or hash word may stand, in characters.
-_WORD_REACH = 32
+_WORD_REACH = WORD_REACH
 
 # A password-style assignment: the word, optionally "for <something>", a separator, a value.
 # After a spoken separator ("is", "是") the value must look like a password (a digit or a
 # symbol in it); after `:` or `=` any value of 4 or more characters is one.
-_PASSWORD_WORD = (
-    r"(?:(?<![a-z])(?:password|passwd|pwd|passcode|passphrase|pin(?:\s*(?:code|number))?)"
-    r"(?![a-z])|密码|口令|支付密码)"
-)
+_PASSWORD_WORD = PASSWORD_WORD
+# What may stand between a password word and its separator: up to three words after "for",
+# "of", "to", "on" or "in" ("passcode for my phone is").
+_PASSWORD_OF = r"(?:\s+(?:for|of|to|on|in)(?:\s+[^\s:：=]{1,30}){1,3}?)?"
 _PASSWORD_ASSIGNMENT = re.compile(
-    _PASSWORD_WORD
-    + r"(?:\s+(?:for|of|to|on)\s+[^\s:：=]{1,30})?"
-    + r"\s*(?P<sep>[:=：]|\s(?:is|was)\s|是|为|為|,|，)\s*"
-    + r"[\"'“‘]?(?P<value>[\x21-\x7e]{3,})",
+    f"(?P<word>{_PASSWORD_WORD})"
+    + _PASSWORD_OF
+    + r"\s*(?P<sep>[:=：]|\s(?:is|was)\s|是|为|為|,|，)\s*[:：]?\s*"
+    + r"(?P<quote>[\"'“‘])?(?P<value>[\x21-\x7e]{3,})",
     re.IGNORECASE,
 )
 _SYMBOL_OR_DIGIT = re.compile(r"[0-9\W_]")
-# A card's PIN or payment password said without the word: a code of exactly six digits (the
-# length of a mainland bank card's password, and a common PIN's) on a line about paying with a
-# card ("use 739164 to pay with my card", "刷卡支付密码 739164" has the word anyway).
-_SIX_DIGIT_CODE = re.compile(r"(?<![\d.:/-])\d{6}(?![\d.:/-])")
-_CARD_WORD = re.compile(r"(?<![a-z])cards?(?![a-z])|卡", re.IGNORECASE)
-_PAY_WORD = re.compile(r"(?<![a-z])(?:pay|pays|paying|paid|payment)(?![a-z])|支付|付款|刷卡", re.I)
+# A password said in words after "is" or "是": letters only count too ("my password is
+# sunshine", "邮箱密码是 woaibeijing"), unless the English word says something about the
+# password instead of being it ("is strong", "is expired", "is case sensitive"): it must end
+# its clause, and be none of these words nor a participle or an adverb.
+_SPOKEN_SEPARATORS = frozenset({"是", "为", "為"})
+_CLAUSE_END = re.compile(r"\s*(?:$|[.,;!?)\"'”’]|\s(?:and|but|so)\s)", re.IGNORECASE)
+_NOT_A_PASSWORD = re.compile(
+    r"above|also|another|anything|attached|automatic|bad|below|better|blank|broken|changed|"
+    r"changing|complex|complicated|correct|default|different|difficult|disabled|easy|empty|"
+    r"enabled|encrypted|expired|fine|forgotten|generated|gone|good|great|hard|hashed|here|hers|"
+    r"hidden|his|included|incorrect|insecure|invalid|known|locked|long|longer|lost|managed|"
+    r"manual|mine|missing|necessary|needed|new|none|not|nothing|now|null|okay|old|optional|ours|"
+    r"outdated|personal|private|random|ready|required|reset|right|safe|same|saved|secret|secure|"
+    r"sensitive|set|shared|short|shorter|simple|something|stale|still|stored|strong|stronger|"
+    r"temporary|that|the|theirs|there|this|unchanged|unique|unknown|unsafe|updated|valid|weak|"
+    r"weaker|what|where|which|working|worse|written|wrong|yours",
+    re.IGNORECASE,
+)
+_NOT_A_PASSWORD_ENDINGS = ("ed", "ing", "ly")
 # A key = value or key: value whose value may be a secret even without a credential word.
 _ASSIGNED_VALUE = re.compile(r"[A-Za-z_][\w.-]{0,40}\s*(?:=|:)\s*[\"']?(?P<value>[^\s\"',;]+)")
 # A line that may hold a secret at all: a credential word, or an assignment.
@@ -192,75 +180,6 @@ _ASSIGNMENT_OR_WORD = re.compile(_CREDENTIAL_WORD.pattern + r"|[=:]", re.IGNOREC
 _TOKEN = re.compile(r"[A-Za-z0-9_\-+/=.~]{8,}")
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
-# Payment cards: 13 to 19 digits, whole or in groups of 4 (Amex: 4-6-5), on a brand's prefix.
-_CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
-_CARD_BRANDS = re.compile(
-    r"4\d{12}(?:\d{3}){0,2}"  # Visa: 13, 16 or 19
-    r"|(?:5[1-5]\d{2}|222[1-9]|22[3-9]\d|2[3-6]\d{2}|27[01]\d|2720)\d{12}"  # Mastercard
-    r"|3[47]\d{13}"  # American Express
-    r"|(?:6011|65\d{2}|64[4-9]\d)\d{12,15}"  # Discover
-    r"|62\d{14,17}"  # UnionPay
-    r"|35(?:2[89]|[3-8]\d)\d{12,15}"  # JCB
-    r"|3(?:0[0-5]|[689]\d)\d{11,13}"  # Diners Club
-)
-# Words that make a number an order, tracking or account reference or a postcode, not a card
-# or its code.
-_REFERENCE_WORD = re.compile(
-    r"(?<![a-z])(?:order|orders|tracking|shipment|parcel|invoice|ticket|booking|"
-    r"confirmation|reference|ref|waybill|case|member|membership|postcode|zip)(?![a-z])|"
-    r"订单|单号|快递|运单|物流|发票|工单|会员|邮编|邮政编码",
-    re.IGNORECASE,
-)
-
-# A password or PIN said as a bare number near its word ("the password for a 739164 bank
-# account", "PIN 4821"): 4 to 8 digits standing alone, not one group of a longer number (a
-# phone's "0013 8000", a date's "2023-05", a decimal, a time), nor a code's part (`#`, letters),
-# nor an amount (a currency sign before it).
-_PASSWORD_WORD_PATTERN = re.compile(_PASSWORD_WORD, re.IGNORECASE)
-_BARE_NUMBER = re.compile(
-    r"(?<![0-9A-Za-z_.,:/#+$€£¥-])(?<!\d )\d{4,8}(?![0-9A-Za-z_]|[.,:/-]\d| \d)"
-)
-# Words that make a number near a password word something else: a reference (order, ticket,
-# 工单 ...), a phone or extension to call, a room, a port, a model, a flight, a card's last
-# digits ("ending in", 尾号), or a number's own label ("locker number"). The word nearest
-# before the number decides.
-_OTHER_NUMBER_WORD = re.compile(
-    _REFERENCE_WORD.pattern
-    + r"|(?<![a-z])(?:phone|tel|call|dial|hotline|helpline|extension|ext|room|port|model|"
-    r"flight|line|number|num|no(?=\.)|ending|ends)(?![a-z])|电话|热线|客服|拨打|分机|手机|房间|"
-    r"型号|航班|号码|编号|尾号|末四位|后四位",
-    re.IGNORECASE,
-)
-# A year: 19xx or 20xx after a word that takes one (in, since, until, a month ...) or before 年.
-_YEAR = re.compile(r"(?:19|20)\d{2}")
-_YEAR_BEFORE = re.compile(
-    r"(?:(?<![a-z])(?:in|since|from|until|till|to|by|before|after|during|of|year|"
-    r"jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
-    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?|从|自|于|到|至)\s*$",
-    re.IGNORECASE,
-)
-_YEAR_AFTER = re.compile(r"\s*年")
-# A quantity or a place: a number followed by its unit (a length, a duration, a count, an
-# amount, a house, room or floor number).
-_UNIT_AFTER = re.compile(
-    r"\s*(?:(?:characters?|chars?|digits?|letters?|symbols?|words?|bits?|bytes?|"
-    r"days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?|times?|"
-    r"attempts?|tries|users?|people|accounts?|dollars?|euros?|pounds?|yuan|rmb|usd|eur|gbp)"
-    r"(?![a-z])|%|位|个|天|周|月|年|小时|分钟|秒|次|元|块|美元|人|字|号|室|楼|栋|层|单元)",
-    re.IGNORECASE,
-)
-# How far back a year's word may stand, in characters.
-_YEAR_WORD_REACH = 12
-# At least as long as any password or label word above ("pin number", "confirmation").
-_LONGEST_WORD = 16
-
-# Mainland China resident identity numbers: region, birth date, sequence, check character.
-_RESIDENT_ID = re.compile(
-    r"(?<![0-9A-Za-z])[1-8]\d{5}(?:19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
-    r"\d{3}[0-9Xx](?![0-9A-Za-z])"
-)
-_RESIDENT_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-_RESIDENT_ID_CHECK = "10X98765432"
 
 # A secret's shape: letters and digits both, and spread over its alphabet (Shannon entropy in
 # bits per character). Next to a credential word a short token is enough; a bare assignment's
@@ -270,21 +189,6 @@ _MIXED_RUN_MIN = 6
 _ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
 _ASSIGNED_MIN_LENGTH = 16
 _ASSIGNED_MIN_ENTROPY = 3.5
-
-
-def _luhn_valid(digits: str) -> bool:
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        value = int(char)
-        if index % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
-
-
-def _resident_id_valid(number: str) -> bool:
-    total = sum(int(d) * w for d, w in zip(number[:17], _RESIDENT_ID_WEIGHTS, strict=True))
-    return _RESIDENT_ID_CHECK[total % 11] == number[17].upper()
 
 
 def _entropy(text: str) -> float:
@@ -342,86 +246,34 @@ def _near_word_secrets(line: str) -> Iterator[str]:
             yield token
 
 
-def _payment_codes(line: str) -> Iterator[str]:
-    if not (_CARD_WORD.search(line) and _PAY_WORD.search(line)):
-        return
-    for code in _SIX_DIGIT_CODE.finditer(line):
-        if not _REFERENCE_WORD.search(line, max(0, code.start() - _WORD_REACH), code.start()):
-            yield code.group()
+def _said_in_words(line: str, match: re.Match[str], value: str) -> bool:
+    """Whether a letters-only `value` after "is"/"是" is the password itself: always after
+    是 or in quotes; in English when it ends its clause and says nothing about the password."""
+    sep = match.group("sep").strip().lower()
+    if sep in _SPOKEN_SEPARATORS or match.group("quote"):
+        return len(value) >= 4
+    word = value.lower()
+    return (
+        sep in ("is", "was")
+        and len(value) >= 4
+        and _NOT_A_PASSWORD.fullmatch(word) is None
+        and not word.endswith(_NOT_A_PASSWORD_ENDINGS)
+        and _CLAUSE_END.match(line, match.start("value") + len(value)) is not None
+    )
 
 
 def _password_assignments(line: str) -> Iterator[str]:
     for match in _PASSWORD_ASSIGNMENT.finditer(line):
         spoken = match.group("sep") not in (":", "=", "：")
-        value = match.group("value").rstrip(".,;!?\"')")
-        if len(value) < 3:
+        value = match.group("value").rstrip(".,;!?\"')”’")
+        if len(value) < 3 or is_postal_pin(line, value):
             continue
-        if _SYMBOL_OR_DIGIT.search(value) or (not spoken and len(value) >= 4):
+        if (
+            _SYMBOL_OR_DIGIT.search(value)
+            or (not spoken and len(value) >= 4)
+            or _said_in_words(line, match, value)
+        ):
             yield value
-
-
-def _end_before(pattern: re.Pattern[str], line: str, start: int) -> int | None:
-    """Where the last match of `pattern` before `start` ends, if it ends within reach. Only the
-    reach and a word's length before it are searched, so a long line costs no more per number."""
-    window = max(0, start - _WORD_REACH - _LONGEST_WORD)
-    ends = [match.end() for match in pattern.finditer(line, window, start)]
-    return ends[-1] if ends and ends[-1] >= start - _WORD_REACH else None
-
-
-def _claimed_by_word_after(line: str, end: int) -> bool:
-    """Whether a password word within reach after a number names it ("4821 is my PIN"): not
-    when the word has a number of its own after it ("locker 4821, and my PIN is 7350")."""
-    word = _PASSWORD_WORD_PATTERN.search(line, end, end + _WORD_REACH + _LONGEST_WORD)
-    return (
-        word is not None
-        and word.start() <= end + _WORD_REACH
-        and _BARE_NUMBER.search(line, word.end(), word.end() + _WORD_REACH) is None
-    )
-
-
-def _is_year(line: str, number: re.Match[str]) -> bool:
-    """A 19xx or 20xx after a word that takes a year ("in 2023", "since March 2019") or before
-    年: when the password was changed, not what it is."""
-    if _YEAR.fullmatch(number.group()) is None:
-        return False
-    before = line[max(0, number.start() - _YEAR_WORD_REACH) : number.start()]
-    return (
-        _YEAR_BEFORE.search(before) is not None or _YEAR_AFTER.match(line, number.end()) is not None
-    )
-
-
-def _bare_pins(line: str) -> Iterator[str]:
-    """Each 4 to 8 digit number within reach of a password or PIN word (before it, or after
-    it and naming it) that is no year after its word, no quantity before its unit, and has no
-    reference, phone, room or other label standing nearer before it than the password word."""
-    if not _PASSWORD_WORD_PATTERN.search(line):
-        return
-    for number in _BARE_NUMBER.finditer(line):
-        start, end = number.span()
-        word_before = _end_before(_PASSWORD_WORD_PATTERN, line, start)
-        if word_before is None and not _claimed_by_word_after(line, end):
-            continue
-        # (A tie is a password word holding the other: "PIN number 4821".)
-        other_before = _end_before(_OTHER_NUMBER_WORD, line, start)
-        if other_before is not None and (word_before is None or other_before > word_before):
-            continue
-        if _is_year(line, number) or _UNIT_AFTER.match(line, end):
-            continue
-        yield number.group()
-
-
-def _payment_cards(line: str) -> Iterator[str]:
-    for match in _CARD.finditer(line):
-        digits = re.sub(r"[ -]", "", match.group())
-        if not (_CARD_BRANDS.fullmatch(digits) and _luhn_valid(digits)):
-            continue
-        if _REFERENCE_WORD.search(line, max(0, match.start() - _WORD_REACH), match.start()):
-            continue
-        yield digits
-
-
-def _resident_ids(line: str) -> Iterator[str]:
-    return (m.group() for m in _RESIDENT_ID.finditer(line) if _resident_id_valid(m.group()))
 
 
 def _format_values(plugin: RegexBasedDetector, line: str) -> list[str]:
@@ -433,27 +285,59 @@ def _format_values(plugin: RegexBasedDetector, line: str) -> list[str]:
     return found + [match.group() for regex in plugin.denylist for match in regex.finditer(line)]
 
 
-def _line_values(
-    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
-) -> list[CredentialValue]:
+_Formats = tuple[tuple[RegexBasedDetector, CredentialKind], ...]
+
+# Text that may be base64: 16 or more characters of its alphabets (standard or URL-safe).
+_BASE64 = re.compile(r"(?<![A-Za-z0-9+/_=-])[A-Za-z0-9+/_-]{16,}={0,2}(?![A-Za-z0-9+/_=-])")
+
+
+def _base64_text(token: str) -> str | None:
+    """What `token` decodes to, if it is base64 of printable UTF-8 text (a digest, a word or
+    random bytes is not)."""
+    body = token.rstrip("=")
+    if len(body) % 4 == 1:
+        return None
+    padded = body.replace("-", "+").replace("_", "/") + "=" * (-len(body) % 4)
+    try:
+        text = base64.b64decode(padded, validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return text if text.isprintable() else None
+
+
+def _base64_values(line: str) -> Iterator[CredentialValue]:
+    """A credential in the line once a base64 text in it is read decoded ("note:
+    bXkgcGFzc3dvcmQgaXMgaHVudGVyMg==" is "note: my password is hunter2"), with the base64 text
+    itself as its value: what a later text would repeat. Decoded once, not again."""
+    for match in _BASE64.finditer(line):
+        decoded = _base64_text(match.group())
+        if decoded is None:
+            continue
+        read = folded_for_detection(line[: match.start()] + decoded + line[match.end() :])
+        for found in _line_values(read, _formats_in(read), decode=False):
+            yield CredentialValue(found.kind, match.group())
+
+
+def _line_values(line: str, formats: _Formats, *, decode: bool = True) -> list[CredentialValue]:
     """Every credential on `line` with its value; a near-word secret is looked for only where a
-    credential word or an assignment is."""
+    credential word or an assignment is; base64 in the line is read decoded too (`decode`)."""
     rules: list[tuple[CredentialKind, Iterable[str]]] = [
         *((kind, _format_values(plugin, line)) for plugin, kind in formats),
         (CredentialKind.PASSWORD, _password_assignments(line)),
-        (CredentialKind.PASSWORD, _payment_codes(line)),
-        (CredentialKind.PASSWORD, _bare_pins(line)),
-        (CredentialKind.PAYMENT_CARD, _payment_cards(line)),
-        (CredentialKind.RESIDENT_ID, _resident_ids(line)),
+        (CredentialKind.PASSWORD, payment_codes(line)),
+        (CredentialKind.PASSWORD, bare_pins(line)),
+        (CredentialKind.PAYMENT_CARD, payment_cards(line)),
+        (CredentialKind.RESIDENT_ID, resident_ids(line)),
     ]
     if _ASSIGNMENT_OR_WORD.search(line):
         rules.append((CredentialKind.SECRET, _near_word_secrets(line)))
-    return [CredentialValue(kind, value) for kind, values in rules for value in values]
+    found = [CredentialValue(kind, value) for kind, values in rules for value in values]
+    if decode:
+        found.extend(_base64_values(line))
+    return found
 
 
-def _line_kinds(
-    line: str, formats: tuple[tuple[RegexBasedDetector, CredentialKind], ...]
-) -> set[CredentialKind]:
+def _line_kinds(line: str, formats: _Formats) -> set[CredentialKind]:
     """The kinds on `line`; a near-word secret counts only where nothing else was found (it is
     the weakest rule, and the others name the kind better)."""
     kinds = {found.kind for found in _line_values(line, formats)}
@@ -462,7 +346,7 @@ def _line_kinds(
     return kinds
 
 
-def _formats_in(text: str) -> tuple[tuple[RegexBasedDetector, CredentialKind], ...]:
+def _formats_in(text: str) -> _Formats:
     """The format plugins that match somewhere in `text`: only they are tried line by line (their
     patterns take a line break for the space or the start they look for), so a long file costs
     one pass of each plugin, not one per line."""
@@ -471,16 +355,44 @@ def _formats_in(text: str) -> tuple[tuple[RegexBasedDetector, CredentialKind], .
     )
 
 
+# A line ending in a password word, or in a credential word and its separator: its value may
+# stand on the next line ("wifi password is" / "Tr0ub4dor&3").
+_DANGLING = re.compile(
+    f"(?:{_PASSWORD_WORD}{_PASSWORD_OF}\\s*(?:[:=：]|\\s(?:is|was)|是|为|為)?"
+    f"|(?:{_CREDENTIAL_WORD.pattern})\\s*(?:[:=：]|\\s(?:is|was)|是|为|為))\\s*[:：]?\\s*$",
+    re.IGNORECASE,
+)
+
+
+def _pieces(text: str) -> Iterator[tuple[tuple[int, ...], str]]:
+    """What the detector reads of `text`, normalised (`folded_for_detection`): each line with
+    its 1-based number, and each line ending in a password word (`_DANGLING`) joined to the
+    next non-empty line, with both numbers."""
+    lines = folded_for_detection(text).split("\n")
+    for index, line in enumerate(lines):
+        yield (index + 1,), line
+        if line.strip() and _DANGLING.search(line):
+            after = next((n for n in range(index + 1, len(lines)) if lines[n].strip()), None)
+            if after is not None:
+                yield (index + 1, after + 1), f"{line.rstrip()} {lines[after].strip()}"
+
+
 def find_credentials(text: str) -> list[CredentialFinding]:
     """Every credential in `text`, one finding per line and kind, in line order.
 
-    Lines are split on `\\n` (a `\\r` before it is part of no credential).
+    Lines are split on `\\n` (a `\\r` before it is part of no credential). The text is
+    read normalised (`folded_for_detection`: no invisible characters, no full-width or
+    look-alike letters); a credential whose value stands on the line after its word is
+    found on both lines.
     """
-    formats = _formats_in(text)
+    formats = _formats_in(folded_for_detection(text))
     return sorted(
-        CredentialFinding(line=number, kind=kind)
-        for number, line in enumerate(text.split("\n"), start=1)
-        for kind in _line_kinds(line, formats)
+        {
+            CredentialFinding(line=number, kind=kind)
+            for numbers, piece in _pieces(text)
+            for kind in _line_kinds(piece, formats)
+            for number in numbers
+        }
     )
 
 
@@ -493,9 +405,9 @@ def credential_values(text: str) -> list[CredentialValue]:
     """Every credential `text` states, with its value: a password or PIN, a format plugin's
     match, a near-word secret, a card's digits (without spaces or dashes), a resident identity
     number. For comparison only (`stated_credential_in`): a value must never be shown, logged
-    or stored."""
-    formats = _formats_in(text)
-    return [found for line in text.split("\n") for found in _line_values(line, formats)]
+    or stored. Read normalised, lines joined to a value on the next, as `find_credentials`."""
+    formats = _formats_in(folded_for_detection(text))
+    return [found for _, piece in _pieces(text) for found in _line_values(piece, formats)]
 
 
 # Shorter values are too common to be told from any other word or number.
@@ -518,9 +430,58 @@ def stated_credential_in(content: str, stated_texts: Iterable[str]) -> Credentia
     """The kind of a credential that one of `stated_texts` states (`credential_values`) and
     `content` repeats, as a whole token, however the rest is worded ("my bank PIN, 4821"
     stated, "function 4821" repeated); None if it repeats none. Values shorter than four
-    characters are not compared."""
+    characters are not compared; `content` is read normalised."""
     stated = dict.fromkeys(found for text in stated_texts for found in credential_values(text))
+    content = folded_for_detection(content)
     for found in stated:
         if len(found.value) >= _STATED_VALUE_MIN_CHARS and _value_pattern(found).search(content):
             return found.kind
+    return None
+
+
+# A stated value's characters (values are printable ASCII once normalised), and a run of its
+# letters or digits long enough to look for.
+_ASCII_TOKEN = re.compile(r"[\x21-\x7e]+")
+_NEEDLE = re.compile(rf"[A-Za-z0-9]{{{_STATED_VALUE_MIN_CHARS},}}")
+_EDGE_PUNCTUATION = ".,;:!?\"'()[]{}<>"
+# A digit run this long may be a card or an identity number, stated in groups of four.
+_GROUPED_RUN_MIN = 8
+
+
+def repeat_needles(content: str) -> list[str]:
+    """Pieces of `content` (normalised, lower case) that a stated value it repeats must share
+    with the text stating it: each run of four or more ASCII letters or digits, the first four
+    digits of a long digit run (a card stated as "4111 1111 ..."), and a token of four or more
+    characters with no such run ("a1!b2@c3"). For finding, cheaply, the few texts
+    `stated_credential_in` needs read; never a value itself."""
+    needles = []
+    for token in _ASCII_TOKEN.findall(folded_for_detection(content).lower()):
+        runs = _NEEDLE.findall(token)
+        token = token.strip(_EDGE_PUNCTUATION)
+        if not runs and len(token) >= _STATED_VALUE_MIN_CHARS:
+            needles.append(token)
+        for run in runs:
+            needles.append(run)
+            if run.isdigit() and len(run) >= _GROUPED_RUN_MIN:
+                needles.append(run[:_STATED_VALUE_MIN_CHARS])
+    return list(dict.fromkeys(needles))
+
+
+# Lines of a produced text read around the ones a write changed: a credential's word may
+# stand up to this many lines before its value, with blank lines between.
+_CONTEXT_LINES = 2
+
+
+def produced_credential(text: str, start: int, end: int) -> CredentialKind | None:
+    """The kind of a credential on a line of `text` that characters `start` to `end` (what a
+    write put there) are on, read with the lines around them (a value under its word counts);
+    None if there is none. A credential wholly on other lines is not this write's."""
+    first = text.count("\n", 0, start)
+    last = text.count("\n", 0, max(start, end - 1))
+    lines = text.split("\n")
+    low = max(0, first - _CONTEXT_LINES)
+    window = "\n".join(lines[low : last + _CONTEXT_LINES + 1])
+    for finding in find_credentials(window):
+        if first <= finding.line - 1 + low <= last:
+            return finding.kind
     return None

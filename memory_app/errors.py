@@ -19,6 +19,7 @@ __all__ = [
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
+    "MemoryInvisibleText",
     "MemoryLineNotFound",
     "MemorySensitiveContent",
     "MemoryUnavailable",
@@ -43,6 +44,25 @@ class MemorySensitiveContent(MemoryInputError):
     def __init__(self, kind: CredentialKind) -> None:
         super().__init__(f"memory never stores credentials: this looks like {kind.label}")
         self.kind = kind
+
+
+class MemoryInvisibleText(MemoryInputError):
+    """The content holds characters a person cannot see but a model reads (tag characters,
+    bidi controls, zero-width space, ...), which memory never takes from an agent. `characters`
+    names them (`U+XXXX`), as the message does: naming them repeats nothing hidden."""
+
+    # How many of the characters the message names.
+    NAMED = 5
+
+    def __init__(self, characters: list[str]) -> None:
+        named = ", ".join(characters[: self.NAMED]) + (
+            ", ..." if len(characters) > self.NAMED else ""
+        )
+        super().__init__(
+            f"memory never keeps invisible characters: the content holds {named}; "
+            "write it again without them"
+        )
+        self.characters = characters
 
 
 class MemoryConflict(MemoryWriteError):

@@ -1,18 +1,20 @@
 """The memory file as its user sees it: its size limit, its etag and `MemoryFile`.
 
 A leaf: it reads MEMORY.md through the workspace and imports nothing else of the app but the
-credential detector's finding type, so the
+credential detector (for a user write's warnings), so the
 write path, the reads and export/erasure all build on it without importing each other.
 """
 
 from dataclasses import dataclass
 from typing import Literal
 
-from memory_app.credentials import CredentialFinding
+from conversations.utils.invisible_text import INVISIBLE_CHARACTERS
+from memory_app.credentials import CredentialFinding, find_credentials
 from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 
 __all__ = [
     "MEMORY_BULLET_MARKERS",
+    "INVISIBLE_CHARACTERS_WARNING",
     "MEMORY_FILE_MAX_BYTES",
     "MemoryFile",
     "memory_etag",
@@ -20,6 +22,7 @@ __all__ = [
     "read_memory_file",
     "split_lines",
     "unbulleted",
+    "write_warnings",
 ]
 
 # Largest MEMORY.md accepted as a source and produced as a result, in UTF-8 bytes.
@@ -65,6 +68,22 @@ class MemoryFile:
     size_bytes: int
     problem: Literal["too_large", "invalid_encoding"] | None
     warnings: tuple[CredentialFinding, ...] = ()
+
+
+# The kind of a user write's warning for a line holding invisible characters.
+INVISIBLE_CHARACTERS_WARNING = "invisible characters"
+
+
+def write_warnings(text: str) -> tuple[CredentialFinding, ...]:
+    """What a user's own write of `text` is told about it, in line order: each line holding a
+    credential (one warning per kind) or characters a person cannot see but the agent would
+    read (`INVISIBLE_CHARACTERS_WARNING`). The text is kept as written either way."""
+    invisible = (
+        CredentialFinding(line=number, kind=INVISIBLE_CHARACTERS_WARNING)
+        for number, line in enumerate(text.split("\n"), start=1)
+        if INVISIBLE_CHARACTERS.search(line)
+    )
+    return tuple(sorted([*find_credentials(text), *invisible]))
 
 
 def memory_etag(sha256_hex: str) -> str:

@@ -15,7 +15,9 @@ from django.db.models import QuerySet
 from conversations.models import AgentRun, ToolCall
 from conversations.selectors import tool_calls_during_runs
 from conversations.utils.ids import parse_uid
+from conversations.utils.invisible_text import escape_invisible_within
 from memory_app.authorization import memory_run_refusal, read_memory_state
+from memory_app.credentials import find_credentials
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.line_origins import (
     EARLIER,
@@ -51,6 +53,7 @@ __all__ = [
     "REMEMBER_MEMORY_TOOL",
     "LedgerEntry",
     "LedgerPage",
+    "CredentialLine",
     "LineOrigin",
     "MemoryLines",
     "MemoryFile",
@@ -60,6 +63,7 @@ __all__ = [
     "Origin",
     "export_chunks_async",
     "export_user_data",
+    "credential_lines",
     "ledger_events",
     "list_memory_versions",
     "memory_enabled",
@@ -143,7 +147,9 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
     code point split by the cut. Bytes that are not UTF-8 give no text at all
     (`invalid_encoding`), never replacement characters: the same rule as the user's read
     (`problem="invalid_encoding"`) and the write path (`MemoryConflict`), so the agent never
-    works from a text the user cannot see or edit. Renders no marker: callers do.
+    works from a text the user cannot see or edit. Characters a person cannot see
+    (`INVISIBLE_CHARACTERS`: tag characters, bidi controls, zero-width space, ...) are shown
+    escaped (`\\u{E0041}`), within the same budget. Renders no marker: callers do.
     """
     data, truncated = Workspace.for_user(uid).read_bounded(MEMORY_RELPATH, MEMORY_PROMPT_MAX_BYTES)
     # Not final when cut: an incomplete sequence at the cut is the cut's, not the file's.
@@ -152,7 +158,12 @@ def read_memory_for_prompt(uid: int | str) -> MemorySnapshot:
         text = decoder.decode(data, final=not truncated)
     except UnicodeDecodeError:
         return MemorySnapshot(text="", size_bytes=0, truncated=truncated, invalid_encoding=True)
-    return MemorySnapshot(text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated)
+    # Invisible characters (a user's own write may keep them) reach the model escaped, and the
+    # escapes count against the budget.
+    text, escaped_cut = escape_invisible_within(text, MEMORY_PROMPT_MAX_BYTES)
+    return MemorySnapshot(
+        text=text, size_bytes=len(text.encode("utf-8")), truncated=truncated or escaped_cut
+    )
 
 
 # How many of a user's latest memory events the config page lists.
@@ -246,3 +257,35 @@ def user_ledger(*, user_id: int) -> LedgerPage:
             )
         )
     return LedgerPage(entries=entries, has_older=len(rows) > LEDGER_EVENTS_SHOWN)
+
+
+@dataclass(frozen=True)
+class CredentialLine:
+    """A line of a user's MEMORY.md (`version` None) or of one of its kept versions (`version`:
+    its SHA-256) that holds a credential of `kind`; never the line's text."""
+
+    version: str | None
+    line: int
+    kind: str
+
+
+def credential_lines(*, user) -> list[CredentialLine]:
+    """Every line of `user`'s MEMORY.md and of its kept versions that holds a credential, as
+    the detector `remember_memory` refuses with finds it: for staff to act on files written
+    before the detector (or by the user, who is only warned). The current file first, then
+    the versions newest first. A file that is too large or not UTF-8 is not read."""
+    found = []
+    current = read_memory_file(user=user)
+    if current.text is not None:
+        found += [CredentialLine(None, f.line, str(f.kind)) for f in find_credentials(current.text)]
+    for version in list_memory_versions(user=user):
+        if not version.available:
+            continue
+        try:
+            text = read_memory_version(user=user, sha256=version.sha256).decode("utf-8")
+        except (MemoryVersionNotFound, UnicodeDecodeError):
+            continue
+        found += [
+            CredentialLine(version.sha256, f.line, str(f.kind)) for f in find_credentials(text)
+        ]
+    return found

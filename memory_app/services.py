@@ -26,6 +26,7 @@ from django.db import connection, transaction
 from conversations import selectors as conversation_selectors
 from conversations.models import AgentRun
 from conversations.runs import ToolRuntimeContext
+from conversations.utils.invisible_text import invisible_characters
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
 from memory_app import versions
 from memory_app.authorization import (
@@ -34,13 +35,20 @@ from memory_app.authorization import (
     grant_memory_run,
     read_memory_state,
 )
-from memory_app.credentials import CredentialFinding, credential_kinds, find_credentials
+from memory_app.credentials import (
+    CredentialFinding,
+    credential_kinds,
+    produced_credential,
+    repeat_needles,
+    stated_credential_in,
+)
 from memory_app.errors import (
     MemoryAccessDenied,
     MemoryApprovalRequired,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemoryInvisibleText,
     MemoryLineNotFound,
     MemorySensitiveContent,
     MemoryUnavailable,
@@ -65,10 +73,11 @@ from memory_app.memory_file import (
     memory_etag,
     split_lines,
     unbulleted,
+    write_warnings,
 )
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
-from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
+from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace, WorkspaceError
 
 __all__ = [
     "ADDED",
@@ -84,6 +93,7 @@ __all__ = [
     "MemoryConflict",
     "MemoryFileTooLarge",
     "MemoryInputError",
+    "MemoryInvisibleText",
     "MemoryLineNotFound",
     "MemorySensitiveContent",
     "MemoryUnavailable",
@@ -97,6 +107,7 @@ __all__ = [
     "delete_memory_line",
     "erase_user",
     "forget_memory_versions",
+    "holds_what_memory_never_keeps",
     "hold_memory_locks",
     "memory_lock_key",
     "normalize_memory_text",
@@ -214,14 +225,15 @@ def _decode_memory(data: bytes) -> str:
         raise MemoryConflict(MemoryConflict.INVALID_ENCODING) from exc
 
 
-def _appended(current: str, content: str) -> str | None:
+def _appended(current: str, content: str) -> tuple[str, int] | None:
     """`current` with `content` appended as whole lines, or None if they already stand there.
 
     Lines are compared with only their trailing whitespace ignored (`\r` included), so an
     indented or differently composed line of the file is not the same fact. A one-line fact is
     the same with or without a list marker (`- tea` stands for `tea`), and one without a marker
     follows the file's list style: after a last non-empty line that is a `- `, `* ` or `+ `
-    bullet, it is appended as a bullet with that marker.
+    bullet, it is appended as a bullet with that marker. Returns the new text and where the
+    appended lines start in it.
     """
     lines = [line.rstrip() for line in current.split("\n")]
     if f"\n{content}\n" in "\n" + "\n".join(lines) + "\n":
@@ -234,17 +246,18 @@ def _appended(current: str, content: str) -> str | None:
         if content == fact and last.startswith(MEMORY_BULLET_MARKERS):
             content = last[:2] + content
     separator = "" if not current or current.endswith("\n") else "\n"
-    return f"{current}{separator}{content}\n"
+    return f"{current}{separator}{content}\n", len(current) + len(separator)
 
 
-def _replaced(current: str, old: str, new: str) -> str:
-    """`current` with its only occurrence of `old` (overlaps count) replaced by `new`."""
+def _replaced(current: str, old: str, new: str) -> tuple[str, int]:
+    """`current` with its only occurrence of `old` (overlaps count) replaced by `new`, and where
+    `new` starts in it."""
     start = current.find(old)
     if start < 0:
         raise MemoryConflict(MemoryConflict.NOT_FOUND)
     if current.find(old, start + 1) >= 0:
         raise MemoryConflict(MemoryConflict.AMBIGUOUS)
-    return current[:start] + new + current[start + len(old) :]
+    return current[:start] + new + current[start + len(old) :], start
 
 
 def _planned_write(
@@ -253,18 +266,25 @@ def _planned_write(
     """What a write of `content` (replacing `replaces`) makes of MEMORY.md's bytes `data` (a
     bounded read; `too_large` when it was cut): the status and the new bytes (`data` itself
     when nothing changes). Raises the write's refusals: the file or the result too large,
-    `replaces` not exactly once, a file that is not UTF-8."""
+    `replaces` not exactly once, a file that is not UTF-8, and a credential on a line the write
+    produces (`MemorySensitiveContent`): a replacement may complete one from pieces already in
+    the file ("AKIAZ3MSJV" + "4WWZ2XJ5QN", "gym locker 7350" made "bank PIN 7350"), or content
+    may stand under a line ending in "password is"."""
     if too_large:
         raise MemoryFileTooLarge(f"MEMORY.md is over {MEMORY_FILE_MAX_BYTES} bytes")
     current = _decode_memory(data)
     if replaces is None:
-        result = _appended(current, content)
-        if result is None:
+        appended = _appended(current, content)
+        if appended is None:
             return UNCHANGED, data
-        status = ADDED
+        (result, start), status = appended, ADDED
+        end = len(result) - 1  # (a bullet marker may have been put before the content)
     else:
-        result = _replaced(current, replaces, content)
-        status = REPLACED
+        (result, start), status = _replaced(current, replaces, content), REPLACED
+        end = start + len(content)
+    kind = produced_credential(result, start, end)
+    if kind is not None:
+        raise MemorySensitiveContent(kind)
     encoded = result.encode("utf-8")
     if len(encoded) > MEMORY_FILE_MAX_BYTES:
         raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
@@ -317,9 +337,14 @@ def _remember_locked(
     # A decided write (the call a user's decision released, in the resume run carrying it) is
     # the user's act; with approval on, no other call writes.
     decided = conversation_selectors.is_released_call(run=run, tool_call_id=tool_call_id)
-    if grant.state.write_approval and not decided:
-        raise MemoryApprovalRequired("needs the user's approval")
     workspace = Workspace.for_user(run.user_id)
+    if grant.state.write_approval and not decided:
+        # A call never put to the user because it would make a credential is refused as such.
+        refusal = _never_kept(ctx.uid, content, replaces)
+        if refusal is not None:
+            raise refusal
+        raise MemoryApprovalRequired("needs the user's approval")
+    _refuse_stated_credential(run.user_id, content)
     with file_fence(workspace):
         result = _remember_fenced(
             workspace,
@@ -343,14 +368,31 @@ def _checked_write_arguments(content: object, replaces: object) -> tuple[str, st
         raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
     # Memory never keeps a credential: refused before any lock, so nothing is written, kept
     # as a version or recorded (and a decision to write one is refused before it is spent).
+    # Checked before invisible characters, so content holding both is refused as sensitive.
     kinds = credential_kinds(content)
     if kinds:
         raise MemorySensitiveContent(kinds[0])
+    invisible = invisible_characters(content)
+    if invisible:
+        raise MemoryInvisibleText(invisible)
     if replaces is not None:
         # Exact text, checked only for size and storable text: whether it occurs once is the
         # file's say.
         replaces = _checked_argument(replaces, "replaces", require_text=False)
     return content, replaces
+
+
+def _refuse_stated_credential(user_id: int, content: str) -> None:
+    """`MemorySensitiveContent` when `content` repeats a credential the user stated in one of
+    their own recent messages, in any thread ("my debit card PIN is 4821" last week, "Lucky
+    number: 4821" now), however the rest is worded. Only messages sharing a piece of the
+    content (`repeat_needles`) are read and looked through."""
+    said = conversation_selectors.user_messages_containing(
+        user_id=user_id, needles=repeat_needles(content)
+    )
+    kind = stated_credential_in(content, said)
+    if kind is not None:
+        raise MemorySensitiveContent(kind)
 
 
 # What a write refused because the user's memory is switched off says.
@@ -371,9 +413,42 @@ def check_memory_write(*, user_id: int, content: object, replaces: object) -> Me
             raise MemoryAccessDenied("the user is missing or inactive")
         if not state.enabled:
             raise MemoryAccessDenied(MEMORY_OFF)
+        _refuse_stated_credential(workspace.uid, content)
         data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
     status, _ = _planned_write(data, too_large, content, replaces)
     return status
+
+
+def _never_kept(
+    uid: str | None, content: object, replaces: object
+) -> MemorySensitiveContent | MemoryInvisibleText | None:
+    """The refusal `remember_memory(content, replaces)` for user `uid` would get for what it
+    would keep, judged on the file as it is now (read without a lock or a database call): a
+    credential in the content or on a line the write would produce, or invisible characters.
+    None when there is none, or the write would be refused for anything else first."""
+    try:
+        content, replaces = _checked_write_arguments(content, replaces)
+        if uid is None:
+            return None
+        data, too_large = Workspace.for_user(uid).read_bounded(
+            MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES
+        )
+        _planned_write(data, too_large, content, replaces)
+    except (MemorySensitiveContent, MemoryInvisibleText) as exc:
+        return exc
+    except (MemoryWriteError, WorkspaceError):
+        return None
+    return None
+
+
+def holds_what_memory_never_keeps(*, uid: str | None, content: object, replaces: object) -> bool:
+    """Whether `remember_memory(content, replaces)` for user `uid` would be refused for what it
+    would keep: a credential in the content or on a line the write would produce in the file
+    as it is now, or invisible characters (`MemorySensitiveContent`, `MemoryInvisibleText`).
+    Reads the file only, without a lock or a database call, so an approval can be decided on
+    the event loop: such a write is never put to the user (it would show them a harmless
+    fragment of a key); it runs and is refused. Any other refusal is the write's to give."""
+    return _never_kept(uid, content, replaces) is not None
 
 
 # The id of the tool call being run, set by the memory tool around its call (LangGraph hands
@@ -584,7 +659,7 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
         kind=MemoryEventKind.USER_EDITED,
         actor=actor,
         accept=_if_current(if_match),
-        warnings=tuple(find_credentials(text)),
+        warnings=write_warnings(text),
     )
 
 
@@ -652,7 +727,7 @@ def restore_memory_version(*, user, sha256: str, if_match: str, actor) -> Memory
         kind=MemoryEventKind.USER_RESTORED,
         actor=actor,
         accept=accept,
-        warnings=tuple(find_credentials(data.decode("utf-8"))),
+        warnings=write_warnings(data.decode("utf-8")),
     )
 
 

@@ -37,6 +37,7 @@ from memory_app.services import (
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
+    MemoryInvisibleText,
     MemorySensitiveContent,
     MemoryUnavailable,
     MemoryWriteStatus,
@@ -344,8 +345,8 @@ class RememberMemoryTool(RunBoundTool):
     def _call(self, arguments: RememberMemoryArguments, ctx: ToolRuntimeContext) -> ToolResult:
         try:
             result = remember_memory(ctx, arguments.content, arguments.replaces)
-        except MemorySensitiveContent as exc:
-            # Its message names the kind only, never the matched text.
+        except (MemorySensitiveContent, MemoryInvisibleText) as exc:
+            # Its message names the kind or the characters only, never the matched text.
             return ToolResult(ToolStatus.REJECTED, str(exc))
         except MemoryInputError:
             return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_input"])

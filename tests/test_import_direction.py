@@ -73,6 +73,8 @@ LAYERS = {
     "memory_app": [
         # the settings the app reads, each with its default, and the check of those a host sets
         {"memory_app.conf", "memory_app.checks"},
+        # the credential detector's format plugins and its rules about numbers
+        {"memory_app.credential_formats", "memory_app.credential_numbers"},
         # leaves: the models, the file system, the names and limits everything shares
         {"memory_app", "memory_app.models", "memory_app.workspace", "memory_app.credentials"},
         {
@@ -140,6 +142,7 @@ LAYERS = {
             "conversations.utils.connections",
             "conversations.utils.db_functions",
             "conversations.utils.ids",
+            "conversations.utils.invisible_text",
             "conversations.utils.log_format",
             "conversations.utils.statements",
             "conversations.utils.string_utils",

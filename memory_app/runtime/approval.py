@@ -23,7 +23,6 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from conversations.selectors import PendingApproval
-from memory_app.credentials import credential_kinds
 from memory_app.errors import (
     MemoryAccessDenied,
     MemoryConflict,
@@ -32,7 +31,11 @@ from memory_app.errors import (
 )
 from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused
-from memory_app.services import check_memory_write, normalize_memory_text
+from memory_app.services import (
+    check_memory_write,
+    holds_what_memory_never_keeps,
+    normalize_memory_text,
+)
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult, ToolStatus
 
@@ -130,16 +133,20 @@ class ApprovalGate(AgentMiddleware):
 def _is_first_write(request: ToolCallRequest) -> bool:
     """Only the reply's first `remember_memory` is put to the user (the same answer when the
     graph resumes: it reads the same state), and never one whose content holds a credential or
-    repeats one the user stated, however worded: that call runs at once, and is refused
-    (`rejected`) before any lock."""
+    invisible characters, that would make one on a line of the file (a `replaces` completing a
+    key: the user would see a harmless fragment), or that repeats one the user stated, however
+    worded: that call runs at once, and is refused (`rejected`) before any lock."""
     messages = request.state["messages"]
     first = _first_write(_last_reply(messages))
-    return (
-        first is not None
-        and first["id"] == request.tool_call["id"]
-        and not credential_kinds(first["args"]["content"])
-        and stated_credential(first, messages) is None
+    if first is None or first["id"] != request.tool_call["id"]:
+        return False
+    ctx = request.runtime.context
+    refused = holds_what_memory_never_keeps(
+        uid=getattr(ctx, "uid", None),
+        content=first["args"]["content"],
+        replaces=first["args"].get("replaces"),
     )
+    return not refused and stated_credential(first, messages) is None
 
 
 def approval_middleware() -> list[AgentMiddleware]:

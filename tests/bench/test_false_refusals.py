@@ -22,6 +22,9 @@ def test_the_set_holds_1000_ordinary_facts_of_every_category_in_both_languages()
         "version",
         "hash",
         "password_word",
+        "amount_card",
+        "postal_pin",
+        "spelled_number",
     } <= categories
     assert groups == {(category, language) for category in categories for language in ("en", "zh")}
 
@@ -41,3 +44,8 @@ def test_false_refusals_stay_within_one_percent(capsys):
 def test_a_credential_in_the_set_would_be_counted(tmp_path):
     facts = [{"id": "x", "language": "en", "category": "order", "text": "my PIN is 4821"}]
     assert [kinds for _, kinds in false_refusals.refused(facts)] == [["password"]]
+
+
+def test_the_detector_finds_the_credential_of_every_secret_case():
+    cases, missed = false_refusals.missed_secrets()
+    assert cases >= 25 and missed == []

@@ -1536,3 +1536,19 @@ def test_a_query_no_index_can_narrow_walks_only_the_newest_window(query, monkeyp
     }
     # Every scan of messages that ran read at most the window (by id lookups, a row a loop).
     assert all(n["Actual Rows"] * n["Actual Loops"] <= 30 for n in read if n["Actual Loops"] == 1)
+
+
+SMUGGLED = "".join(chr(0xE0000 + ord(c)) for c in "obey")
+
+
+def test_lookback_shows_invisible_characters_escaped_in_titles_snippets_and_contents():
+    user = UserFactory()
+    thread = _thread(user, title=f"plans{SMUGGLED}")
+    (message,) = _messages(thread, [f"oolong tea{SMUGGLED} and 👩\u200d👧"])
+    found = search_thread_messages(user.pk, "oolong")["results"]
+    escaped = "\\u{E006F}\\u{E0062}\\u{E0065}\\u{E0079}"
+    assert found[0]["snippet"] == f"oolong tea{escaped} and 👩\u200d👧"
+    assert found[0]["title"] == f"plans{escaped}"
+    read = read_thread_messages(user.pk, thread.thread_id)
+    assert read["messages"][0]["content"] == f"oolong tea{escaped} and 👩\u200d👧"
+    assert not any(0xE0000 <= ord(c) <= 0xE007F for c in to_json(read) + to_json(found[0]))

@@ -149,3 +149,41 @@ def test_count_user_conversations_counts_each_kind_for_the_given_users_only():
     counts = selectors.count_user_conversations(user_ids=[first.conversation.user_id])
     assert counts == {"threads": 2, "messages": 2, "tool_calls": 1, "runs": 1}
     assert selectors.count_user_conversations(user_ids=[]) == dict.fromkeys(counts, 0)
+
+
+# --- the user's own recent messages a memory write is checked against -------------------------
+
+
+def test_user_messages_containing_reads_the_newest_own_user_messages_of_any_thread():
+    thread = ConversationFactory()
+    other = ConversationFactory(user=thread.user)
+    MessageFactory(conversation=thread, content="My PIN is 4821")
+    MessageFactory(conversation=other, content="pin 4821 again")
+    MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="4821 noted")
+    MessageFactory(conversation=ConversationFactory(), content="someone else's 4821")
+    MessageFactory(conversation=thread, content="nothing here")
+    found = selectors.user_messages_containing(user_id=thread.user_id, needles=["4821"])
+    assert sorted(found) == ["My PIN is 4821", "pin 4821 again"]
+    assert selectors.user_messages_containing(user_id=thread.user_id, needles=[]) == []
+
+
+def test_user_messages_containing_takes_needles_literally_and_ignores_case():
+    thread = ConversationFactory()
+    MessageFactory(conversation=thread, content="axxb and Tr0ub4dor")
+    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["a%b", "a_xb"]) == []
+    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["TR0UB4DOR"]) == [
+        "axxb and Tr0ub4dor"
+    ]
+
+
+def test_user_messages_containing_reads_only_the_last_30_days_and_newest_1000():
+    thread = ConversationFactory()
+    old = MessageFactory(conversation=thread, content="old 4821")
+    Message.objects.filter(pk=old.pk).update(created_at=old.created_at - timedelta(days=31))
+    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["4821"]) == []
+    Message.objects.filter(pk=old.pk).update(created_at=old.created_at)
+    Message.objects.bulk_create(
+        Message(conversation=thread, role=Message.Role.USER, content=f"later {n}")
+        for n in range(selectors.STATED_MESSAGES_MAX)
+    )
+    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["4821"]) == []

@@ -396,3 +396,17 @@ def test_a_restore_of_a_credential_is_kept_with_a_warning(session, memory_file):
     restored = restore(session, sha(original), etag(b""))
     assert restored.status_code == 200 and memory_file.read_bytes() == original
     assert restored.json()["warnings"] == [{"line": 2, "kind": "resident_id"}]
+
+
+def test_the_users_own_write_keeps_invisible_characters_with_a_warning(session, memory_file):
+    memory_file.write_bytes(b"")
+    smuggled = "".join(chr(0xE0000 + ord(c)) for c in "obey")
+    text = f"tea\ncoffee{smuggled}\nwifi pass\u200bword: Tr0ub4dor&3\nfamily 👩\u200d👧\n"
+    response = put(session, {"text": text}, etag(b""))
+    assert response.status_code == 200
+    assert memory_file.read_bytes() == text.encode()
+    assert response.json()["warnings"] == [
+        {"line": 2, "kind": "invisible characters"},
+        {"line": 3, "kind": "invisible characters"},
+        {"line": 3, "kind": "password"},
+    ]

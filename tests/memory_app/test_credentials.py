@@ -13,6 +13,7 @@ from memory_app.credentials import (
     credential_kinds,
     credential_values,
     find_credentials,
+    repeat_needles,
     stated_credential_in,
 )
 
@@ -285,3 +286,114 @@ def test_a_number_the_user_did_not_state_as_a_credential_is_not_one():
     stated = ["Remember my locker number is 4821, and my PIN is 7350"]
     assert stated_credential_in("Locker number 4821", stated) is None
     assert stated_credential_in("7350", stated) == CredentialKind.PASSWORD
+
+
+# --- against an attacker: hidden, disguised and new forms -------------------------------------
+
+# Each found only once the text is normalised: zero-width and other format characters removed,
+# full-width letters folded by NFKC, Cyrillic and Greek look-alikes folded to Latin.
+DISGUISED = [
+    ("my pass\u200bword is hunter2", CredentialKind.PASSWORD),
+    ("AKIAZ3MS\u200bJV4WWZ2XJ5QN", CredentialKind.API_KEY),
+    ("我的密\u200b码是 Abc12345!", CredentialKind.PASSWORD),
+    ("my ｐａｓｓｗｏｒｄ is hunter2", CredentialKind.PASSWORD),
+    ("my p\u0430ssword is hunter2", CredentialKind.PASSWORD),  # a Cyrillic а
+    ("my p\u03b1ssw\u03bfrd is hunter2", CredentialKind.PASSWORD),  # Greek α and ο
+    ("my pass\u00adword is hunter2", CredentialKind.PASSWORD),  # a soft hyphen
+    ("my pass\u2060word\u202e is hunter2", CredentialKind.PASSWORD),  # word joiner, bidi
+    ("my pass\U000e0041word is hunter2", CredentialKind.PASSWORD),  # a tag character
+    ("card ４１１１ １１１１ １１１１ １１１１", CredentialKind.PAYMENT_CARD),
+]
+
+# Forms the detector missed: new token formats, letters-only passwords, base64, the value on
+# the next line.
+NEW_FORMS = [
+    (
+        "github_pat_11ABCDEFG0aB3dE5fG7h1B_" + "aB3dE5fG7h" * 5 + "aB3dE5fG7",
+        CredentialKind.ACCESS_TOKEN,
+    ),
+    (
+        "slack app token xapp-1-A0123BCDE45-1234567890123-" + "ab12" * 16,
+        CredentialKind.ACCESS_TOKEN,
+    ),
+    ("xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", CredentialKind.ACCESS_TOKEN),
+    ("stripe test key sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc", CredentialKind.API_KEY),
+    ("maps: AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", CredentialKind.API_KEY),
+    ("openai sk-proj-" + "Ab3De5Gh7Jk9Mn2Pq4St6Vw8Yz" * 3, CredentialKind.API_KEY),
+    ("claude sk-ant-api03-" + "Ab3De5Gh7Jk9Mn2Pq4St6Vw8Yz" * 4 + "AA", CredentialKind.API_KEY),
+    (
+        "session eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        CredentialKind.ACCESS_TOKEN,
+    ),
+    ("my password is sunshine", CredentialKind.PASSWORD),
+    ("My email password is correcthorsebatterystaple.", CredentialKind.PASSWORD),
+    ("我的邮箱密码是 woaibeijing", CredentialKind.PASSWORD),
+    ("我的邮箱密码是woaibeijing", CredentialKind.PASSWORD),
+    ("wifi password is\nTr0ub4dor&3", CredentialKind.PASSWORD),
+    ("密码是：\nwoaibeijing", CredentialKind.PASSWORD),
+    # base64 of "my password is hunter2" and of an AWS key id
+    ("note: bXkgcGFzc3dvcmQgaXMgaHVudGVyMg==", CredentialKind.PASSWORD),
+    ("blob QUtJQVozTVNKVjRXV1oyWEo1UU4=", CredentialKind.API_KEY),
+    ("my bank card passcode 482913", CredentialKind.PASSWORD),
+    ("ATM PIN code is 4821", CredentialKind.PASSWORD),
+]
+
+
+@pytest.mark.parametrize(("text", "kind"), DISGUISED)
+def test_a_credential_disguised_by_invisible_full_width_or_look_alike_letters_is_found(text, kind):
+    assert kind in credential_kinds(text)
+
+
+@pytest.mark.parametrize(("text", "kind"), NEW_FORMS)
+def test_new_token_formats_letters_only_base64_and_next_line_credentials_are_found(text, kind):
+    assert kind in credential_kinds(text)
+
+
+def test_a_value_on_the_next_line_is_found_on_both_lines_of_it():
+    findings = find_credentials("tea\nwifi password is\n\nTr0ub4dor&3\ncoffee")
+    assert findings == [
+        CredentialFinding(line=2, kind=CredentialKind.PASSWORD),
+        CredentialFinding(line=4, kind=CredentialKind.PASSWORD),
+    ]
+
+
+# Ordinary facts an attacker's forms must not take with them.
+NOT_CREDENTIALS = [
+    "I paid 135000 yuan for my car with my credit card",
+    "我用信用卡支付了 158000 元的学费",
+    "Paid 250000 with my debit card for the flat deposit",
+    "My PIN code is 560001",  # an Indian postal PIN code
+    "Office in Bengaluru, PIN code 560001",
+    "pincode 110001, New Delhi",
+    "My password is strong",
+    "The wifi password is written on the router",
+    "my password is expired",
+    "The password is case sensitive.",
+    "密码是对的",
+    "I have three thousand two hundred books",
+    "我的邮箱密码是我女儿的生日",
+    "The word aGVsbG8gd29ybGQ is hello world in base64",
+    "My password\nmanager is 1Password",
+]
+
+
+@pytest.mark.parametrize("text", NOT_CREDENTIALS)
+def test_amounts_postal_pin_codes_and_words_after_password_is_are_not_credentials(text):
+    assert find_credentials(text) == []
+
+
+def test_a_password_for_a_thing_of_up_to_three_words_is_found():
+    assert credential_kinds("the passcode for my phone is 482913") == [CredentialKind.PASSWORD]
+    assert credential_kinds("password for the work laptop: sunshine") == [CredentialKind.PASSWORD]
+
+
+def test_repeat_needles_are_the_pieces_a_repeated_value_shares_with_its_statement():
+    assert repeat_needles("用户的幸运数字是739164。") == ["739164"]
+    assert repeat_needles("Card 4111111111111111, PIN: a1!b2") == [
+        "card",
+        "4111111111111111",
+        "4111",
+        "a1!b2",
+    ]
+    assert repeat_needles("ＡＢＣＤ tea") == ["abcd"]

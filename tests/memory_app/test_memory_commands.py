@@ -138,3 +138,51 @@ def test_approval_on_and_off_set_the_flag_and_the_ledger():
     assert UserConfig.objects.get(user=user).memory_write_approval is False
     kinds = list(MemoryEvent.objects.filter(user=user).values_list("kind", "actor"))
     assert kinds == [("approval_on", user.pk), ("approval_off", user.pk)]
+
+
+def _etag(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def test_scan_credentials_lists_lines_of_the_file_and_its_versions_never_their_text():
+    user = UserFactory(username="carol")
+    old = b"tea\nwifi password: Tr0ub4dor&3\n"
+    write_memory_file(user=user, text=old.decode(), if_match=_etag(b""), actor=user)
+    new = "tea\ncoffee\nmy p\u0430ssword is hunter2\nVisa 4111 1111 1111 1111\n"
+    write_memory_file(user=user, text=new, if_match=_etag(old), actor=user)
+    out = run("memory", "--user", "carol", "scan-credentials")
+    assert out.splitlines() == [
+        "carol: MEMORY.md line 3: password",
+        "carol: MEMORY.md line 4: payment_card",
+        f"carol: version {hashlib.sha256(old).hexdigest()} line 2: password",
+        "3 line(s) holding a credential",
+    ]
+    for secret in ("Tr0ub4dor", "hunter2", "4111"):
+        assert secret not in out
+
+
+def test_scan_credentials_for_all_users_and_a_clean_user():
+    for name, text in (("ann", "tea\n"), ("bob", "PIN 4821\n"), ("cy", "")):
+        user = UserFactory(username=name)
+        if text:
+            write_memory_file(user=user, text=text, if_match=_etag(b""), actor=user)
+    assert run("memory", "--all", "scan-credentials").splitlines() == [
+        "bob: MEMORY.md line 1: password",
+        "1 line(s) holding a credential",
+    ]
+    assert run("memory", "--user", "ann", "scan-credentials") == "0 line(s) holding a credential\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--all", "show"),
+        ("--all", "--user", "ann", "scan-credentials"),
+        ("scan-credentials",),
+        ("--user", "ann", "--actor", "ann", "scan-credentials"),
+    ],
+)
+def test_scan_credentials_refuses_what_does_not_go_with_it(args):
+    UserFactory(username="ann")
+    with pytest.raises(CommandError):
+        call_command("memory", *args, stdout=StringIO())

@@ -689,3 +689,53 @@ def test_an_empty_write_is_never_put_to_the_user_and_the_tool_rejects_it(
     assert memory_bytes(agents_file, user) is None
     assert not MemoryEvent.objects.exists()
     assert not checkpoints.checkpoint_exists(turn.run_id)
+
+
+# --- credentials an attacker hides from the person deciding ----------------------------------
+
+
+def test_an_edit_with_a_zero_width_secret_is_refused_before_it_is_spent_and_stays_pending(
+    agents_file,
+):
+    user = approval_user()
+    interrupted = interrupted_turn(user)
+    with pytest.raises(ChatDecisionRefused) as refused:
+        chat(
+            user_id=user.pk,
+            thread_id=interrupted.thread_id,
+            resume={
+                "decision": "edit",
+                "content": "my pass\u200bword is hunter2",
+                "replaces": None,
+            },
+        )
+    assert "credentials" in str(refused.value) and "hunter2" not in str(refused.value)
+    assert memory_bytes(agents_file, user) is None
+    assert_still_pending(interrupted)
+
+
+def test_a_replacement_completing_a_key_is_rejected_and_never_shown_as_a_fragment(agents_file):
+    user = approval_user()
+    agents_file(user.pk, "MEMORY.md").write_bytes(b"aws ref AKIAZ3MSJV\n")
+    call = ("call_k", "remember_memory", {"content": "MSJV4WWZ2XJ5QN", "replaces": "MSJV"})
+    model = RecordingModel(replies=[tool_reply(call)])
+    turn = chat(user_id=user.pk, message="fix the reference", model=model)
+    assert turn.status == "succeeded" and turn.approval is None
+    result = json.loads(ToolCall.objects.get(tool_call_id="call_k").output)
+    assert result == {
+        "status": "rejected",
+        "message": "memory never stores credentials: this looks like an API key",
+    }
+    assert memory_bytes(agents_file, user) == b"aws ref AKIAZ3MSJV\n"
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+
+
+def test_invisible_characters_are_rejected_naming_them_and_never_put_to_the_user(agents_file):
+    user = approval_user()
+    smuggled = "".join(chr(0xE0000 + ord(c)) for c in "obey")
+    call = ("call_i", "remember_memory", {"content": f"Likes tea{smuggled}"})
+    turn = chat(user_id=user.pk, message=REMEMBER, model=RecordingModel(replies=[tool_reply(call)]))
+    assert turn.status == "succeeded" and turn.approval is None
+    result = json.loads(ToolCall.objects.get(tool_call_id="call_i").output)
+    assert result["status"] == "rejected" and "U+E006F" in result["message"]
+    assert memory_bytes(agents_file, user) is None

@@ -155,3 +155,20 @@ def test_memory_enabled_never_reads_a_users_switch_through_an_alias_of_its_key(a
     config = UserConfigFactory(enable_memory=True)
     assert memory_enabled(config.user_id) is True
     assert memory_enabled(alias.format(uid=config.user_id)) is False
+
+
+SMUGGLED = "".join(chr(0xE0000 + ord(c)) for c in "obey")
+
+
+def test_invisible_characters_reach_the_prompt_escaped_and_joiners_raw():
+    _write_memory(3, f"tea{SMUGGLED}\u202e\n👩\u200d👧\n".encode())
+    snapshot = read_memory_for_prompt(3)
+    assert snapshot.text == "tea\\u{E006F}\\u{E0062}\\u{E0065}\\u{E0079}\\u{202E}\n👩\u200d👧\n"
+    assert snapshot.size_bytes == len(snapshot.text.encode()) and not snapshot.truncated
+
+
+def test_escapes_count_against_the_prompts_budget():
+    _write_memory(3, ("\u200b" * (MEMORY_PROMPT_MAX_BYTES // 3)).encode())
+    snapshot = read_memory_for_prompt(3)
+    assert snapshot.truncated and snapshot.size_bytes <= MEMORY_PROMPT_MAX_BYTES
+    assert snapshot.text == "\\u{200B}" * (MEMORY_PROMPT_MAX_BYTES // 8)

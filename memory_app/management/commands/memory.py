@@ -1,5 +1,6 @@
 """A user's memory from the terminal: show it, switch it (or its write approval), clear it,
-list, restore or forget its kept versions, export the user's data."""
+list, restore or forget its kept versions, export the user's data; and, for one user or all,
+the lines of MEMORY.md and its kept versions that hold a credential."""
 
 import sys
 
@@ -35,11 +36,15 @@ class Command(BaseCommand):
         "versions: the earlier versions of MEMORY.md; restore SHA: put a kept version back "
         "(if MEMORY.md is still the version --if-match names, default: the one read now); "
         "forget-versions: remove every kept version; "
-        "export: all of the user's data as JSON (to stdout or --output)."
+        "export: all of the user's data as JSON (to stdout or --output); "
+        "scan-credentials (with --user or --all): the lines of MEMORY.md and of its kept "
+        "versions that hold a credential, by line and kind, never the text."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--user", required=True, help="whose memory")
+        whose = parser.add_mutually_exclusive_group(required=True)
+        whose.add_argument("--user", help="whose memory")
+        whose.add_argument("--all", action="store_true", help="scan-credentials: every user's")
         parser.add_argument("--actor", help="staff username doing it (default: the user)")
         parser.add_argument("--output", help="export: write to this file instead of stdout")
         parser.add_argument(
@@ -58,6 +63,7 @@ class Command(BaseCommand):
                 "restore",
                 "forget-versions",
                 "export",
+                "scan-credentials",
             ],
         )
         parser.add_argument("sha256", nargs="?", help="restore: the version's SHA-256 (hex)")
@@ -67,6 +73,9 @@ class Command(BaseCommand):
             self._handle(options)
 
     def _handle(self, options: dict) -> None:
+        if options["all"] or options["action"] == "scan-credentials":
+            self._scan(options)
+            return
         user = find_user(options["user"])
         actor = find_actor(options["actor"], user)
         action = options["action"]
@@ -101,6 +110,23 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         except selectors.MemoryVersionNotFound as exc:
             raise CommandError(f"no such version is kept: {options['sha256']}") from exc
+
+    def _scan(self, options: dict) -> None:
+        if options["action"] != "scan-credentials":
+            raise CommandError("--all goes with scan-credentials only")
+        if options["actor"] or options["sha256"] or options["if_match"] or options["output"]:
+            raise CommandError("scan-credentials takes --user or --all only")
+        if options["all"]:
+            users = get_user_model().objects.order_by("pk").iterator()
+        else:
+            users = [find_user(options["user"])]
+        lines = 0
+        for user in users:
+            for found in selectors.credential_lines(user=user):
+                where = "MEMORY.md" if found.version is None else f"version {found.version}"
+                self.stdout.write(f"{user.username}: {where} line {found.line}: {found.kind}")
+                lines += 1
+        self.stdout.write(f"{lines} line(s) holding a credential")
 
     def _versions(self, user: object) -> None:
         found = selectors.list_memory_versions(user=user)
