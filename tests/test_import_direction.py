@@ -80,6 +80,7 @@ LAYERS = {
             "memory_app.memory_file",
             "memory_app.errors",
             "memory_app.api_edge",
+            "memory_app.api_auth",
         },
         {
             "memory_app.context",
@@ -123,6 +124,8 @@ LAYERS = {
             "memory_app.management.commands.memory",
             "memory_app.management.commands.seed_demo",
         },
+        # the per-user staff pages (the admin serves them; they link the mixin's records)
+        {"memory_app.user_pages"},
         {
             "memory_app.admin",
             "memory_app.management.commands.chat",
@@ -147,6 +150,8 @@ LAYERS = {
         # a queryset compiled once, run through a prepared cursor
         {"conversations.utils.prepared"},
         {"conversations", "conversations.apps", "conversations.models"},
+        # the host's user model: its name field, who counts as active (the erasure fence)
+        {"conversations.users"},
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
         # the writes (settling or declining an approval reads its pending call and deletes
@@ -178,7 +183,12 @@ LAYERS = {
             "yuxi_site.utils.string_utils",
         },
         # the login throttle and the middleware the settings name
-        {"yuxi_site.content_security", "yuxi_site.login_throttle", "yuxi_site.middleware_chain"},
+        {
+            "yuxi_site.content_security",
+            "yuxi_site.login_throttle",
+            "yuxi_site.middleware_chain",
+            "yuxi_site.user_admin",
+        },
         # warming a server process before it serves (health reports it, the entry points run it)
         {"yuxi_site.warmup"},
         {"yuxi_site.health", "yuxi_site.settings", "yuxi_site.wsgi", "yuxi_site.asgi"},
