@@ -11,10 +11,12 @@ from memory_app import selectors, services
 
 
 def find_user(username: str, *, flag: str = "--user") -> object:
-    """The user `flag` names; a name no user has is an error that says which flag was wrong."""
-    user = get_user_model().objects.filter(username=username).first()
+    """The user `flag` names by the user model's `USERNAME_FIELD` (a username, an email...);
+    a name no user has is an error that says which flag was wrong."""
+    User = get_user_model()
+    user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
     if user is None:
-        raise CommandError(f"{flag}: no user named {username!r}")
+        raise CommandError(f"{flag}: no user with {User.USERNAME_FIELD} {username!r}")
     return user
 
 
@@ -23,7 +25,7 @@ def find_actor(username: str | None, user: object) -> object:
     if username is None:
         return user
     actor = find_user(username, flag="--actor")
-    if not actor.is_staff:
+    if not getattr(actor, "is_staff", False):
         raise CommandError(f"--actor {username!r} is not staff")
     return actor
 
@@ -39,8 +41,10 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--user", required=True, help="whose memory")
-        parser.add_argument("--actor", help="staff username doing it (default: the user)")
+        parser.add_argument(
+            "--user", required=True, help="whose memory (the user model's USERNAME_FIELD value)"
+        )
+        parser.add_argument("--actor", help="staff member doing it (default: the user)")
         parser.add_argument("--output", help="export: write to this file instead of stdout")
         parser.add_argument(
             "--if-match", help="restore: the etag MEMORY.md must still have (default: current)"
@@ -144,4 +148,4 @@ class Command(BaseCommand):
         with open(output, "wb") as handle:
             for chunk in chunks:
                 written += handle.write(chunk)
-        self.stdout.write(f"exported {user.username!r} to {output} ({written} bytes)")
+        self.stdout.write(f"exported {user.get_username()!r} to {output} ({written} bytes)")
