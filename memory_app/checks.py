@@ -10,12 +10,13 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from django.shortcuts import resolve_url
-from django.urls import NoReverseMatch
+from django.urls import NoReverseMatch, Resolver404, resolve
 
 from memory_app.conf import setting
 
@@ -128,10 +129,8 @@ def page_needs_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="memory_app.W001",
             )
         )
-    with contextlib.suppress(NoReverseMatch):
-        url = resolve_url(settings.LOGIN_URL)
-        if url.startswith("/") or "://" in url:
-            return warnings
+    if _login_url_resolves():
+        return warnings
     warnings.append(
         Warning(
             f"LOGIN_URL {settings.LOGIN_URL!r} names no URL: an anonymous visitor of the user's "
@@ -142,6 +141,20 @@ def page_needs_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
         )
     )
     return warnings
+
+
+def _login_url_resolves() -> bool:
+    """Whether LOGIN_URL names a URL of this site (or is another site's absolute URL)."""
+    try:
+        url = resolve_url(settings.LOGIN_URL)
+    except NoReverseMatch:
+        return False
+    if "://" in url:
+        return True
+    with contextlib.suppress(Resolver404):
+        resolve(urlsplit(url).path)
+        return True
+    return False
 
 
 @register(Tags.security, deploy=True)

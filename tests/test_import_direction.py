@@ -72,7 +72,8 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
 LAYERS = {
     "memory_app": [
         # the settings the app reads, each with its default, and the check of those a host sets
-        {"memory_app.conf", "memory_app.checks"},
+        {"memory_app.conf"},
+        {"memory_app.checks"},
         # leaves: the models, the file system, the names and limits everything shares
         {"memory_app", "memory_app.models", "memory_app.workspace", "memory_app.credentials"},
         {
@@ -122,7 +123,6 @@ LAYERS = {
             "memory_app.management",
             "memory_app.management.commands",
             "memory_app.management.commands.memory",
-            "memory_app.management.commands.seed_demo",
         },
         # the per-user staff pages (the admin serves them; they link the mixin's records)
         {"memory_app.user_pages"},
@@ -192,6 +192,14 @@ LAYERS = {
         # warming a server process before it serves (health reports it, the entry points run it)
         {"yuxi_site.warmup"},
         {"yuxi_site.health", "yuxi_site.settings", "yuxi_site.wsgi", "yuxi_site.asgi"},
+        # the demo data
+        {
+            "yuxi_site.demo",
+            "yuxi_site.demo.apps",
+            "yuxi_site.demo.management",
+            "yuxi_site.demo.management.commands",
+            "yuxi_site.demo.management.commands.seed_demo",
+        },
         {"yuxi_site.urls"},
     ],
 }

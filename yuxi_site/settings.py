@@ -85,6 +85,8 @@ INSTALLED_APPS = [
     "ninja",
     "conversations",
     "memory_app",
+    # The site's demo data (manage.py seed_demo), never part of the wheel.
+    "yuxi_site.demo",
 ]
 
 MIDDLEWARE = [

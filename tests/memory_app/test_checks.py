@@ -61,6 +61,11 @@ def test_the_page_needs_are_warnings(settings):
     assert _ids(page_needs_check()) == ["memory_app.W001", "memory_app.W002"]
 
 
+def test_a_login_url_path_nothing_serves_is_a_warning(settings):
+    settings.LOGIN_URL = "/no/such/login/"
+    assert _ids(page_needs_check()) == ["memory_app.W002"]
+
+
 def test_the_reference_site_meets_the_page_needs():
     assert page_needs_check() == []
 

@@ -31,6 +31,8 @@ MIDDLEWARE = [
     # the guide's "what stays your project's job": the memory API's JSON edge
     "memory_app.api_edge.ApiEdgeMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # the page's languages (what the guide recommends); no set_language or logout route
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -56,6 +58,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_USER_MODEL = "accounts.EmailUser"
+# The team's users log in on the admin's login page.
+LOGIN_URL = "admin:login"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 _database = environ.Env().db_url(
