@@ -27,3 +27,9 @@ def test_the_apps_work_in_a_team_host_with_its_own_user_model_admin_api_and_auth
         timeout=900,
     )
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
+
+
+def test_the_guides_bearer_token_example_is_the_one_the_team_host_runs():
+    guide = (ROOT / "docs" / "integration.md").read_text()
+    used = (HOST / "api_auth.py").read_text()
+    assert f"```python\n{used}```" in guide
