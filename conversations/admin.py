@@ -31,6 +31,8 @@ from conversations.admin_base import (
     format_timestamp,
     render_excerpt,
     render_text,
+    user_link,
+    user_name_lookup,
     users_named,
 )
 from conversations.models import (
@@ -107,13 +109,13 @@ class UserColumns:
     """The columns naming a row's user (its `user` foreign key, which the page's queryset
     selects): `user_column`, the linked name in a list; `user_link`, the link on a row's page."""
 
-    @admin.display(description="user", ordering="user__username")
+    @admin.display(description="user", ordering=user_name_lookup("user"))
     def user_column(self, obj: Model) -> SafeString:
-        return change_link(User, obj.user_id, name_cell(obj.user.username))
+        return user_link(obj.user_id, name_cell(obj.user.get_username()))
 
     @admin.display(description="user")
     def user_link(self, obj: Model) -> SafeString:
-        return change_link(User, obj.user_id, obj.user.username)
+        return user_link(obj.user_id, obj.user.get_username())
 
 
 def run_label(run: AgentRun) -> str:
@@ -171,9 +173,9 @@ class ConversationAdmin(UserColumns, ReadOnlyAdmin):
     )
     list_filter = (UserFilter, "status", "source")
     user_lookup = "user_id"
-    search_fields = ("thread_id", "user__username")
+    search_fields = ("thread_id", user_name_lookup("user"))
     search_help_text = (
-        "An exact thread id or username (titles are not searched: no index serves that)."
+        "An exact thread id or user name (titles are not searched: no index serves that)."
     )
     list_select_related = ("user",)
     ordering = ("-id",)
@@ -356,9 +358,9 @@ class MessageAdmin(ReadOnlyAdmin):
     list_filter = (UserFilter, ThreadFilter, "role", "message_type")
     user_lookup = "owner_id"
     thread_lookup = "conversation_id"
-    search_fields = ("id", "conversation__thread_id", "owner__username")
+    search_fields = ("id", "conversation__thread_id", user_name_lookup("owner"))
     search_help_text = (
-        "An exact message id, thread id or username. Message text is not searched here: "
+        "An exact message id, thread id or user name. Message text is not searched here: "
         "no index serves a substring of every message (a thread's page shows what history "
         "lookback returns)."
     )
@@ -408,7 +410,7 @@ class MessageAdmin(ReadOnlyAdmin):
         if obj is not None:
             obj.run_uuid, obj.owner_username = (
                 Message.objects.filter(pk=obj.pk)
-                .values_list(KeyTextTransform("run_id", "metadata"), "owner__username")
+                .values_list(KeyTextTransform("run_id", "metadata"), user_name_lookup("owner"))
                 .get()
             )
         return obj
@@ -439,7 +441,7 @@ class MessageAdmin(ReadOnlyAdmin):
     def owner_link(self, obj: Message) -> SafeString | str:
         if obj.owner_id is None:
             return "—"
-        return change_link(User, obj.owner_id, obj.owner_username or f"user #{obj.owner_id}")
+        return user_link(obj.owner_id, obj.owner_username or f"user #{obj.owner_id}")
 
     @admin.display(description="run")
     def run_link(self, obj: Message) -> SafeString | str:
@@ -535,7 +537,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
                 thread_pk=F("message__conversation_id"),
                 thread_id=F("message__conversation__thread_id"),
                 owner_id=F("message__owner_id"),
-                owner_username=F("message__owner__username"),
+                owner_username=F(user_name_lookup("message__owner")),
             )
         )
 
@@ -575,7 +577,7 @@ class ToolCallAdmin(ReadOnlyAdmin):
     def user_link(self, obj: ToolCall) -> SafeString | str:
         if obj.owner_id is None:
             return "—"
-        return change_link(User, obj.owner_id, obj.owner_username or f"user #{obj.owner_id}")
+        return user_link(obj.owner_id, obj.owner_username or f"user #{obj.owner_id}")
 
     @admin.display(description="input")
     def input_excerpt(self, obj: ToolCall) -> SafeString:
@@ -646,8 +648,8 @@ class AgentRunAdmin(UserColumns, ReadOnlyAdmin):
     list_filter = (UserFilter, ThreadFilter, "status", "run_type")
     user_lookup = "user_id"
     thread_lookup = "conversation_id"
-    search_fields = ("run_id", "conversation__thread_id", "user__username")
-    search_help_text = "An exact run id, thread id or username."
+    search_fields = ("run_id", "conversation__thread_id", user_name_lookup("user"))
+    search_help_text = "An exact run id, thread id or user name."
     list_select_related = ("user",)
     ordering = ("-id",)
     heavy_fields = ("error",)

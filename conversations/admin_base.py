@@ -15,13 +15,14 @@ from django.core.paginator import EmptyPage, Page, Paginator
 from django.db import connections
 from django.db.models import Model, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
-from django.urls import get_script_prefix, reverse
+from django.urls import NoReverseMatch, get_script_prefix, reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
+from conversations.users import users_named
 from conversations.utils.db_functions import byte_length, text_prefix
 from conversations.utils.string_utils import truncate_utf8
 
@@ -42,6 +43,11 @@ __all__ = [
     "planner_row_estimate",
     "render_text",
     "table_analysed",
+    "USER_PAGE_URL_NAME",
+    "user_label_of",
+    "user_link",
+    "user_name_lookup",
+    "user_url",
     "users_named",
 ]
 
@@ -113,6 +119,45 @@ def change_link(model: type[Model], pk: object, text: object) -> SafeString:
 def changelist_link(model: type[Model], query: dict[str, object], text: object) -> SafeString:
     """A link to a model's changelist narrowed by `query` (filters or an exact search)."""
     return format_html('<a href="{}?{}">{}</a>', changelist_url(model), urlencode(query), text)
+
+
+# The apps' own per-user staff page, by user id or USERNAME_FIELD value (the memory app's
+# admin serves it): every link to a user goes there, never to the host's own user admin.
+USER_PAGE_URL_NAME = "admin:yuxi_user"
+
+
+@functools.cache
+def _user_page_path(script_prefix: str) -> str | None:
+    try:
+        return reverse(USER_PAGE_URL_NAME, args=["0"]).removesuffix("0/")
+    except NoReverseMatch:
+        return None
+
+
+def user_url(pk: object) -> str | None:
+    """The apps' staff page of user `pk`; None where no admin serves it."""
+    path = _user_page_path(get_script_prefix())
+    return None if path is None else f"{path}{quote(str(pk))}/"
+
+
+def user_link(pk: object, text: object) -> SafeString:
+    """A link to the apps' staff page of user `pk` (the name alone where none is served)."""
+    url = user_url(pk)
+    if url is None:
+        return format_html("{}", text)
+    return format_html('<a href="{}">{}</a>', url, text)
+
+
+def user_name_lookup(relation: str) -> str:
+    """The lookup of the user's `USERNAME_FIELD` through `relation` (`"user"`, `"owner"`)."""
+    return f"{relation}__{get_user_model().USERNAME_FIELD}"
+
+
+def user_label_of(pk: object) -> str:
+    """The user's `get_username()`, read by id; a marker once the user is gone."""
+    User = get_user_model()
+    name = User.objects.filter(pk=pk).values_list(User.USERNAME_FIELD, flat=True)
+    return str(next(iter(name), f"user #{pk} (gone)"))
 
 
 def planner_row_estimate(queryset: QuerySet) -> int:
@@ -236,8 +281,7 @@ class UserFilter(ChosenRowFilter):
     lookup_attr = "user_lookup"
 
     def label(self, pk: int) -> str:
-        username = get_user_model().objects.filter(pk=pk).values_list("username", flat=True)
-        return next(iter(username), f"user #{pk} (gone)")
+        return user_label_of(pk)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -270,7 +314,12 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
+        """Never on this admin's own pages. Another admin's delete page (the host's user
+        admin deleting a user) asks too, for the rows the delete cascades to: those go with
+        the user whatever this says, so it does not stand in the way there."""
+        match = getattr(request, "resolver_match", None)
+        own_page = match is None or getattr(match.func, "model_admin", None) is self
+        return not own_page
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict | None = None
@@ -329,8 +378,3 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         """A heavy field of the change page's row, as loaded by `get_object`."""
         text, total = obj.admin_excerpts[field]
         return render_excerpt(text, total, FIELD_EXCERPT_BYTES)
-
-
-def users_named(term: str) -> list[int]:
-    """Primary keys of the user with exactly this username (the unique index serves it)."""
-    return list(get_user_model().objects.filter(username=term).values_list("pk", flat=True))

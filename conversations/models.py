@@ -399,3 +399,20 @@ class AgentRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_type} run {self.run_id} ({self.status})"
+
+
+class ErasureFence(models.Model):
+    """An erasure of this user has begun: the user counts as inactive from its first commit
+    (no new thread, run or memory write) until the erasure deletes the user, and this row with
+    it. The apps' own row, so a user model without `is_active` is fenced all the same."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        primary_key=True,
+        related_name="erasure_fence",
+    )
+    created_at = models.DateTimeField(db_default=ClockTimestamp())
+
+    def __str__(self) -> str:
+        return f"erasure of user #{self.user_id}"

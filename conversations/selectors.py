@@ -21,6 +21,7 @@ from conversations.models import (
     Message,
     ToolCall,
 )
+from conversations.users import active_user_q
 from conversations.utils.connections import server_cursor
 from conversations.utils.db_functions import ClockTimestamp, byte_length, text_prefix
 from conversations.utils.prepared import PreparedQuery
@@ -85,7 +86,7 @@ def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | Non
 def _entry_candidates(*, user_id: int, thread_id: str) -> QuerySet:
     return (
         Conversation.objects.visible_to(user_id)
-        .filter(thread_id=thread_id, user__is_active=True)
+        .filter(active_user_q("user"), thread_id=thread_id)
         .annotate(undecided=Exists(undecided_interrupts(conversation_id=OuterRef("pk"))))[:1]
     )
 

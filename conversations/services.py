@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 
 from conversations import checkpoints, selectors
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.users import active_user_sql
 from conversations.utils.connections import prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.prepared import columns_of, instance_from_row
@@ -33,14 +33,13 @@ def _title(message: str) -> str:
     return title
 
 
-# A new thread: `_ACTIVE_USER` added, only if its user is active (the user's id once more).
+# A new thread: with a condition added, only if its user is active (the user's id twice more).
 _THREAD_SQL = (
     f"INSERT INTO {Conversation._meta.db_table} "
     "(thread_id, user_id, title, status, source, parent_id, metadata) "
     "SELECT %s, %s::bigint, %s, %s, %s, %s::bigint, jsonb_build_object() {condition}"
     f"RETURNING {columns_of(Conversation)}"
 )
-_ACTIVE_USER = "WHERE EXISTS (SELECT FROM {users} WHERE id = %s AND is_active) "
 
 
 def _insert_thread(
@@ -59,11 +58,10 @@ def _insert_thread(
         source,
         parent.pk if parent is not None else None,
     ]
-    users = get_user_model()._meta.db_table
-    condition = _ACTIVE_USER.format(users=users) if active_only else ""
+    condition = f"WHERE {active_user_sql('%s')} " if active_only else ""
     with prepared_cursor() as cursor:
         cursor.execute(
-            _THREAD_SQL.format(condition=condition), params + [int(user_id)] * active_only
+            _THREAD_SQL.format(condition=condition), params + [int(user_id)] * 2 * active_only
         )
         row = cursor.fetchone()
     if row is None:

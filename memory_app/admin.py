@@ -6,14 +6,10 @@ rule, so the conversations app never imports it), the run's memory events, and a
 import uuid
 
 from django.contrib import admin
-from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
-from django.contrib.contenttypes.models import ContentType
 from django.db.models import Q, QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
-from django.urls import reverse
+from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -31,15 +27,16 @@ from conversations.admin_base import (
     ReadOnlyAdmin,
     UserFilter,
     change_link,
-    change_url,
     changelist_link,
     changelist_url,
     format_timestamp,
     render_excerpt,
     render_text,
+    user_link,
+    user_name_lookup,
     users_named,
 )
-from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.selectors import first_related, pending_approvals
 from conversations.utils.string_utils import truncate_utf8
 from memory_app.conf import setting
@@ -60,17 +57,11 @@ from memory_app.selectors import (
     remember_calls_for,
     user_ledger,
 )
-from memory_app.user_admin import ErasingUserAdmin, SuperuserGroupAdmin
+from memory_app.user_pages import ERASE_URL_NAME, erase_page, find_user, user_page
 from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, INITIAL_VERSION_KIND
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
-__all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin", "UserWithMemoryAdmin"]
-
-User = get_user_model()
-
-
-# How the admin log names each kind of change.
-_LOG_ACTIONS = {ADDITION: "added", CHANGE: "changed", DELETION: "deleted"}
+__all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin"]
 
 
 def _changelist_url(model: type, query: str) -> str:
@@ -101,7 +92,7 @@ def _provenance(event: MemoryEvent, calls: list[ToolCall]) -> SafeString | str:
 def _actor(event: MemoryEvent) -> SafeString | str:
     if event.actor_id is None:
         return "the agent" if event.run_id else "—"
-    return change_link(User, event.actor_id, name_cell(event.actor.username))
+    return user_link(event.actor_id, name_cell(event.actor.get_username()))
 
 
 @admin.register(UserConfig)
@@ -109,10 +100,10 @@ class UserConfigAdmin(UserColumns, ReadOnlyAdmin):
     list_display = ("user_column", "memory_column")
     list_filter = (UserFilter, "enable_memory")
     user_lookup = "user_id"
-    search_fields = ("user__username",)
-    search_help_text = "An exact username."
+    search_fields = (user_name_lookup("user"),)
+    search_help_text = "An exact user name (the user model's USERNAME_FIELD)."
     list_select_related = ("user",)
-    ordering = ("user__username",)
+    ordering = (user_name_lookup("user"),)
     fieldsets = (
         (
             None,
@@ -169,10 +160,26 @@ class UserConfigAdmin(UserColumns, ReadOnlyAdmin):
     def search_filter(self, term: str) -> Q:
         return Q(user_id__in=users_named(term))
 
-    @admin.display(description="user", ordering="user__username")
+    def get_urls(self) -> list[URLPattern]:
+        """The per-user pages (`memory_app.user_pages`): by user id, by name, and erase."""
+
+        def view(page: object) -> object:
+            def serve(request: HttpRequest, **kwargs: str) -> HttpResponse:
+                return page(self, request, **kwargs)
+
+            return self.admin_site.admin_view(serve)
+
+        return [
+            path("user/", view(find_user), name="yuxi_user_find"),
+            path("user/<str:user_id>/", view(user_page), name="yuxi_user"),
+            path("user/<str:user_id>/erase/", view(erase_page), name=ERASE_URL_NAME),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description="user", ordering=user_name_lookup("user"))
     def user_column(self, obj: UserConfig) -> SafeString:
         """The name alone: as the list's first column it already links to this row's page."""
-        return name_cell(obj.user.username)
+        return name_cell(obj.user.get_username())
 
     @admin.display(description="memory", ordering="enable_memory")
     def memory_column(self, obj: UserConfig) -> str:
@@ -474,8 +481,8 @@ class MemoryEventAdmin(UserColumns, ReadOnlyAdmin):
     list_filter = (UserFilter, ThreadFilter, ChangeFilter, "kind")
     user_lookup = "user_id"
     thread_lookup = "run__conversation_id"
-    search_fields = ("user__username", "run__run_id")
-    search_help_text = "An exact username or run id."
+    search_fields = (user_name_lookup("user"), "run__run_id")
+    search_help_text = "An exact user name or run id."
     ordering = ("-id",)
     fields = (
         "id",
@@ -598,79 +605,4 @@ class AgentRunWithMemoryAdmin(AgentRunAdmin):
             empty="none",
             more_url=_changelist_url(MemoryEvent, f"q={obj.run_id}") if related.rows else "",
             more_text="all memory events of this run",
-        )
-
-
-# Groups: changed by superusers only, as users are.
-admin.site.unregister(Group)
-admin.site.register(Group, SuperuserGroupAdmin)
-
-# The User page: deleting erases the user's data (ErasingUserAdmin), and the page links to the
-# user's memory config, threads, runs, messages, tool calls and memory events, and shows what
-# staff changed on it (Django's admin log).
-admin.site.unregister(User)
-
-
-@admin.register(User)
-class UserWithMemoryAdmin(ErasingUserAdmin):
-    readonly_fields = (*ErasingUserAdmin.readonly_fields, "memory_and_history", "admin_log")
-    list_per_page = 50
-    show_full_result_count = False
-    show_facets = admin.ShowFacets.NEVER
-
-    class Media:
-        css = {"all": ("yuxi/admin.css",)}
-
-    def get_fieldsets(self, request: HttpRequest, obj: object = None) -> list:
-        fieldsets = list(super().get_fieldsets(request, obj))
-        if obj is None:
-            return fieldsets
-        return [
-            *fieldsets[:1],
-            ("Memory and history", {"fields": ("memory_and_history",)}),
-            ("Changes by staff", {"fields": ("admin_log",)}),
-            *fieldsets[1:],
-        ]
-
-    @admin.display(description="admin log")
-    def admin_log(self, obj: object) -> SafeString:
-        """The latest changes staff made to this user in the admin, newest first."""
-        entries = LogEntry.objects.filter(
-            content_type=ContentType.objects.get_for_model(User), object_id=str(obj.pk)
-        ).select_related("user")
-        related = first_related(entries.order_by("-action_time", "-id"))
-        return related_list(
-            related,
-            [
-                format_html(
-                    "{} · {} · {}: {}",
-                    format_timestamp(entry.action_time),
-                    entry.user.get_username(),
-                    _LOG_ACTIONS[entry.action_flag],
-                    entry.get_change_message() or "no fields changed",
-                )
-                for entry in related.rows
-            ],
-            empty="none: no staff member has changed this user in the admin",
-            more_url=reverse("admin:auth_user_history", args=[obj.pk]),
-            more_text="the whole admin log of this user",
-        )
-
-    @admin.display(description="links")
-    def memory_and_history(self, obj: object) -> SafeString:
-        config = UserConfig.objects.filter(user_id=obj.pk).values_list("pk", flat=True).first()
-        query = f"user={obj.pk}"
-        return render_to_string(
-            "admin/memory_app/user_links.html",
-            {
-                "username": obj.username,
-                "config_url": change_url(UserConfig, config) if config else "",
-                "lists": [
-                    ("threads", _changelist_url(Conversation, query)),
-                    ("runs", _changelist_url(AgentRun, query)),
-                    ("memory events", _changelist_url(MemoryEvent, query)),
-                    ("messages", _changelist_url(Message, query)),
-                    ("tool calls", _changelist_url(ToolCall, query)),
-                ],
-            },
         )

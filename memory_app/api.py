@@ -2,8 +2,9 @@
 of its lines came from, settings, threads, export; served at `api/` below wherever a host
 includes `memory_app.urls`.
 
-Thin adapters over the services and selectors. The user always comes from the Django session
-(CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
+Thin adapters over the services and selectors. The user always comes from the request's
+authentication (`memory_app.api_auth`: the host's `MEMORY_API_AUTH`, then the Django session
+with CSRF checked for unsafe methods, after authentication, so an anonymous caller gets 401). Every
 error, the framework's own included, has one shape: `{"error": "..."}`.
 """
 
@@ -25,14 +26,13 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, Stream
 from django.urls import URLPattern, URLResolver
 from ninja import Field, Header, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
-from ninja.security import SessionAuth
-from ninja.utils import check_csrf
 from pydantic import ConfigDict, StrictBool, StrictStr
 
 from conversations import selectors as thread_selectors
 from conversations import services as thread_services
 from conversations.utils.connections import release_connection
 from memory_app import selectors, services
+from memory_app.api_auth import CSRF_FAILED_MESSAGE, ConfiguredAuth
 from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE
 from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
@@ -53,26 +53,6 @@ __all__ = ["API_UNAVAILABLE_MESSAGE", "CSRF_FAILED_MESSAGE", "api", "api_urls"]
 logger = logging.getLogger(__name__)
 
 
-# The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.
-CSRF_FAILED_MESSAGE = (
-    "CSRF check failed: send the csrftoken cookie's value as the X-CSRFToken header on every "
-    "POST, PUT, PATCH and DELETE (the cookie is set when you log in at /accounts/login/ and "
-    "changes at each login)"
-)
-
-
-class SessionCsrfAuth(SessionAuth):
-    """Django's session login; the CSRF check runs only once a user is known."""
-
-    def __call__(self, request: HttpRequest) -> Any:
-        user = request.user
-        if not user.is_authenticated:
-            return None
-        if self.csrf and check_csrf(request) is not None:
-            raise HttpError(403, CSRF_FAILED_MESSAGE)
-        return user
-
-
 api = NinjaAPI(
     title="Yuxi Memory API",
     version="1",
@@ -81,7 +61,7 @@ api = NinjaAPI(
         "cookie's value as `X-CSRFToken` on every POST, PUT, PATCH and DELETE. Every error is "
         '`{"error": "..."}`.'
     ),
-    auth=SessionCsrfAuth(),
+    auth=ConfiguredAuth(),
     urls_namespace=API_NAMESPACE,
 )
 
@@ -317,12 +297,14 @@ class ExportThread(Schema):
 
 class ExportUser(Schema):
     id: int
-    username: str
-    email: str
-    first_name: str
-    last_name: str
-    date_joined: datetime
-    last_login: datetime | None
+    username: str = Field(description="the value of the user model's USERNAME_FIELD")
+    username_field: str = Field(description="the user model's USERNAME_FIELD (e.g. email)")
+    # Present where the user model has the field.
+    email: str | None = None
+    first_name: str | None = None
+    last_name: str | None = None
+    date_joined: datetime | None = None
+    last_login: datetime | None = None
 
 
 class ExportMemory(Schema):

@@ -10,8 +10,11 @@ lookup or save, when the database is down) into a response through the root URLc
 `handler500` before any outer middleware sees it, so the error views here are where such a
 failure becomes the API's JSON 503 instead of an HTML page.
 
-The API's path is found from the URLs (`api_path_prefix`), never assumed: under the reference
-site it is `/api/`, in a host that includes the app under `memory/` it is `/memory/api/`.
+The edge is the apps' own: it applies to a request whose path resolves to one of the API's
+routes (the namespace `yuxi_memory:memory_api`, never a host's `api`), or, for the JSON 404,
+lies under the path the API's root resolves to (`api_path_prefix`, never assumed: under the
+reference site it is `/api/`, in a host that includes the app under `memory/` it is
+`/memory/api/`). A host's own `/api/` keeps its own answers.
 """
 
 import functools
@@ -20,12 +23,20 @@ import sys
 from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, is_valid_path, reverse
+from django.urls import (
+    NoReverseMatch,
+    Resolver404,
+    get_script_prefix,
+    get_urlconf,
+    resolve,
+    reverse,
+)
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 
 __all__ = [
     "API_NAMESPACE",
+    "URL_NAMESPACE",
     "API_UNAVAILABLE_MESSAGE",
     "JSON_CONTENT_TYPE",
     "ApiEdgeMiddleware",
@@ -34,8 +45,10 @@ __all__ = [
     "server_error",
 ]
 
-# The URL namespace of the API's views (django-ninja's `urls_namespace`).
-API_NAMESPACE = "api"
+# The apps' URL namespace (`memory_app.urls`' `app_name`), and the API's inside it
+# (django-ninja's `urls_namespace`): never `api`, which a host's own API may well use.
+URL_NAMESPACE = "yuxi_memory"
+API_NAMESPACE = f"{URL_NAMESPACE}:memory_api"
 # The one body type the API reads.
 JSON_CONTENT_TYPE = "application/json"
 # The body of every 503 the API sends when the database (or a lock) is unavailable.
@@ -58,9 +71,21 @@ def api_path_prefix(request: HttpRequest | None = None) -> str | None:
     return _api_path_prefix(urlconf, get_script_prefix())
 
 
-def _is_api_request(request: HttpRequest) -> bool:
+def _under_api_path(request: HttpRequest, path: str) -> bool:
     prefix = api_path_prefix(request)
-    return prefix is not None and request.path_info.startswith(prefix)
+    return prefix is not None and path.startswith(prefix)
+
+
+def _is_api_route(request: HttpRequest, path: str) -> bool:
+    """Whether `path` resolves to one of the API's own routes (not merely a path under it: a
+    host's route listed first there stays the host's)."""
+    if not _under_api_path(request, path):
+        return False
+    try:
+        match = resolve(path, getattr(request, "urlconf", None))
+    except Resolver404:
+        return False
+    return match.namespace == API_NAMESPACE
 
 
 def _has_body(request: HttpRequest) -> bool:
@@ -78,25 +103,28 @@ class ApiEdgeMiddleware(MiddlewareMixin):
     A `MiddlewareMixin`, so it serves the WSGI and the ASGI handler alike."""
 
     def process_request(self, request: HttpRequest) -> HttpResponse | None:
-        if not _is_api_request(request):
-            return None
+        path = request.path_info
+        # Set when only the path with a trailing slash is the API's.
+        slashed = None
+        if not _is_api_route(request, path):
+            slashed = None if path.endswith("/") else path + "/"
+            if slashed is None or not _is_api_route(request, slashed):
+                return None
         if _has_body(request) and request.content_type.lower() != JSON_CONTENT_TYPE:
             return JsonResponse(
                 {"error": f"the body must be JSON (Content-Type: {JSON_CONTENT_TYPE})"},
                 status=415,
             )
-        if not request.path_info.endswith("/"):
-            slashed = request.path_info + "/"
-            if is_valid_path(slashed, getattr(request, "urlconf", None)):
-                request.path_info = slashed
-                request.path = request.path + "/"
+        if slashed is not None:
+            request.path_info = slashed
+            request.path = request.path + "/"
         return None
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
     """`handler500`: JSON 503 for a database failure under the API's path (JSON 500 for
     anything else there); Django's own page elsewhere."""
-    if not _is_api_request(request):
+    if not _is_api_route(request, request.path_info):
         return defaults.server_error(request)
     if isinstance(sys.exc_info()[1], DatabaseError):
         return JsonResponse({"error": API_UNAVAILABLE_MESSAGE}, status=503)
@@ -105,6 +133,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
 
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """`handler404`: JSON 404 for an unknown path under the API's path."""
-    if _is_api_request(request):
+    if _under_api_path(request, request.path_info):
         return JsonResponse({"error": "not found"}, status=404)
     return defaults.page_not_found(request, exception)

@@ -9,10 +9,29 @@ class MemoryAppConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
+        from django.conf import settings
         from django.contrib.auth.signals import user_logged_in
+        from django.db.models.signals import post_delete, pre_delete
 
         from memory_app import checks  # noqa: F401 - registers the host settings check
         from memory_app.login_sessions import recorded_on_login
+        from memory_app.user_data import (
+            delete_checkpoints_of_deleted_user,
+            remove_workspace_of_deleted_user,
+        )
 
         # Erasure deletes a user's sessions by the keys recorded at each login.
         user_logged_in.connect(recorded_on_login, dispatch_uid="memory_app.login_sessions")
+        # Whatever deletes a user (the host's own admin, a script), nothing of their memory
+        # outlives them: their checkpoints go with the delete, their workspace once it commits.
+        user_model = settings.AUTH_USER_MODEL
+        pre_delete.connect(
+            delete_checkpoints_of_deleted_user,
+            sender=user_model,
+            dispatch_uid="memory_app.user_checkpoints",
+        )
+        post_delete.connect(
+            remove_workspace_of_deleted_user,
+            sender=user_model,
+            dispatch_uid="memory_app.user_workspace",
+        )

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 
-from django.contrib.auth import get_user_model
 from django.db import connection
 
 from conversations.models import AgentRun
@@ -30,6 +29,7 @@ from conversations.runs import (
     run_matching_context_reading,
     tool_run_refusal,
 )
+from conversations.users import active_user_sql
 from memory_app.models import UserConfig
 
 __all__ = [
@@ -73,10 +73,9 @@ class MemoryGrant:
 def _state_columns(user: str) -> str:
     """The clock, user active, switch and approval setting as select-list SQL, for the user
     `user` names (a placeholder, or the run row's column)."""
-    users = get_user_model()._meta.db_table
     return (
         "clock_timestamp(), "
-        f'COALESCE((SELECT "is_active" FROM "{users}" WHERE "id" = {user}), false), '
+        f"{active_user_sql(user)}, "
         f'COALESCE((SELECT "enable_memory" FROM "{UserConfig._meta.db_table}" '
         f'WHERE "user_id" = {user}), false), '
         f'COALESCE((SELECT "memory_write_approval" FROM "{UserConfig._meta.db_table}" '
@@ -95,7 +94,7 @@ def read_memory_state(user_id: int) -> MemoryState:
     """Clock, user active (a missing user reads as inactive), switch and approval setting, in
     one statement."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT " + _state_columns("%s"), [user_id, user_id, user_id])
+        cursor.execute("SELECT " + _state_columns("%s"), [user_id] * 4)
         return _memory_state(cursor.fetchone())
 
 

@@ -29,6 +29,9 @@ DEFAULTS: Mapping[str, Any] = {
     "LLM_TIMEOUT_SECONDS": 60.0,
     "LLM_MAX_RETRIES": 1,
     "YUXI_AGENT_INSTRUCTIONS": DEFAULT_AGENT_INSTRUCTIONS,
+    # The host's own django-ninja auths for the HTTP API (dotted paths or objects), tried
+    # before the session (memory_app.api_auth).
+    "MEMORY_API_AUTH": (),
 }
 
 

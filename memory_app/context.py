@@ -7,7 +7,13 @@ user-level memory reaches only the top-level chat agent, through `YuxiMemoryMidd
 import logging
 from dataclasses import dataclass
 
-from memory_app.workspace import AGENTS_RELPATH, USER_RELPATH, Workspace, WorkspaceError
+from memory_app.workspace import (
+    AGENTS_RELPATH,
+    USER_RELPATH,
+    Workspace,
+    WorkspaceError,
+    WorkspaceUnavailable,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,9 +77,12 @@ def build_agent_input_context(uid: int | str) -> AgentInputContext:
 
 
 def _read_text(workspace: Workspace, relpath: str) -> tuple[str, bool]:
-    """A file that cannot be read safely (symlink, not regular, I/O error) counts as empty."""
+    """A file that cannot be read safely (symlink, not regular, I/O error) counts as empty; a
+    workspace root that cannot be used at all (`WorkspaceUnavailable`) fails the turn."""
     try:
         return workspace.read_text_bounded(relpath, AGENT_FILE_MAX_BYTES)
+    except WorkspaceUnavailable:
+        raise
     except WorkspaceError:
         logger.warning("skipped an unreadable agent input file", exc_info=True)
         return "", False

@@ -22,7 +22,7 @@ from memory_app.selectors import (
     read_memory_for_prompt,
 )
 from memory_app.tools import RunBoundTool, build_memory_tools
-from memory_app.workspace import WorkspaceError
+from memory_app.workspace import WorkspaceError, WorkspaceUnavailable
 
 __all__ = [
     "MemoryPrompt",
@@ -217,9 +217,13 @@ def _memory_grant(ctx: ToolRuntimeContext) -> MemoryGrant | None:
 
 
 def _read_snapshot(uid: str) -> MemorySnapshot | None:
-    """None when MEMORY.md may not be read (symlink, not a regular file, I/O error)."""
+    """None when MEMORY.md may not be read (symlink, not a regular file, I/O error); a
+    workspace root that cannot be used at all fails the turn (`WorkspaceUnavailable`): a turn
+    that silently forgot everything would look like a success."""
     try:
         snapshot = read_memory_for_prompt(uid)
+    except WorkspaceUnavailable:
+        raise
     except WorkspaceError:
         logger.warning("MEMORY.md was not injected: it could not be read safely", exc_info=True)
         return None

@@ -26,7 +26,7 @@ class UserConfig(models.Model):
 
     def __str__(self) -> str:
         # Staff pages title it by username; they load the user with the row.
-        return f"{self.user.username} (memory {'on' if self.enable_memory else 'off'})"
+        return f"{self.user.get_username()} (memory {'on' if self.enable_memory else 'off'})"
 
 
 class MemoryEventKind(models.TextChoices):
@@ -91,7 +91,7 @@ class MemoryEvent(models.Model):
         indexes = [models.Index(fields=["user", "-id"], name="memoryevent_user_recent_idx")]
 
     def __str__(self) -> str:
-        return f"{self.user.username}: {self.kind} #{self.pk}"
+        return f"{self.user.get_username()}: {self.kind} #{self.pk}"
 
 
 class LoginSession(models.Model):

@@ -10,6 +10,7 @@ are re-exported here, where the public API names them.
 import codecs
 from dataclasses import dataclass
 
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from conversations.models import AgentRun, ToolCall
@@ -194,6 +195,7 @@ class LedgerPage:
 
 def ledger_events() -> QuerySet:
     """Events with their actor's name, run and thread id, and nothing heavy of either."""
+    name = get_user_model().USERNAME_FIELD
     return MemoryEvent.objects.select_related("user", "actor", "run__conversation").only(
         "id",
         "kind",
@@ -201,8 +203,8 @@ def ledger_events() -> QuerySet:
         "after_sha256",
         "size_bytes",
         "created_at",
-        "user__username",
-        "actor__username",
+        f"user__{name}",
+        f"actor__{name}",
         "run__run_id",
         "run__status",
         "run__created_at",

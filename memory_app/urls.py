@@ -5,13 +5,18 @@ at `/memory/api/openapi.json`, Swagger UI at `/memory/api/docs`). The reference 
 at the root, so the page is at `/` and the API at `/api/` there.
 
 Nothing in the app assumes where it is mounted: links, the OpenAPI paths and the JSON edge find
-the API's path by reversing the `api` namespace.
+the API's path by reversing its own namespace. Every name is in the namespace `yuxi_memory`
+(`reverse("yuxi_memory:memory_page")`), the API's in `yuxi_memory:memory_api`, so a host's own
+names, its own `api` namespace included, stay its own.
 """
 
 from django.urls import URLPattern, URLResolver, path
 
 from memory_app import views
 from memory_app.api import api_urls
+from memory_app.api_edge import URL_NAMESPACE
+
+app_name = URL_NAMESPACE
 
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.page, name="memory_page"),

@@ -21,10 +21,11 @@ import psycopg
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 
-from conversations import runs
+from conversations import checkpoints, runs
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
-from conversations.models import AgentRun
+from conversations.models import AgentRun, ErasureFence
+from conversations.users import has_is_active
 from conversations.utils.connections import direct_connection, server_cursor
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.locks import hold_memory_locks
@@ -45,9 +46,11 @@ __all__ = [
     "EXPORT_SPOOL_MEMORY_BYTES",
     "ErasureReport",
     "erase_user",
+    "delete_checkpoints_of_deleted_user",
     "erasure_counts",
     "export_chunks_async",
     "export_user_data",
+    "remove_workspace_of_deleted_user",
 ]
 
 logger = logging.getLogger("yuxi.memory")
@@ -66,41 +69,48 @@ ERASURE_RUN_ERROR = "the user is being erased"
 
 def _events_sql() -> str:
     """The user's memory ledger in order, as JSON built by PostgreSQL."""
+    User = get_user_model()
     return f"""
 SELECT json_build_object(
-    'kind', e.kind, 'actor', a."{_username_column()}", 'run_id', r.run_id,
+    'kind', e.kind, 'actor', a."{_column(User.USERNAME_FIELD)}", 'run_id', r.run_id,
     'before_sha256', e.before_sha256, 'after_sha256', e.after_sha256,
     'size_bytes', e.size_bytes, 'created_at', e.created_at)::text
 FROM "{MemoryEvent._meta.db_table}" e
-LEFT JOIN "{get_user_model()._meta.db_table}" a ON a.id = e.actor_id
+LEFT JOIN "{User._meta.db_table}" a ON a."{User._meta.pk.column}" = e.actor_id
 LEFT JOIN "{AgentRun._meta.db_table}" r ON r.id = e.run_id
 WHERE e.user_id = %s
 ORDER BY e.id
 """
 
 
-def _username_column() -> str:
-    User = get_user_model()
-    return User._meta.get_field(User.USERNAME_FIELD).column
+def _column(field: str) -> str:
+    return get_user_model()._meta.get_field(field).column
 
 
 def _user_sql() -> str:
-    """The user's account (the export's `user` object) and switch, in one statement."""
+    """The user's account (the export's `user` object) and switch, in one statement: `id`,
+    `username` (the value of the model's `USERNAME_FIELD`, named in `username_field`), and each
+    of `_USER_EXPORT_FIELDS` the model has."""
     User = get_user_model()
-    column = {name: User._meta.get_field(name).column for name in _USER_EXPORT_FIELDS}
-    column["username"] = _username_column()
-    fields = ", ".join(f"'{name}', u.\"{column[name]}\"" for name in _USER_EXPORT_FIELDS)
+    stored = {field.name for field in User._meta.concrete_fields}
+    columns = {
+        "id": User._meta.pk.column,
+        "username": _column(User.USERNAME_FIELD),
+        **{name: _column(name) for name in _USER_EXPORT_FIELDS if name in stored},
+    }
+    fields = ", ".join(f"'{name}', u.\"{column}\"" for name, column in columns.items())
+    pk = User._meta.pk.column
     return f"""
-SELECT json_build_object({fields})::text,
-    COALESCE((SELECT enable_memory FROM "{UserConfig._meta.db_table}" WHERE user_id = u.id), false)
-FROM "{User._meta.db_table}" u WHERE u.id = %s
+SELECT json_build_object({fields}, 'username_field', %s::text)::text,
+    COALESCE((SELECT enable_memory FROM "{UserConfig._meta.db_table}" WHERE user_id = u."{pk}"),
+        false)
+FROM "{User._meta.db_table}" u WHERE u."{pk}" = %s
 """
 
 
-# The account fields the export carries, under these names.
+# The account fields the export carries where the user model has them (a custom model may
+# have none of them).
 _USER_EXPORT_FIELDS = (
-    "id",
-    "username",
     "email",
     "first_name",
     "last_name",
@@ -159,7 +169,7 @@ def _write_export(out: IO[bytes], *, user: Any) -> None:
         pg.read_only = True
         try:
             pg.execute(_LOCAL_TIME_ZONE_SQL, [connection.timezone_name])
-            row = pg.execute(_user_sql(), [user_id]).fetchone()
+            row = pg.execute(_user_sql(), [get_user_model().USERNAME_FIELD, user_id]).fetchone()
             if row is None:
                 raise get_user_model().DoesNotExist(f"no user {user_id}")
             user_json, enable_memory = row
@@ -298,9 +308,14 @@ def erase_user(*, user: Any, actor: Any) -> ErasureReport:
 
 
 def _fence(user_id: int) -> None:
-    """Commit: the user inactive, every pending or running run of theirs failed."""
+    """Commit: the user fenced (counted inactive by every check, whatever the user model),
+    every pending or running run of theirs failed."""
     with transaction.atomic(), hold_memory_locks(user_id=user_id):
-        get_user_model().objects.filter(pk=user_id).update(is_active=False)
+        users = get_user_model().objects.filter(pk=user_id)
+        if users.exists():
+            ErasureFence.objects.get_or_create(user_id=user_id)
+            if has_is_active():  # the host's own login refuses them too
+                users.update(is_active=False)
         runs.fail_user_runs(user_id=user_id, error=ERASURE_RUN_ERROR)
 
 
@@ -312,7 +327,9 @@ def _delete_everything(user_id: int) -> dict[str, int]:
         # the missing row instead of slipping in between.
         with connection.cursor() as cursor:
             cursor.execute(
-                f'SELECT 1 FROM "{User._meta.db_table}" WHERE id = %s FOR UPDATE', [user_id]
+                f'SELECT 1 FROM "{User._meta.db_table}" WHERE "{User._meta.pk.column}" = %s '
+                "FOR UPDATE",
+                [user_id],
             )
         deleted = conversation_services.delete_user_conversations(user_id=user_id)
         with connection.cursor() as cursor:
@@ -343,3 +360,27 @@ def erasure_counts(*, user_ids: list[int]) -> dict[str, int]:
         "memory_events": MemoryEvent.objects.filter(user_id__in=user_ids).count(),
         "sessions": LoginSession.objects.filter(user_id__in=user_ids).count(),
     }
+
+
+def delete_checkpoints_of_deleted_user(sender: type, instance: Any, **kwargs: Any) -> None:
+    """`pre_delete` of the user model: the user's LangGraph checkpoints (keyed by their runs,
+    which the delete's cascade removes next), whatever deletes the user."""
+    checkpoints.delete_user_checkpoints(user_id=instance.pk)
+
+
+def remove_workspace_of_deleted_user(sender: type, instance: Any, **kwargs: Any) -> None:
+    """`post_delete` of the user model: once the delete commits, `<root>/<uid>/` is removed
+    under the user's memory locks, whatever deleted the user (the host's own admin, a
+    `QuerySet.delete()`, a script), so no memory outlives its user."""
+    user_id = instance.pk
+
+    def remove() -> None:
+        try:
+            with transaction.atomic(), hold_memory_locks(user_id=user_id) as workspace:
+                workspace.remove_tree()
+        except (MemoryUnavailable, WorkspaceError, DatabaseError):
+            logger.exception("event=workspace_not_removed user=%s", user_id)
+            return
+        logger.info("event=deleted_user_workspace_removed user=%s", user_id)
+
+    transaction.on_commit(remove, using=kwargs.get("using"))

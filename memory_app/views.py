@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET
 from conversations import selectors as thread_selectors
 from conversations.models import Conversation
 from memory_app import selectors
+from memory_app.api_edge import URL_NAMESPACE
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 
@@ -55,7 +56,7 @@ def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
 @login_required
 def page(request: HttpRequest) -> HttpResponse:
     """The page: threads, the conversation and its composer, the memory panel, the switches."""
-    root = reverse("memory_page")
+    root = reverse(f"{URL_NAMESPACE}:memory_page")
     return render(
         request,
         "memory_app/page.html",

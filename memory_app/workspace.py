@@ -33,6 +33,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceLockTimeout",
     "WorkspacePathRefused",
+    "WorkspaceUnavailable",
 ]
 
 AGENTS_RELPATH = "agents/AGENTS.md"
@@ -67,6 +68,11 @@ class WorkspaceError(Exception):
 
 class WorkspacePathRefused(WorkspaceError):
     """The path is not one the workspace may touch: a symlink, a non-regular file, an escape."""
+
+
+class WorkspaceUnavailable(WorkspaceError):
+    """The workspace root itself cannot be used (not a directory, not accessible, not
+    creatable): a configuration problem (`WORKSPACE_ROOT`), never one user's file."""
 
 
 class WorkspaceLockTimeout(WorkspaceError):
@@ -131,15 +137,17 @@ class Workspace:
     def _directory(self, components: list[str], *, create: bool) -> Iterator[int | None]:
         """A no-follow fd of `<uid>/<components...>`, or None if it is missing and not created."""
         with ExitStack() as stack:
-            if create:
-                os.makedirs(self.root, exist_ok=True)
             try:
+                if create:
+                    os.makedirs(self.root, exist_ok=True)
                 fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             except FileNotFoundError:
                 yield None
                 return
             except OSError as exc:
-                raise WorkspaceError(f"opening the workspace root failed: {exc.strerror}") from exc
+                raise WorkspaceUnavailable(
+                    f"opening the workspace root failed: {exc.strerror}"
+                ) from exc
             stack.callback(os.close, fd)
             for name in [str(self.uid), *components]:
                 try:

@@ -5,10 +5,16 @@ Builds the `yuxi-memory` wheel from this checkout, installs it into a fresh virt
 exactly the blocks `docs/integration.md` tells a team to add (with this machine's database),
 then runs `migrate`, `check`, one remembering turn through `memory_app.runtime.chat` (and one
 through `achat`), one approved write in the host's own agent, and the API under the host's
-`memory/` prefix. Stops at the first step that fails, naming it, with the step's output.
+`memory/` prefix. Then a second, realistic host beside it (`tests/team_host`'s parts): an
+email-login user model without username, names or is_active in an app listed after the apps,
+its own ModelAdmin, its own NinjaAPI at `/api/` under the namespace `api`, and the guide's
+bearer-token auth for the memory API; the same guide blocks, then every admin page of the
+apps, the user's page under the prefix, the export, a remembering turn, an approved write, a
+chat over a bearer token, and the host's own admin class and `api:` names unchanged. Stops at
+the first step that fails, naming it, with the step's output.
 
-The host's database is `<DATABASE_URL's name>_install`, dropped and created anew each run.
-Run by `scripts/check-install` (and so by `.ci/run`).
+The hosts' databases are `<DATABASE_URL's name>_install` and `..._install_team`, dropped and
+created anew each run. Run by `scripts/check-install` (and so by `.ci/run`).
 """
 
 import argparse
@@ -31,6 +37,8 @@ from psycopg import sql
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "integration.md"
 HOST_CHECKS = ROOT / "scripts" / "check_install_host.py"
+# The team's own parts of the second host: its accounts app and its own API.
+TEAM_PARTS = ROOT / "tests" / "team_host"
 # The first line of each block of the guide that a host adds, and the host file it goes to
 # (appended; a new file for the service module).
 GUIDE_BLOCKS = {
@@ -40,6 +48,11 @@ GUIDE_BLOCKS = {
     "# team_agent.py: your own agent, with the user's approval of each memory write": (
         "team_agent.py"
     ),
+}
+# The blocks only a host with its own API tokens adds (the second host).
+TEAM_GUIDE_BLOCKS = {
+    "# api_auth.py: bearer tokens your project already issues, for the memory API": ("api_auth.py"),
+    "# settings.py: the memory API also takes your bearer tokens": "team/settings.py",
 }
 WHEEL_PACKAGES = {"memory_app", "conversations"}
 # Files a working install cannot do without: both apps' migrations, the admin's shared
@@ -52,6 +65,8 @@ WHEEL_MUST_HOLD = [
     "conversations/static/yuxi/admin.css",
     "memory_app/templates/admin/memory_app/userconfig/memory_preview.html",
 ]
+# What the wheel must not hold: the reference site's demo data.
+WHEEL_MUST_NOT_HOLD = ["memory_app/management/commands/seed_demo.py"]
 
 
 class StepFailed(Exception):
@@ -80,35 +95,124 @@ def _database() -> dict:
     }
 
 
-def guide_blocks(text: str) -> dict[str, str]:
+def guide_blocks(text: str, wanted: dict[str, str] = GUIDE_BLOCKS) -> dict[str, str]:
     """The guide's code blocks a host adds, by the host file each goes to."""
     blocks = {}
     for body in re.findall(r"```python\n(.*?)```", text, flags=re.S):
         first = body.splitlines()[0]
-        if first in GUIDE_BLOCKS:
-            blocks[GUIDE_BLOCKS[first]] = body
-    missing = set(GUIDE_BLOCKS.values()) - set(blocks)
+        if first in wanted:
+            blocks[wanted[first]] = body
+    missing = set(wanted.values()) - set(blocks)
     if missing:
         raise StepFailed(f"docs/integration.md has no block for {sorted(missing)}")
     return blocks
 
 
-class Install:
-    """The steps, in order, sharing one temporary directory."""
+class Host:
+    """One host project made by `startproject` in the shared virtualenv: its directory, its
+    settings module, its own database."""
 
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.database = _database()
-        self.venv_python = work / "venv" / "bin" / "python"
-        self.host = work / "host"
-        self.wheel: Path | None = None
+    def __init__(self, install: "Install", name: str, database: dict) -> None:
+        self.install = install
+        self.name = name
+        self.path = install.work / name
+        self.database = database
 
-    def host_env(self) -> dict[str, str]:
+    def env(self) -> dict[str, str]:
         """The environment of the host's commands: none of this checkout's Python paths or
         settings (the apps must come from the wheel, the settings from the host)."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "DJANGO_"))}
-        env["DJANGO_SETTINGS_MODULE"] = "host.settings"
+        env["DJANGO_SETTINGS_MODULE"] = f"{self.name}.settings"
         return env
+
+    def startproject(self) -> str:
+        self.path.mkdir()
+        django_admin = self.install.work / "venv" / "bin" / "django-admin"
+        _run([str(django_admin), "startproject", self.name, str(self.path)], env=self.env())
+        return str(self.path)
+
+    def add(self, target: str, body: str) -> None:
+        """Append `body` to the host's file `target` (a new file if it has none)."""
+        path = self.path / target
+        path.write_text((path.read_text() + "\n\n" if path.exists() else "") + body)
+
+    def apply_guide(self, wanted: dict[str, str] = GUIDE_BLOCKS) -> str:
+        blocks = guide_blocks(GUIDE.read_text(), wanted)
+        for target, body in blocks.items():
+            self.add(target.replace("host/", f"{self.name}/"), body)
+        if wanted is GUIDE_BLOCKS:
+            self.add(
+                f"{self.name}/settings.py",
+                "# check-install: this machine's database, in place of the guide's example.\n"
+                f'DATABASES["default"].update({json.dumps(self.database)})\n',
+            )
+            shutil.copy2(HOST_CHECKS, self.path / "install_checks.py")
+        return ", ".join(sorted(blocks))
+
+    def add_team_parts(self) -> str:
+        """The team's own parts, before the guide's blocks: its accounts app (listed after
+        the apps once the guide's line is in), its user model and admin, its own API."""
+        shutil.copytree(
+            TEAM_PARTS / "accounts",
+            self.path / "accounts",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )
+        shutil.copy2(TEAM_PARTS / "team_api.py", self.path / "team_api.py")
+        self.add(
+            "team/urls.py",
+            "# The team's own API at /api/ (urls_namespace='api').\n"
+            "from team_api import api  # noqa: E402\n\n"
+            'urlpatterns += [path("api/", api.urls)]\n',
+        )
+        return "accounts (EmailUser, ApiToken, EmailUserAdmin), team_api (NinjaAPI 'api' at /api/)"
+
+    def list_team_app_last(self) -> str:
+        self.add(
+            "team/settings.py",
+            "# The team's accounts app, after the apps; its email-login user model.\n"
+            'INSTALLED_APPS += ["accounts"]\n'
+            'AUTH_USER_MODEL = "accounts.EmailUser"\n',
+        )
+        return "INSTALLED_APPS += ['accounts'], AUTH_USER_MODEL = 'accounts.EmailUser'"
+
+    def recreate_database(self) -> str:
+        server = {key.lower(): self.database[key] or None for key in ("USER", "PASSWORD", "HOST")}
+        port = self.database["PORT"] or None
+        with psycopg.connect(dbname="postgres", port=port, autocommit=True, **server) as conn:
+            name = sql.Identifier(self.database["NAME"])
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+        return self.database["NAME"]
+
+    def manage(self, *args: str) -> str:
+        python = str(self.install.venv_python)
+        return _run([python, "manage.py", *args], cwd=self.path, env=self.env())
+
+    def migrate(self) -> str:
+        output = self.manage("migrate", "--noinput")
+        return f"{output.count(' OK')} migrations applied"
+
+    def check(self) -> str:
+        return self.manage("check", "--fail-level", "WARNING").splitlines()[-1]
+
+    def host_check(self, name: str) -> Callable[[], str]:
+        return lambda: _run(
+            [str(self.install.venv_python), "install_checks.py", name],
+            cwd=self.path,
+            env=self.env(),
+        )
+
+
+class Install:
+    """The steps shared by both hosts, in order, in one temporary directory."""
+
+    def __init__(self, work: Path) -> None:
+        self.work = work
+        self.venv_python = work / "venv" / "bin" / "python"
+        self.wheel: Path | None = None
+        database = _database()
+        self.host = Host(self, "host", database)
+        self.team = Host(self, "team", {**database, "NAME": f"{database['NAME']}_team"})
 
     def copy_sources(self) -> str:
         """Copy this checkout's files (tracked, or new and not ignored) to build from, so no
@@ -145,6 +249,9 @@ class Install:
         missing = [name for name in WHEEL_MUST_HOLD if name not in names]
         if missing:
             raise StepFailed(f"the wheel lacks {missing}")
+        extra = [name for name in WHEEL_MUST_NOT_HOLD if name in names]
+        if extra:
+            raise StepFailed(f"the wheel holds {extra}")
         return f"{len(names)} files; top level: {', '.join(sorted(tops))}"
 
     def make_venv(self) -> str:
@@ -155,49 +262,47 @@ class Install:
         )
         return _run([str(self.venv_python), "-m", "pip", "--version"]).split(" from ")[0]
 
-    def startproject(self) -> str:
-        self.host.mkdir()
-        django_admin = self.work / "venv" / "bin" / "django-admin"
-        _run([str(django_admin), "startproject", "host", str(self.host)], env=self.host_env())
-        return str(self.host)
-
-    def apply_guide(self) -> str:
-        blocks = guide_blocks(GUIDE.read_text())
-        for target, body in blocks.items():
-            path = self.host / target
-            path.write_text((path.read_text() + "\n\n" if path.exists() else "") + body)
-        settings = self.host / "host" / "settings.py"
-        settings.write_text(
-            settings.read_text()
-            + "\n\n# check-install: this machine's database, in place of the guide's example.\n"
-            + f'DATABASES["default"].update({json.dumps(self.database)})\n'
-        )
-        shutil.copy2(HOST_CHECKS, self.host / "install_checks.py")
-        return ", ".join(sorted(blocks))
-
-    def recreate_database(self) -> str:
-        server = {key.lower(): self.database[key] or None for key in ("USER", "PASSWORD", "HOST")}
-        port = self.database["PORT"] or None
-        with psycopg.connect(dbname="postgres", port=port, autocommit=True, **server) as conn:
-            name = sql.Identifier(self.database["NAME"])
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-        return self.database["NAME"]
-
-    def manage(self, *args: str) -> str:
-        return _run([str(self.venv_python), "manage.py", *args], cwd=self.host, env=self.host_env())
-
-    def migrate(self) -> str:
-        output = self.manage("migrate", "--noinput")
-        return f"{output.count(' OK')} migrations applied"
-
-    def check(self) -> str:
-        return self.manage("check", "--fail-level", "WARNING").splitlines()[-1]
-
-    def host_check(self, name: str) -> Callable[[], str]:
-        return lambda: _run(
-            [str(self.venv_python), "install_checks.py", name], cwd=self.host, env=self.host_env()
-        )
+    def steps(self) -> list[tuple[str, Callable[[], str]]]:
+        host, team = self.host, self.team
+        return [
+            ("copy this checkout's sources", self.copy_sources),
+            ("build the wheel (pip wheel --no-deps)", self.build_wheel),
+            ("the wheel holds memory_app and conversations only", self.inspect_wheel),
+            ("install the wheel into a fresh virtualenv", self.make_venv),
+            ("django-admin startproject host", host.startproject),
+            ("apply docs/integration.md's blocks", host.apply_guide),
+            ("drop and create the host's database", host.recreate_database),
+            ("manage.py migrate", host.migrate),
+            ("manage.py check", host.check),
+            ("the apps come from the wheel, not this checkout", host.host_check("origin")),
+            (
+                "a remembering turn (chat), then one from async code (achat)",
+                host.host_check("turn"),
+            ),
+            ("an approved write in the host's own agent", host.host_check("approval")),
+            ("the API under the host's memory/ prefix", host.host_check("api")),
+            ("team host: django-admin startproject team", team.startproject),
+            ("team host: its accounts app, user admin and own NinjaAPI", team.add_team_parts),
+            ("team host: apply docs/integration.md's blocks", team.apply_guide),
+            ("team host: its accounts app listed after the apps", team.list_team_app_last),
+            (
+                "team host: the guide's bearer-token blocks",
+                lambda: team.apply_guide(TEAM_GUIDE_BLOCKS),
+            ),
+            ("team host: drop and create its database", team.recreate_database),
+            ("team host: manage.py migrate", team.migrate),
+            ("team host: manage.py check", team.check),
+            ("team host: a remembering turn (chat, achat)", team.host_check("turn")),
+            ("team host: an approved write in its own agent", team.host_check("approval")),
+            ("team host: every admin page of the apps", team.host_check("admin")),
+            ("team host: the user's page under memory/", team.host_check("page")),
+            ("team host: the export", team.host_check("export")),
+            ("team host: a chat over a bearer token", team.host_check("bearer")),
+            (
+                "team host: its own admin class and api: names unchanged",
+                team.host_check("untouched"),
+            ),
+        ]
 
 
 def main() -> int:
@@ -209,24 +314,7 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="yuxi-check-install-"))
     install = Install(work)
-    steps = [
-        ("copy this checkout's sources", install.copy_sources),
-        ("build the wheel (pip wheel --no-deps)", install.build_wheel),
-        ("the wheel holds memory_app and conversations only", install.inspect_wheel),
-        ("install the wheel into a fresh virtualenv", install.make_venv),
-        ("django-admin startproject host", install.startproject),
-        ("apply docs/integration.md's blocks", install.apply_guide),
-        ("drop and create the host's database", install.recreate_database),
-        ("manage.py migrate", install.migrate),
-        ("manage.py check", install.check),
-        ("the apps come from the wheel, not this checkout", install.host_check("origin")),
-        (
-            "a remembering turn (chat), then one from async code (achat)",
-            install.host_check("turn"),
-        ),
-        ("an approved write in the host's own agent", install.host_check("approval")),
-        ("the API under the host's memory/ prefix", install.host_check("api")),
-    ]
+    steps = install.steps()
     started = time.monotonic()
     for number, (title, step) in enumerate(steps, 1):
         print(f"[{number}/{len(steps)}] {title} ...", flush=True)

@@ -2,7 +2,9 @@
 call (`python install_checks.py <check>`, with `DJANGO_SETTINGS_MODULE=host.settings`), using
 only the installed wheel and what docs/integration.md told the host to add (its
 `memory_service` and `team_agent` modules among them). Prints what it saw; exits non-zero
-with the reason when a check fails."""
+with the reason when a check fails. The same checks serve the `startproject` host and the
+team's host (its own email-login user model, user admin, NinjaAPI under `api`, bearer
+tokens): users are found by the model's `USERNAME_FIELD`."""
 
 import asyncio
 import importlib.util
@@ -17,19 +19,38 @@ django.setup()
 
 import memory_service  # noqa: E402 - the guide's modules, as the host added them
 import team_agent  # noqa: E402
-from django.conf import settings  # noqa: E402 - only after django.setup()
+from django.apps import apps  # noqa: E402 - only after django.setup()
+from django.conf import settings  # noqa: E402
+from django.contrib import admin as django_admin  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.auth.admin import GroupAdmin  # noqa: E402
+from django.contrib.auth.models import Group  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
+from django.urls import reverse  # noqa: E402
 
 from memory_app.services import set_memory_write_approval  # noqa: E402
 
-USERNAME = "ada"
+# Valid as a username and as an email.
+USERNAME = "ada@example.com"
+STAFF = "staff@example.com"
 
 
 def _user():
-    user, _ = get_user_model().objects.get_or_create(username=USERNAME)
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(**{User.USERNAME_FIELD: USERNAME})
     return user
+
+
+def _staff_client() -> Client:
+    setup_test_environment()  # the test client's host name is allowed
+    User = get_user_model()
+    staff = User.objects.filter(**{User.USERNAME_FIELD: STAFF}).first()
+    if staff is None:
+        staff = User.objects.create_superuser(**{User.USERNAME_FIELD: STAFF, "password": "pw"})
+    client = Client()
+    client.force_login(staff)
+    return client
 
 
 def _memory(user) -> str:
@@ -117,7 +138,115 @@ def api() -> None:
     print("GET /api/memory/ -> 404 (nothing at the root)")
 
 
-CHECKS = {"origin": origin, "turn": turn, "approval": approval, "api": api}
+def admin() -> None:
+    """Every admin page of the apps (changelists searched by the user's name and ordered,
+    one change page each) and the user's own staff page, as a superuser of the host."""
+
+    client = _staff_client()
+    user = _user()
+    for app_label in ("conversations", "memory_app"):
+        for model in apps.get_app_config(app_label).get_models():
+            if not django_admin.site.is_registered(model):
+                continue
+            opts = model._meta
+            url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+            for query in ("", f"?q={USERNAME}", "?o=1", f"?user={user.pk}"):
+                status = client.get(url + query).status_code
+                _expect(status == 200, f"GET {url}{query} -> {status}")
+            row = model.objects.order_by("pk").first()
+            if row is not None:
+                change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[row.pk])
+                status = client.get(change).status_code
+                _expect(status == 200, f"GET {change} -> {status}")
+            print(f"{url}: 200 (plain, searched, ordered, by user){', and a row' if row else ''}")
+    page = client.get(reverse("admin:yuxi_user", args=[user.pk]))
+    _expect(page.status_code == 200, f"the user's staff page -> {page.status_code}")
+    _expect("I drink oolong tea" in page.content.decode(), "the staff page lacks the memory")
+    found = client.get(reverse("admin:yuxi_user_find") + f"?name={USERNAME}")
+    _expect(found.status_code == 302, f"finding the user by name -> {found.status_code}")
+    print(f"{reverse('admin:yuxi_user', args=[user.pk])}: 200, by name: 302 to it")
+
+
+def page() -> None:
+    """The user's own page under the host's prefix."""
+    setup_test_environment()
+    client = Client()
+    client.force_login(_user())
+    response = client.get("/memory/")
+    _expect(response.status_code == 200, f"GET /memory/ -> {response.status_code}")
+    _expect(USERNAME in response.content.decode(), "the page does not name the user")
+    print(f"GET /memory/ -> 200, logged in as {USERNAME}")
+
+
+def export() -> None:
+    """The user's export: one JSON document naming the user by USERNAME_FIELD."""
+    setup_test_environment()
+    client = Client()
+    client.force_login(_user())
+    response = client.get("/memory/api/export/")
+    _expect(response.status_code == 200, f"GET /memory/api/export/ -> {response.status_code}")
+    document = json.loads(b"".join(response.streaming_content))
+    _expect(document["user"]["username"] == USERNAME, f"export user {document['user']}")
+    threads = len(document["threads"])
+    print(f"GET /memory/api/export/ -> 200, user={document['user']}, threads={threads}")
+
+
+def bearer() -> None:
+    """A chat over the host's bearer token (the guide's MEMORY_API_AUTH example)."""
+    from accounts.models import ApiToken  # only the team's host has it
+
+    setup_test_environment()
+    user = _user()
+    ApiToken.objects.get_or_create(key="check-install-token", user=user)
+    client = Client()
+    response = client.post(
+        "/memory/api/chat/",
+        json.dumps({"message": "remember that I take the 8:15 train"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION="Bearer check-install-token",
+    )
+    _expect(response.status_code == 200, f"POST /memory/api/chat/ -> {response.status_code}")
+    _expect("I take the 8:15 train" in _memory(user), f"MEMORY.md is {_memory(user)!r}")
+    print(f"POST /memory/api/chat/ (Bearer) -> 200, tool_calls={response.json()['tool_calls']}")
+    wrong = client.get("/memory/api/memory/", HTTP_AUTHORIZATION="Bearer wrong")
+    _expect(wrong.status_code == 401, f"a wrong token -> {wrong.status_code}")
+    print("GET /memory/api/memory/ (wrong token) -> 401")
+
+
+def untouched() -> None:
+    """The host's own admin classes and `api:` names are its own."""
+    from accounts.admin import EmailUserAdmin  # only the team's host has it
+
+    registered = type(django_admin.site._registry[get_user_model()])
+    _expect(registered is EmailUserAdmin, f"the user admin is {registered}")
+    group = type(django_admin.site._registry[Group])
+    _expect(group is GroupAdmin, f"the group admin is {group}")
+    print(
+        f"admin: {registered.__module__}.{registered.__name__}, {group.__module__}.{group.__name__}"
+    )
+    _expect(reverse("api:ping") == "/api/ping", f"api:ping -> {reverse('api:ping')}")
+    client = _staff_client()
+    ping = client.get("/api/ping")
+    _expect(ping.status_code == 200 and ping.json() == {"pong": True}, f"/api/ping {ping.content}")
+    form = client.post("/api/echo", "a=1", content_type="application/x-www-form-urlencoded")
+    _expect(form.status_code == 200, f"a form POST to the host's /api/echo -> {form.status_code}")
+    print("api:ping -> /api/ping (200), a form POST to /api/echo -> 200 (the host's own)")
+    add = client.get("/admin/accounts/emailuser/add/")
+    _expect(add.status_code == 200, f"the host's user add page -> {add.status_code}")
+    print("/admin/accounts/emailuser/add/ -> 200")
+
+
+CHECKS = {
+    "origin": origin,
+    "turn": turn,
+    "approval": approval,
+    "api": api,
+    "admin": admin,
+    "page": page,
+    "export": export,
+    "bearer": bearer,
+    "untouched": untouched,
+}
 
 if __name__ == "__main__":
     CHECKS[sys.argv[1]]()

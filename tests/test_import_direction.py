@@ -72,7 +72,8 @@ def test_every_kind_of_import_is_seen(tmp_path, source, package, found):
 LAYERS = {
     "memory_app": [
         # the settings the app reads, each with its default, and the check of those a host sets
-        {"memory_app.conf", "memory_app.checks"},
+        {"memory_app.conf"},
+        {"memory_app.checks"},
         # the credential detector's format plugins and its rules about numbers
         {"memory_app.credential_formats", "memory_app.credential_numbers"},
         # leaves: the models, the file system, the names and limits everything shares
@@ -82,6 +83,7 @@ LAYERS = {
             "memory_app.memory_file",
             "memory_app.errors",
             "memory_app.api_edge",
+            "memory_app.api_auth",
         },
         {
             "memory_app.context",
@@ -123,8 +125,9 @@ LAYERS = {
             "memory_app.management",
             "memory_app.management.commands",
             "memory_app.management.commands.memory",
-            "memory_app.management.commands.seed_demo",
         },
+        # the per-user staff pages (the admin serves them; they link the mixin's records)
+        {"memory_app.user_pages"},
         {
             "memory_app.admin",
             "memory_app.management.commands.chat",
@@ -150,6 +153,8 @@ LAYERS = {
         # a queryset compiled once, run through a prepared cursor
         {"conversations.utils.prepared"},
         {"conversations", "conversations.apps", "conversations.models"},
+        # the host's user model: its name field, who counts as active (the erasure fence)
+        {"conversations.users"},
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
         # the writes (settling or declining an approval reads its pending call and deletes
@@ -181,10 +186,23 @@ LAYERS = {
             "yuxi_site.utils.string_utils",
         },
         # the login throttle and the middleware the settings name
-        {"yuxi_site.content_security", "yuxi_site.login_throttle", "yuxi_site.middleware_chain"},
+        {
+            "yuxi_site.content_security",
+            "yuxi_site.login_throttle",
+            "yuxi_site.middleware_chain",
+            "yuxi_site.user_admin",
+        },
         # warming a server process before it serves (health reports it, the entry points run it)
         {"yuxi_site.warmup"},
         {"yuxi_site.health", "yuxi_site.settings", "yuxi_site.wsgi", "yuxi_site.asgi"},
+        # the demo data
+        {
+            "yuxi_site.demo",
+            "yuxi_site.demo.apps",
+            "yuxi_site.demo.management",
+            "yuxi_site.demo.management.commands",
+            "yuxi_site.demo.management.commands.seed_demo",
+        },
         {"yuxi_site.urls"},
     ],
 }

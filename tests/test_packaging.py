@@ -5,6 +5,7 @@ installs it into a host."""
 
 import ast
 import importlib.metadata
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+import memory_app
 
 ROOT = Path(__file__).resolve().parent.parent
 APPS = ("memory_app", "conversations")
@@ -44,9 +47,28 @@ def _imported_top_levels() -> set[str]:
     return found - set(APPS) - set(sys.stdlib_module_names)
 
 
-def test_the_distribution_is_yuxi_memory_with_a_version():
+def test_the_distribution_is_yuxi_memory_with_one_version_source():
     assert PROJECT["name"] == "yuxi-memory"
-    assert PROJECT["version"]
+    assert "version" not in PROJECT and PROJECT["dynamic"] == ["version"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    source = pyproject["tool"]["setuptools"]["dynamic"]["version"]["attr"]
+    assert source == "memory_app.__version__"
+
+
+def test_the_changelogs_newest_entry_is_the_version():
+    headings = re.findall(r"^## (\S+)$", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert headings[0] == memory_app.__version__
+
+
+def test_psycopg_is_required_without_forcing_its_binary_build():
+    assert "binary" not in DECLARED["psycopg"].extras
+    [binary] = PROJECT["optional-dependencies"]["binary"]
+    assert Requirement(binary).extras == {"binary"}
+
+
+def test_the_distribution_has_licence_metadata():
+    assert PROJECT["license"] and (ROOT / "LICENSE").is_file()
+    assert all((ROOT / name).is_file() for name in PROJECT["license-files"])
 
 
 @pytest.mark.parametrize("name", sorted(DECLARED))

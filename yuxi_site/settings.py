@@ -85,6 +85,8 @@ INSTALLED_APPS = [
     "ninja",
     "conversations",
     "memory_app",
+    # The site's demo data (manage.py seed_demo), never part of the wheel.
+    "yuxi_site.demo",
 ]
 
 MIDDLEWARE = [
@@ -187,7 +189,7 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # After a login a user lands on their own page; staff reach /admin/ through its own login.
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "memory_page"
+LOGIN_REDIRECT_URL = "yuxi_memory:memory_page"
 
 # django-axes checks every login (the site's and the admin's) before the password is tried.
 AUTHENTICATION_BACKENDS = [

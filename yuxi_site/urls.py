@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from yuxi_site import user_admin
 from yuxi_site.health import healthz
 
 # The staff site's name, on every admin page (Django's default says "Django administration").
@@ -14,6 +15,8 @@ admin.site.index_title = "Users, memory and conversations"
 # Changelists need the page's width for their columns more than a list of every app beside them
 # (the home page and breadcrumbs still list the apps).
 admin.site.enable_nav_sidebar = False
+# The site's own User and Group admins (superuser writes; a User's delete erases their data).
+user_admin.register()
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -9,6 +9,7 @@ from django.db import DatabaseError
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 
 from memory_app.runtime.limits import MAX_MODEL_CALLS
+from memory_app.workspace import WorkspaceUnavailable
 
 
 class ChatError(Exception):
@@ -65,6 +66,8 @@ def error_text(exc: BaseException) -> str:
     """Why a run failed, for staff: the error's type and, for our own errors, its message."""
     if isinstance(exc, ModelFailure | ChatError):
         return str(exc)
+    if isinstance(exc, WorkspaceUnavailable):
+        return f"the workspace root is unusable (check WORKSPACE_ROOT): {exc}"
     if isinstance(exc, ModelCallLimitExceededError):
         return f"the model did not answer within {MAX_MODEL_CALLS} model calls"
     return f"internal error ({type(exc).__name__})"
@@ -81,6 +84,7 @@ CHAT_HTTP_ERRORS: tuple[tuple[type[BaseException], int, str | None], ...] = (
     (ChatModelUnavailable, 502, "the model is unavailable, try again"),
     (ChatRunLost, 503, "the run was interrupted, try again"),
     (DatabaseError, 503, "the service is unavailable, try again"),
+    (WorkspaceUnavailable, 503, "the memory store is unavailable, try again later"),
 )
 # Anything else: the server's fault.
 INTERNAL_ERROR = (500, "internal error")

@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 from conversations import runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
+from conversations.users import active_user_q
 from conversations.utils.string_utils import (
     STORABLE_TEXT_REQUIREMENT,
     is_storable_text,
@@ -93,7 +94,8 @@ _INACTIVE_USER = "this user may not chat"
 
 
 def _refuse_inactive_user(user_id: int) -> None:
-    if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+    users = get_user_model().objects.filter(active_user_q(""), pk=user_id)
+    if not users.exists():
         raise ChatError(_INACTIVE_USER)
 
 

@@ -436,7 +436,7 @@ def test_a_thread_links_its_user_parent_children_runs_and_messages(staff_client)
     child = ConversationFactory(user=root.user, parent=root, source=Conversation.Source.AGENT_CALL)
     run = AgentRunFactory(conversation=root)
     html = _html(staff_client, _change(Conversation, root.pk))
-    assert f'href="{reverse("admin:auth_user_change", args=[root.user_id])}"' in html
+    assert f'href="{reverse("admin:yuxi_user", args=[root.user_id])}"' in html
     assert f'href="{_change(Conversation, child.pk)}"' in html
     assert f'href="{_change(AgentRun, run.pk)}"' in html
     assert f"{_changelist(Message)}?thread={root.pk}" in html

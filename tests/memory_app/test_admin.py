@@ -242,11 +242,11 @@ def test_run_page_lists_the_memory_events_it_made(staff_client):
     assert reverse("admin:memory_app_memoryevent_change", args=[event.pk]) in html.content.decode()
 
 
-def test_user_page_links_to_config_threads_runs_and_ledger(staff_client):
+def test_user_page_links_to_the_apps_user_page_threads_runs_and_ledger(staff_client):
     config = UserConfigFactory()
     html = staff_client.get(reverse("admin:auth_user_change", args=[config.user_id]))
     html = html.content.decode()
-    assert reverse("admin:memory_app_userconfig_change", args=[config.pk]) in html
+    assert reverse("admin:yuxi_user", args=[config.user_id]) in html
     for model in ("conversations_conversation", "conversations_agentrun", "memory_app_memoryevent"):
         assert f"{reverse(f'admin:{model}_changelist')}?user={config.user_id}" in html
 

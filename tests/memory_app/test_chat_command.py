@@ -62,7 +62,7 @@ def test_interactive_mode_keeps_one_thread_until_an_empty_line(monkeypatch):
 
 def test_unknown_user_and_unknown_thread_are_command_errors():
     UserFactory(username="mei")
-    with pytest.raises(CommandError, match="no user named"):
+    with pytest.raises(CommandError, match="no user with username"):
         run_chat("--user", "nobody", "hi")
     with pytest.raises(CommandError, match="no such thread"):
         run_chat("--user", "mei", "--thread", "thread-unknown", "hi")

@@ -61,11 +61,11 @@ def test_export_writes_the_json_document(tmp_path):
 
 def test_an_unknown_actor_is_named_by_its_flag():
     UserFactory(username="carol")
-    with pytest.raises(CommandError, match=r"^--actor: no user named 'nosuch'$"):
+    with pytest.raises(CommandError, match=r"^--actor: no user with username 'nosuch'$"):
         run("memory", "--user", "carol", "--actor", "nosuch", "on")
-    with pytest.raises(CommandError, match=r"^--user: no user named 'nobody'$"):
+    with pytest.raises(CommandError, match=r"^--user: no user with username 'nobody'$"):
         run("memory", "--user", "nobody", "on")
-    with pytest.raises(CommandError, match=r"^--actor: no user named 'nosuch'$"):
+    with pytest.raises(CommandError, match=r"^--actor: no user with username 'nosuch'$"):
         run("erase_user", "--user", "carol", "--actor", "nosuch", "--yes")
 
 

@@ -4,6 +4,7 @@ import os
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from conversations.models import AgentRun
 from memory_app import middleware
 from memory_app.middleware import (
     MEMORY_INVALID_ENCODING_NOTE,
@@ -11,8 +12,11 @@ from memory_app.middleware import (
     YuxiMemoryMiddleware,
 )
 from memory_app.models import UserConfig
+from memory_app.runtime import chat
 from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
-from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
+from memory_app.services import set_memory_enabled
+from memory_app.workspace import WorkspaceUnavailable
+from tests.factories import RunningAgentRunFactory, UserConfigFactory, UserFactory, context_for
 
 pytestmark = pytest.mark.django_db
 
@@ -202,3 +206,16 @@ def test_the_rules_name_the_credentials_the_write_path_refuses():
     for kind in ("passwords", "PINs", "API keys", "tokens", "payment card or identity numbers"):
         assert kind in MEMORY_RULES
     assert "remember_memory refuses them" in MEMORY_RULES
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_workspace_root_that_cannot_be_used_fails_the_turn_clearly(settings, tmp_path):
+    """Not a silent success with the memory unread: the run fails saying why."""
+    user = UserFactory()
+    set_memory_enabled(user=user, enabled=True, actor=user)
+    settings.WORKSPACE_ROOT = tmp_path / "a-file"
+    settings.WORKSPACE_ROOT.write_text("not a directory")
+    with pytest.raises(WorkspaceUnavailable):
+        chat(user_id=user.pk, message="what do you remember about me?")
+    run = AgentRun.objects.get(user=user)
+    assert run.status == "failed" and "WORKSPACE_ROOT" in run.error

@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from conversations import checkpoints
-from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.models import AgentRun, Conversation, ErasureFence, Message, ToolCall
 from memory_app import user_data
 from memory_app.models import LoginSession, MemoryEvent, UserConfig
 from memory_app.runtime import chat
@@ -254,7 +254,7 @@ def test_the_fence_commits_the_user_inactive_and_running_runs_failed_before_dele
         erase_user(user=user, actor=user)
     user.refresh_from_db()
     running.refresh_from_db()
-    assert not user.is_active
+    assert not user.is_active and ErasureFence.objects.filter(user=user).exists()
     assert (running.status, running.error, running.worker_id) == ("failed", ERASURE_RUN_ERROR, None)
     monkeypatch.undo()
     erase_user(user=user, actor=user)
@@ -391,7 +391,8 @@ def test_a_deletion_failing_twice_raises_and_leaves_the_user_fenced():
     with connection.execute_wrapper(always_fail), pytest.raises(OperationalError):
         erase_user(user=user, actor=user)
     user.refresh_from_db()
-    assert not user.is_active and Conversation.objects.filter(user=user).exists()
+    assert ErasureFence.objects.filter(user=user).exists()
+    assert Conversation.objects.filter(user=user).exists()
     erase_user(user=user, actor=user)
     assert set(rows_of(user.pk).values()) == {0}
 

@@ -21,6 +21,8 @@ PRODUCTION = {
     "SECURE_HSTS_PRELOAD": "True",
     "SESSION_COOKIE_SECURE": "True",
     "CSRF_COOKIE_SECURE": "True",
+    # a real model: the scripted demo model must not answer users in production
+    "LLM_BASE_URL": "http://127.0.0.1:9/v1",
 }
 INSECURE_VARIABLES = [*PRODUCTION, "SECURE_PROXY_SSL"]
 

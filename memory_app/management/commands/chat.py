@@ -40,7 +40,9 @@ class Command(BaseCommand):
     stealth_options = ("stdin",)
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--user", required=True, help="username to chat as")
+        parser.add_argument(
+            "--user", required=True, help="who chats (the user model's USERNAME_FIELD value)"
+        )
         parser.add_argument("--thread", help="thread id to continue (default: a new thread)")
         parser.add_argument("message", nargs="?", help="one message; omit for interactive mode")
 

@@ -11,16 +11,21 @@ class Command(BaseCommand):
     help = "Erase USERNAME: every thread, message, run, memory event, the workspace and the user."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--user", required=True, help="the user to erase")
-        parser.add_argument("--actor", help="staff username doing it (default: the user)")
+        parser.add_argument(
+            "--user", required=True, help="the user to erase (their USERNAME_FIELD value)"
+        )
+        parser.add_argument("--actor", help="staff member doing it (default: the user)")
         parser.add_argument("--yes", action="store_true", help="confirm: this cannot be undone")
 
     def handle(self, *args: object, **options: object) -> None:
         if not options["yes"]:
             raise CommandError("erasure cannot be undone: add --yes to confirm")
-        user = get_user_model().objects.filter(username=options["user"]).first()
+        User = get_user_model()
+        user = User.objects.filter(**{User.USERNAME_FIELD: options["user"]}).first()
         if user is None:
-            self.stdout.write(f"no user named {options['user']!r}: nothing to erase")
+            self.stdout.write(
+                f"no user with {User.USERNAME_FIELD} {options['user']!r}: nothing to erase"
+            )
             return
         actor = find_actor(options["actor"], user)
         try:

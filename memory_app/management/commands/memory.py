@@ -12,10 +12,12 @@ from memory_app import selectors, services
 
 
 def find_user(username: str, *, flag: str = "--user") -> object:
-    """The user `flag` names; a name no user has is an error that says which flag was wrong."""
-    user = get_user_model().objects.filter(username=username).first()
+    """The user `flag` names by the user model's `USERNAME_FIELD` (a username, an email...);
+    a name no user has is an error that says which flag was wrong."""
+    User = get_user_model()
+    user = User.objects.filter(**{User.USERNAME_FIELD: username}).first()
     if user is None:
-        raise CommandError(f"{flag}: no user named {username!r}")
+        raise CommandError(f"{flag}: no user with {User.USERNAME_FIELD} {username!r}")
     return user
 
 
@@ -24,7 +26,7 @@ def find_actor(username: str | None, user: object) -> object:
     if username is None:
         return user
     actor = find_user(username, flag="--actor")
-    if not actor.is_staff:
+    if not getattr(actor, "is_staff", False):
         raise CommandError(f"--actor {username!r} is not staff")
     return actor
 
@@ -43,9 +45,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         whose = parser.add_mutually_exclusive_group(required=True)
-        whose.add_argument("--user", help="whose memory")
+        whose.add_argument("--user", help="whose memory (the user model's USERNAME_FIELD value)")
         whose.add_argument("--all", action="store_true", help="scan-credentials: every user's")
-        parser.add_argument("--actor", help="staff username doing it (default: the user)")
+        parser.add_argument("--actor", help="staff member doing it (default: the user)")
         parser.add_argument("--output", help="export: write to this file instead of stdout")
         parser.add_argument(
             "--if-match", help="restore: the etag MEMORY.md must still have (default: current)"
@@ -117,14 +119,15 @@ class Command(BaseCommand):
         if options["actor"] or options["sha256"] or options["if_match"] or options["output"]:
             raise CommandError("scan-credentials takes --user or --all only")
         if options["all"]:
-            users = get_user_model().objects.order_by("pk").iterator()
+            User = get_user_model()
+            users = User.objects.order_by(User.USERNAME_FIELD).iterator()
         else:
             users = [find_user(options["user"])]
         lines = 0
         for user in users:
             for found in selectors.credential_lines(user=user):
                 where = "MEMORY.md" if found.version is None else f"version {found.version}"
-                self.stdout.write(f"{user.username}: {where} line {found.line}: {found.kind}")
+                self.stdout.write(f"{user.get_username()}: {where} line {found.line}: {found.kind}")
                 lines += 1
         self.stdout.write(f"{lines} line(s) holding a credential")
 
@@ -170,4 +173,4 @@ class Command(BaseCommand):
         with open(output, "wb") as handle:
             for chunk in chunks:
                 written += handle.write(chunk)
-        self.stdout.write(f"exported {user.username!r} to {output} ({written} bytes)")
+        self.stdout.write(f"exported {user.get_username()!r} to {output} ({written} bytes)")

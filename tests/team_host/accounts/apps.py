@@ -1,0 +1,8 @@
+"""The accounts app's configuration."""
+
+from django.apps import AppConfig
+
+
+class AccountsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "accounts"
