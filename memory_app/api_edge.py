@@ -26,6 +26,7 @@ from django.views import defaults
 
 __all__ = [
     "API_NAMESPACE",
+    "STREAM_CHAT_URL_NAME",
     "API_UNAVAILABLE_MESSAGE",
     "JSON_CONTENT_TYPE",
     "ApiEdgeMiddleware",
@@ -36,6 +37,9 @@ __all__ = [
 
 # The URL namespace of the API's views (django-ninja's `urls_namespace`).
 API_NAMESPACE = "api"
+# The URL name the API gives its streamed chat endpoint, stated rather than derived from the
+# view's function name: `admission.StreamAdmission` finds the endpoint by reversing it.
+STREAM_CHAT_URL_NAME = "post_chat_stream"
 # The one body type the API reads.
 JSON_CONTENT_TYPE = "application/json"
 # The body of every 503 the API sends when the database (or a lock) is unavailable.
