@@ -49,7 +49,6 @@ __all__ = [
     "decided_calls",
     "expired_interrupts",
     "first_related",
-    "get_chat_thread",
     "get_listed_thread",
     "is_released_call",
     "list_thread_messages",
@@ -76,13 +75,6 @@ DIALOGUE_MAX_MESSAGES = 20
 DIALOGUE_CONTENT_MAX_BYTES = 16384
 
 
-def get_chat_thread(*, user_id: int | str, thread_id: str) -> Conversation | None:
-    """`user_id`'s own visible thread with that id; None for any other (no existence oracle)."""
-    if not is_storable_text(thread_id):
-        return None  # no thread can have this id
-    return Conversation.objects.visible_to(user_id).filter(thread_id=thread_id).first()
-
-
 def _entry_candidates(*, user_id: int, thread_id: str) -> QuerySet:
     return (
         Conversation.objects.visible_to(user_id)
@@ -99,7 +91,7 @@ _CHAT_THREAD_ENTRY = PreparedQuery(
 
 def chat_thread_entry(*, user_id: int | str, thread_id: str) -> tuple[Conversation | None, bool]:
     """A turn's entry check in one query: `user_id`'s own visible thread with that id, if the
-    user is active (None otherwise, as `get_chat_thread`), and whether an approval in it waits
+    user is active (None for any other: no existence oracle), and whether an approval in it waits
     undecided (a new message declines it first)."""
     if not is_storable_text(thread_id):
         return None, False

@@ -376,13 +376,6 @@ DECLINED_RESULT = json.dumps(
 )
 
 
-def not_run_result(ended: str) -> str:
-    """The stored output of a decided memory write whose resume run `ended` ("cancelled",
-    "failed") before the write ran: the decision was spent, nothing was saved."""
-    message = f"The run was {ended} before this memory write ran; nothing was saved."
-    return json.dumps({"status": "rejected", "message": message})
-
-
 def settle_pending_call(
     *,
     conversation: Conversation,

@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
-from memory_app.api_edge import API_NAMESPACE
+from memory_app.api_edge import API_NAMESPACE, STREAM_CHAT_URL_NAME
 
 __all__ = ["OPENING_HOLD_SECONDS", "STREAM_OPENINGS_AT_ONCE", "StreamAdmission"]
 
@@ -41,13 +41,13 @@ ASGIApplication = Callable[[Scope, Receive, Send], Awaitable[None]]
 # How many streamed chats one event loop opens at once by default: two, so that one opening's
 # database round trip overlaps another's work. (1, 2 and 4 measured alike on two cores; with
 # no bound, the median first token of 64 chats at once came 0.5-0.9 s later: the figures are
-# in docs/architecture.md.)
+# in docs/performance.md.)
 STREAM_OPENINGS_AT_ONCE = 2
 # How long an admitted stream may take to start its response before its place is given up
 # anyway (an opening takes milliseconds; this bounds the wait behind one that hangs).
 OPENING_HOLD_SECONDS = 1.0
-# The URL name of the streamed chat endpoint (django-ninja names a view by its function).
-_STREAM_URL_NAME = f"{API_NAMESPACE}:post_chat_stream"
+# The URL of the streamed chat endpoint, by the name the API declares for it.
+_STREAM_URL_NAME = f"{API_NAMESPACE}:{STREAM_CHAT_URL_NAME}"
 
 
 async def _request_body(receive: Receive) -> tuple[collections.deque[Message], bool]:

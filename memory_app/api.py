@@ -33,7 +33,7 @@ from conversations import services as thread_services
 from conversations.utils.connections import release_connection
 from memory_app import selectors, services
 from memory_app.api_auth import CSRF_FAILED_MESSAGE, ConfiguredAuth
-from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE
+from memory_app.api_edge import API_NAMESPACE, API_UNAVAILABLE_MESSAGE, STREAM_CHAT_URL_NAME
 from memory_app.credentials import CredentialKind
 from memory_app.errors import MemoryLineNotFound, MemoryVersionNotFound
 from memory_app.memory_file import INVISIBLE_CHARACTERS_WARNING
@@ -411,6 +411,7 @@ def post_chat(request: HttpRequest, body: ChatIn) -> Any:
 
 @api.post(
     "/chat/stream/",
+    url_name=STREAM_CHAT_URL_NAME,
     response={200: None, 404: Error, 409: Error, **_UNSAFE},
     tags=["chat"],
     openapi_extra={

@@ -36,6 +36,7 @@ from django.views import defaults
 
 __all__ = [
     "API_NAMESPACE",
+    "STREAM_CHAT_URL_NAME",
     "URL_NAMESPACE",
     "API_UNAVAILABLE_MESSAGE",
     "JSON_CONTENT_TYPE",
@@ -49,6 +50,9 @@ __all__ = [
 # (django-ninja's `urls_namespace`): never `api`, which a host's own API may well use.
 URL_NAMESPACE = "yuxi_memory"
 API_NAMESPACE = f"{URL_NAMESPACE}:memory_api"
+# The URL name the API gives its streamed chat endpoint, stated rather than derived from the
+# view's function name: `admission.StreamAdmission` finds the endpoint by reversing it.
+STREAM_CHAT_URL_NAME = "post_chat_stream"
 # The one body type the API reads.
 JSON_CONTENT_TYPE = "application/json"
 # The body of every 503 the API sends when the database (or a lock) is unavailable.

@@ -7,6 +7,7 @@ an HTTP error only at the edge.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 
 from django.db import Error as DatabaseError
 
@@ -14,6 +15,7 @@ from memory_app.credentials import CredentialKind
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 __all__ = [
+    "ConflictReason",
     "MemoryAccessDenied",
     "MemoryApprovalRequired",
     "MemoryConflict",
@@ -65,18 +67,27 @@ class MemoryInvisibleText(MemoryInputError):
         self.characters = characters
 
 
-class MemoryConflict(MemoryWriteError):
-    """The file does not allow the write: `replaces` not found or ambiguous, bad encoding, or
-    the user's edit was made against a version that is no longer current."""
+class ConflictReason(StrEnum):
+    """Why the file does not allow a write (`MemoryConflict.reason`)."""
 
     NOT_FOUND = "not_found"
     AMBIGUOUS = "ambiguous"
     INVALID_ENCODING = "invalid_encoding"
     STALE = "stale"
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"memory conflict: {reason}")
-        self.reason = reason
+
+class MemoryConflict(MemoryWriteError):
+    """The file does not allow the write: `replaces` not found or ambiguous, bad encoding, or
+    the user's edit was made against a version that is no longer current."""
+
+    NOT_FOUND = ConflictReason.NOT_FOUND
+    AMBIGUOUS = ConflictReason.AMBIGUOUS
+    INVALID_ENCODING = ConflictReason.INVALID_ENCODING
+    STALE = ConflictReason.STALE
+
+    def __init__(self, reason: ConflictReason) -> None:
+        self.reason = ConflictReason(reason)
+        super().__init__(f"memory conflict: {self.reason}")
 
 
 class MemoryFileTooLarge(MemoryWriteError):

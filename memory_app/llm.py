@@ -382,7 +382,7 @@ class CompatibleChatOpenAI(ChatOpenAI):
     and chunks without an `index` (one call, from some servers) would not merge at all. So
     each chunk is cleaned before it merges: a missing index is the call's position in its
     chunk, and a call's id and name are kept from its first chunk only. A call without a
-    usable id (none, or empty) gets a unique one from the run (`RunGuard`).
+    usable id (none, or empty) gets a unique one from the run (`UniqueToolCallIds`).
 
     Its async requests go through `PerLoopAsyncHttpClient`, so it serves any event loop, and
     its streamed requests skip the OpenAI SDK's body transform and chunk objects

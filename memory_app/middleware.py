@@ -2,7 +2,9 @@
 
 A LangChain `AgentMiddleware`, built per run with `YuxiMemoryMiddleware.for_run(ctx)`, which
 re-reads the switch and the run each time: turning memory off takes effect at the next run
-without any cache to clear, and a sub-agent's context never gets memory.
+without any cache to clear, and a sub-agent's context never gets memory. The Chat service's
+own compiled graphs carry the same middleware (`for_graph()`), fed each run's `MemoryPrompt`
+through the run's context.
 """
 
 import logging
@@ -124,16 +126,20 @@ class MemoryPrompt:
 
 
 class YuxiMemoryMiddleware(AgentMiddleware):
-    """Memory prompt and tools for one top-level chat run (build it with `for_run`).
+    """Memory prompt and tools for one top-level chat run (build it with `for_run`), or for
+    every run of a compiled graph (`for_graph`).
 
-    Its `tools` are exactly the three memory tools bound to the run's context; every model
-    call of the run gets the memory section (its `MemoryPrompt`: the rules and MEMORY.md as a
-    low-trust data block, read once at construction) appended to its system message, once.
+    Its `tools` are exactly the three memory tools; every model call of the run gets the
+    memory section (a `MemoryPrompt`: the rules and MEMORY.md as a low-trust data block, read
+    once for the run) appended to its system message, once. Built with `for_run(ctx)`, the
+    tools are bound to `ctx` and the section is read at construction; built with
+    `for_graph()`, both come with each run: the tools read the run from `runtime.context`, and
+    the section is that context's `memory` (none when it has none).
     """
 
     def __init__(
         self,
-        ctx: ToolRuntimeContext,
+        ctx: ToolRuntimeContext | None,
         snapshot: MemorySnapshot | None,
         *,
         write_approval: bool = False,
@@ -142,21 +148,25 @@ class YuxiMemoryMiddleware(AgentMiddleware):
         super().__init__()
         self.ctx = ctx
         self.snapshot = snapshot
-        self.memory_prompt = MemoryPrompt.of(snapshot, write_approval=write_approval, prompt=prompt)
+        self.memory_prompt: MemoryPrompt | None = (
+            MemoryPrompt.of(snapshot, write_approval=write_approval, prompt=prompt)
+            if ctx is not None
+            else None
+        )
         self.tools: list[RunBoundTool] = build_memory_tools(ctx)
 
     @property
     def write_approval(self) -> bool:
         """Whether the user approves each write (as read when the run's graph was built)."""
-        return self.memory_prompt.write_approval
+        return self.memory_prompt is not None and self.memory_prompt.write_approval
 
     @property
     def system_prompt_section(self) -> str:
-        return self.memory_prompt.section
+        return self.memory_prompt.section if self.memory_prompt is not None else ""
 
     @property
     def memory_text(self) -> str:
-        return self.memory_prompt.memory_text
+        return self.memory_prompt.memory_text if self.memory_prompt is not None else ""
 
     @classmethod
     def for_run(cls, ctx: ToolRuntimeContext) -> "YuxiMemoryMiddleware | None":
@@ -171,32 +181,37 @@ class YuxiMemoryMiddleware(AgentMiddleware):
         return cls(ctx, _read_snapshot(ctx.uid), write_approval=grant.state.write_approval)
 
     @classmethod
-    def for_resume(cls, ctx: ToolRuntimeContext) -> "YuxiMemoryMiddleware":
-        """The middleware of a `resume` run: always the three tools (the interrupted graph's
-        shape, so the decided call can run, and its tool re-checks everything at call time),
-        the memory section only when `for_run` would give one.
-
-        Raises `django.db.DatabaseError` when the database cannot answer.
-        """
-        return cls.for_run(ctx) or cls(ctx, None, write_approval=True, prompt=False)
+    def for_graph(cls) -> "YuxiMemoryMiddleware":
+        """The middleware of a graph compiled once and run by many runs: tools built without a
+        context, and each model call's section from its run's context (`runtime.context`,
+        whose `memory` is the run's `MemoryPrompt.for_run`, or None). Reads nothing."""
+        return cls(None, None)
 
     def with_memory(self, system_message: SystemMessage | None) -> SystemMessage:
         """`system_message` with the memory section appended (unchanged if already there)."""
+        if self.memory_prompt is None:
+            return system_message if system_message is not None else SystemMessage("")
         return self.memory_prompt.with_memory(system_message)
+
+    def _shown(self, request: ModelRequest) -> ModelRequest:
+        prompt = self.memory_prompt
+        if self.ctx is None:
+            prompt = getattr(getattr(request.runtime, "context", None), "memory", None)
+        if prompt is None:
+            return request
+        return request.override(system_message=prompt.with_memory(request.system_message))
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
-        return handler(request.override(system_message=self.with_memory(request.system_message)))
+        return handler(self._shown(request))
 
     async def awrap_model_call(
         self,
         request: ModelRequest,
         handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
     ) -> ModelResponse:
-        return await handler(
-            request.override(system_message=self.with_memory(request.system_message))
-        )
+        return await handler(self._shown(request))
 
 
 def injected_memory(messages: list[BaseMessage] | BaseMessage | None) -> str | None:

@@ -16,7 +16,6 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
@@ -103,7 +102,6 @@ __all__ = [
     "MemoryWriteStatus",
     "check_memory_write",
     "clear_memory",
-    "current_tool_call_id",
     "delete_memory_line",
     "erase_user",
     "forget_memory_versions",
@@ -112,6 +110,7 @@ __all__ = [
     "memory_lock_key",
     "normalize_memory_text",
     "remember_memory",
+    "remember_tool_call",
     "restore_memory_version",
     "set_memory_enabled",
     "set_memory_write_approval",
@@ -451,12 +450,6 @@ def holds_what_memory_never_keeps(*, uid: str | None, content: object, replaces:
     return _never_kept(uid, content, replaces) is not None
 
 
-# The id of the tool call being run, set by the memory tool around its call (LangGraph hands
-# the tool its call): with approval on, a write proves with it that it is the call a user's
-# decision released.
-current_tool_call_id: ContextVar[str | None] = ContextVar("yuxi_tool_call_id", default=None)
-
-
 def remember_memory(
     ctx: ToolRuntimeContext, content: str, replaces: str | None = None
 ) -> MemoryWriteResult:
@@ -464,11 +457,21 @@ def remember_memory(
 
     Serialized per user by a PostgreSQL advisory lock and fenced by the run's worker lease and
     the file lock, so concurrent, stale or disconnected writers cannot lose or resurrect each
-    other's facts. When the user approves each write (`memory_write_approval`), only the tool
-    call (`current_tool_call_id`) that a decision released, in the `resume` run carrying it,
-    writes (the ledger's actor is then the user); any other is `MemoryApprovalRequired`.
-    Content holding a credential is `MemorySensitiveContent`, before any lock is taken.
+    other's facts. When the user approves each memory write (`memory_write_approval`), a
+    direct call is no call a decision released: `MemoryApprovalRequired` (the memory tool
+    writes through `remember_tool_call`, with its call's id). Content holding a credential is
+    `MemorySensitiveContent`, before any lock is taken.
     """
+    return remember_tool_call(ctx, content=content, replaces=replaces, tool_call_id=None)
+
+
+def remember_tool_call(
+    ctx: ToolRuntimeContext, *, content: str, replaces: str | None, tool_call_id: str | None
+) -> MemoryWriteResult:
+    """`remember_memory` as the agent's tool call `tool_call_id` (None: no call): when the
+    user approves each write, only the call a user's decision released, in the `resume` run
+    carrying it, writes (the ledger's actor is then the user); any other is
+    `MemoryApprovalRequired`."""
     content, replaces = _checked_write_arguments(content, replaces)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
@@ -483,7 +486,7 @@ def remember_memory(
                 content,
                 replaces,
                 owns_transaction=owns_transaction,
-                tool_call_id=current_tool_call_id.get(),
+                tool_call_id=tool_call_id,
             )
 
 

@@ -8,15 +8,14 @@ which only the service sets, at invocation. Either way its argument schema expos
 identity, path, run or worker field.
 Arguments are validated strictly by one pydantic model per tool: an unknown argument, a wrong
 type or a coercible look-alike is `rejected`. Results are typed (`ToolResult`, one
-`ToolStatus` enum) inside the process and become JSON only where the model sees them.
+`ToolStatus` enum, from `tool_results`, re-exported here) inside the process and become JSON
+only where the model sees them.
 """
 
-import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from django.db import DatabaseError
@@ -28,27 +27,21 @@ from conversations import repository as history
 from conversations import runs as conversation_runs
 from conversations.runs import ToolRuntimeContext
 from conversations.utils.connections import in_worker_thread, release_connection
-from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
+from conversations.utils.string_utils import is_storable_text
 from memory_app.authorization import MemoryRunRefused, authorize_memory_run
-from memory_app.services import (
-    MEMORY_ARG_MAX_BYTES,
-    MemoryAccessDenied,
-    MemoryApprovalRequired,
-    MemoryConflict,
-    MemoryFileTooLarge,
-    MemoryInputError,
-    MemoryInvisibleText,
-    MemorySensitiveContent,
-    MemoryUnavailable,
-    MemoryWriteStatus,
-    current_tool_call_id,
-    remember_memory,
-)
+from memory_app.errors import MemoryUnavailable, MemoryWriteError
+from memory_app.services import MEMORY_ARG_MAX_BYTES, remember_tool_call
 from memory_app.tool_names import (
     MEMORY_TOOL_NAMES,
     READ_THREAD_MESSAGES_TOOL,
     REMEMBER_MEMORY_TOOL,
     SEARCH_THREAD_MESSAGES_TOOL,
+)
+from memory_app.tool_results import (
+    ToolResult,
+    ToolStatus,
+    memory_error_result,
+    written_result,
 )
 
 __all__ = [
@@ -78,55 +71,10 @@ JSON_MAX_DEPTH = 32
 JSON_INT_MAX_DIGITS = 1000
 
 
-class ToolStatus(StrEnum):
-    """Every status a tool result can carry (the `status` the model sees)."""
-
-    ADDED = MemoryWriteStatus.ADDED.value
-    UNCHANGED = MemoryWriteStatus.UNCHANGED.value
-    REPLACED = MemoryWriteStatus.REPLACED.value
-    OK = "ok"
-    CONFLICT = "conflict"
-    REJECTED = "rejected"
-    DENIED = "denied"
-    UNAVAILABLE = "unavailable"
-    NOT_FOUND = "not_found"
-
-    @property
-    def is_refusal(self) -> bool:
-        """Whether the call did not do what was asked (its ToolCall row is an `error`)."""
-        return self in _REFUSALS
-
-
-_REFUSALS = frozenset(
-    {
-        ToolStatus.CONFLICT,
-        ToolStatus.REJECTED,
-        ToolStatus.DENIED,
-        ToolStatus.UNAVAILABLE,
-        ToolStatus.NOT_FOUND,
-    }
-)
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """A tool's outcome. `body` is a successful read's response, sent as it is."""
-
-    status: ToolStatus
-    message: str = ""
-    body: dict[str, Any] | None = field(default=None)
-
-    def to_json(self) -> str:
-        """The JSON text the model sees: the body on success, else `{"status", "message"}`."""
-        if self.body is not None:
-            return history.to_json(self.body)
-        return json.dumps({"status": self.status, "message": self.message}, ensure_ascii=False)
-
-
 def lease_lost_refusal(run_id: str) -> ToolResult | None:
     """The refusal of any tool call of a run whose lease this process's lease keeper found
     lost (the database may not know yet); None while the run may go on. The one check, for
-    the run tools themselves and for `RunGuard` around any tool of a run."""
+    the run tools themselves and for the run guard (`LeaseGuard`) around any tool of a run."""
     if conversation_runs.lease_keeper().lease_lost(run_id):
         return ToolResult(ToolStatus.DENIED, "this run lost its lease")
     return None
@@ -209,9 +157,12 @@ class ReadThreadMessagesArguments(StrictArguments):
     include_tools: bool = False
 
 
-def _call_id(input: dict[str, Any]) -> str | None:
-    call_id = input.get("id") if input.get("type") == "tool_call" else None
-    return call_id if isinstance(call_id, str) else None
+@dataclass(frozen=True)
+class _Call:
+    """A tool call as `_run` receives it: the model's arguments, whole, and the call's id."""
+
+    arguments: dict[str, Any]
+    tool_call_id: str | None
 
 
 _NOT_AN_OBJECT = ToolResult(
@@ -247,35 +198,37 @@ class RunBoundTool(BaseTool):
         (checked before LangChain's callbacks render the input as text)."""
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        token = current_tool_call_id.set(_call_id(input))
-        try:
-            return super().invoke(input, config, **kwargs)
-        finally:
-            current_tool_call_id.reset(token)
+        return super().invoke(input, config, **kwargs)
 
     async def ainvoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
         if not isinstance(input, dict) or not is_storable_json(input):
             return _NOT_AN_OBJECT.to_json()
-        token = current_tool_call_id.set(_call_id(input))
-        try:
-            return await super().ainvoke(input, config, **kwargs)
-        finally:
-            current_tool_call_id.reset(token)
+        return await super().ainvoke(input, config, **kwargs)
 
-    def _run(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
+    def _to_args_and_kwargs(
+        self, tool_input: str | dict[str, Any], tool_call_id: str | None
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """The model's arguments, and the id of the call that carries them (LangGraph invokes
+        a tool with its call; None when invoked with bare arguments), passed on to `_run`
+        together, the arguments whole: no argument the model names can pose as the id."""
+        args, arguments = super()._to_args_and_kwargs(tool_input, tool_call_id)
+        return args, {"call": _Call(arguments=arguments, tool_call_id=tool_call_id)}
+
+    def _run(self, *args: Any, call: "_Call") -> tuple[str, ToolResult]:
         try:
-            result = self._checked_call(args, kwargs)
+            result = self._checked_call(args, call)
         finally:
             # LangGraph runs tools on pool threads: no connection may outlive the call.
             release_connection()
         return result.to_json(), result
 
-    async def _arun(self, *args: Any, **kwargs: Any) -> tuple[str, ToolResult]:
+    async def _arun(self, *args: Any, call: "_Call") -> tuple[str, ToolResult]:
         """`ainvoke`/`arun`: the same call, its database and file work (and any lock wait) on
         a worker thread, so the event loop goes on while it runs."""
-        return await in_worker_thread(self._run)(*args, **kwargs)
+        return await in_worker_thread(self._run)(*args, call=call)
 
-    def _checked_call(self, args: tuple, kwargs: dict[str, Any]) -> ToolResult:
+    def _checked_call(self, args: tuple, call: "_Call") -> ToolResult:
+        kwargs = call.arguments
         if args or not is_storable_json(kwargs):
             return _NOT_AN_OBJECT
         try:
@@ -294,7 +247,7 @@ class RunBoundTool(BaseTool):
         refusal = lease_lost_refusal(getattr(ctx, "run_id", ""))
         if refusal is not None:
             return refusal
-        return self._call(parsed, ctx)
+        return self._call(parsed, ctx, tool_call_id=call.tool_call_id)
 
     def run_context(self) -> ToolRuntimeContext | None:
         """The run this call serves: the `ctx` the tool was built with, else the trusted
@@ -307,7 +260,10 @@ class RunBoundTool(BaseTool):
             return None
         return context if isinstance(context, ToolRuntimeContext) else None
 
-    def _call(self, arguments: Any, ctx: ToolRuntimeContext) -> ToolResult:
+    def _call(
+        self, arguments: Any, ctx: ToolRuntimeContext, *, tool_call_id: str | None
+    ) -> ToolResult:
+        """The tool's work for the call `tool_call_id` (None: invoked with bare arguments)."""
         raise NotImplementedError
 
 
@@ -318,23 +274,6 @@ REMEMBER_MEMORY_DESCRIPTION = (
     "pass the exact old text as `replaces`."
 )
 
-# Fixed texts for the model: a service error's own message never reaches it.
-_REMEMBER_MESSAGES = {
-    ToolStatus.ADDED: "Saved to long-term memory.",
-    ToolStatus.UNCHANGED: "This fact is already in long-term memory; nothing changed.",
-    ToolStatus.REPLACED: "The old text was replaced in long-term memory.",
-    "rejected_input": "The arguments were refused: content must be non-empty text and "
-    f"replaces, if given, text; each at most {MEMORY_ARG_MAX_BYTES} bytes of "
-    f"{STORABLE_TEXT_REQUIREMENT}.",
-    "rejected_size": "Long-term memory is full or too large to edit; ask the user to tidy it.",
-    "not_found": "The text to replace is not in long-term memory; re-read it and retry.",
-    "ambiguous": "The text to replace occurs more than once; quote a longer, unique passage.",
-    "invalid_encoding": "The memory file is not valid UTF-8; the user must repair it.",
-    "denied": "Long-term memory is not available to this run.",
-    "needs_approval": "This memory write needs the user's approval; nothing was saved.",
-    "unavailable": "Long-term memory is temporarily unavailable; nothing was saved.",
-}
-
 
 class RememberMemoryTool(RunBoundTool):
     name: str = REMEMBER_MEMORY_TOOL
@@ -342,30 +281,27 @@ class RememberMemoryTool(RunBoundTool):
     args_schema: Any = _schema_of(RememberMemoryArguments)
     arguments: ClassVar[type[StrictArguments]] = RememberMemoryArguments
 
-    def _call(self, arguments: RememberMemoryArguments, ctx: ToolRuntimeContext) -> ToolResult:
+    def _call(
+        self,
+        arguments: RememberMemoryArguments,
+        ctx: ToolRuntimeContext,
+        *,
+        tool_call_id: str | None,
+    ) -> ToolResult:
         try:
-            result = remember_memory(ctx, arguments.content, arguments.replaces)
-        except (MemorySensitiveContent, MemoryInvisibleText) as exc:
-            # Its message names the kind or the characters only, never the matched text.
-            return ToolResult(ToolStatus.REJECTED, str(exc))
-        except MemoryInputError:
-            return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_input"])
-        except MemoryFileTooLarge:
-            return ToolResult(ToolStatus.REJECTED, _REMEMBER_MESSAGES["rejected_size"])
-        except MemoryConflict as exc:
-            return ToolResult(ToolStatus.CONFLICT, _REMEMBER_MESSAGES[exc.reason])
-        except MemoryApprovalRequired:
-            return ToolResult(ToolStatus.DENIED, _REMEMBER_MESSAGES["needs_approval"])
-        except MemoryAccessDenied:
-            return ToolResult(ToolStatus.DENIED, _REMEMBER_MESSAGES["denied"])
-        except MemoryUnavailable:
-            return ToolResult(ToolStatus.UNAVAILABLE, _REMEMBER_MESSAGES["unavailable"])
+            result = remember_tool_call(
+                ctx,
+                content=arguments.content,
+                replaces=arguments.replaces,
+                tool_call_id=tool_call_id,
+            )
+        except MemoryWriteError as exc:
+            return memory_error_result(exc)
         except Exception:
             # The edge of the model: log the fault for operators, show the model no traceback.
             logger.exception("remember_memory failed unexpectedly")
-            return ToolResult(ToolStatus.UNAVAILABLE, _REMEMBER_MESSAGES["unavailable"])
-        status = ToolStatus(result.status)
-        return ToolResult(status, _REMEMBER_MESSAGES[status])
+            return memory_error_result(MemoryUnavailable())
+        return written_result(result.status)
 
 
 class _HistoryTool(RunBoundTool):
@@ -373,7 +309,9 @@ class _HistoryTool(RunBoundTool):
 
     read: ClassVar[Callable[..., dict[str, Any]]]
 
-    def _call(self, arguments: StrictArguments, ctx: ToolRuntimeContext) -> ToolResult:
+    def _call(
+        self, arguments: StrictArguments, ctx: ToolRuntimeContext, *, tool_call_id: str | None
+    ) -> ToolResult:
         try:
             run = authorize_memory_run(ctx)
         except MemoryRunRefused as exc:

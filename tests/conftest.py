@@ -5,7 +5,7 @@ from django.db import connection, connections
 from django.test import override_settings
 
 from conversations import checkpoints
-from memory_app.runtime.loop import run_sync
+from memory_app.runtime.concurrency.loop import run_sync
 from tests.database import through_pgbouncer
 from tests.factories import StaffUserFactory
 from tests.pgbouncer import TEST_PORT, PgBouncer, pgbouncer_missing

@@ -96,16 +96,20 @@ LAYERS = {
         {"memory_app.user_data"},
         # the memory write and the reads
         {"memory_app.services", "memory_app.selectors"},
-        # what the agent is given
+        # what the agent is given: what a tool call answers, then the tools
+        {"memory_app.tool_results"},
         {"memory_app.tools"},
         {"memory_app.middleware"},
         {"memory_app.llm"},
         # the Chat service, part by part
-        {"memory_app.runtime.caller_thread", "memory_app.runtime.graph_cache"},
-        {"memory_app.runtime.limits", "memory_app.runtime.loop", "memory_app.runtime.context"},
-        {"memory_app.runtime.relay", "memory_app.runtime.settling"},
+        # the concurrency helpers: no run, graph or model
+        {"memory_app.runtime.concurrency.caller_thread", "memory_app.runtime.graph_cache"},
+        {"memory_app.runtime.concurrency.loop", "memory_app.runtime.limits"},
+        {"memory_app.runtime.concurrency.relay", "memory_app.runtime.concurrency.settling"},
+        {"memory_app.runtime.concurrency", "memory_app.runtime.context"},
         {"memory_app.runtime.errors", "memory_app.runtime.credential_check"},
-        {"memory_app.runtime.guard", "memory_app.runtime.call_limit"},
+        {"memory_app.runtime.replies", "memory_app.runtime.call_limit"},
+        {"memory_app.runtime.guards"},
         {"memory_app.runtime.approval"},
         {"memory_app.runtime.graphs"},
         {"memory_app.runtime.turns"},

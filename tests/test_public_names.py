@@ -100,7 +100,8 @@ DOCUMENTED = {
         "build_chatbot_graph",
         "build_subagent_graph",
         "AgentGraph",
-        "RunGuard",
+        "agent_middleware",
+        "run_guards",
         "ChatError",
         "ChatInputError",
         "ChatThreadNotFound",
@@ -153,3 +154,48 @@ def test_every_documented_name_is_importable_from_its_module(module, name):
 def test_a_stale_path_does_not_resolve():
     with pytest.raises((AttributeError, ModuleNotFoundError)):
         resolve("memory_app.views.server_error")
+
+
+# The runtime's stable surface, as `memory_app.runtime.__all__` lists it: the entry points and
+# their errors, the context, the graph and middleware builders. A change here is deliberate.
+RUNTIME_PUBLIC = {
+    "chat",
+    "achat",
+    "stream_chat",
+    "astream_chat",
+    "ChatTurn",
+    "ChatEvent",
+    "agent_run",
+    "aagent_run",
+    "TeamRun",
+    "AgentRunHandle",
+    "warm_up_graphs",
+    "ToolRuntimeContext",
+    "RunContext",
+    "AgentGraph",
+    "build_chatbot_graph",
+    "build_subagent_graph",
+    "agent_middleware",
+    "run_guards",
+    "ChatError",
+    "ChatInputError",
+    "ChatThreadNotFound",
+    "ChatNothingToResume",
+    "ChatDecisionInvalid",
+    "ChatDecisionRefused",
+    "ChatModelUnavailable",
+    "ChatRunLost",
+    "CHAT_HTTP_ERRORS",
+    "INTERNAL_ERROR",
+    "http_error",
+}
+
+
+def test_the_runtimes_public_list_is_the_pinned_one_and_small():
+    from memory_app import runtime
+
+    assert len(runtime.__all__) == len(set(runtime.__all__)) <= 30
+    assert set(runtime.__all__) == RUNTIME_PUBLIC
+    assert set(DOCUMENTED["memory_app.runtime"]) <= RUNTIME_PUBLIC
+    for name in runtime.__all__:
+        assert getattr(runtime, name) is not None

@@ -173,7 +173,7 @@ def in_worker_thread(func: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     unlike asgiref's, what the call sets in its context variables stays in its copy.
     A caller cancelled while it waits is cancelled at once: a call a thread has started runs
     to its end, one still queued for a thread never runs (a phase that must run whatever
-    happens is awaited with `memory_app.runtime.settling.to_the_end`).
+    happens is awaited with `memory_app.runtime.concurrency.settling.to_the_end`).
     """
 
     def owned(*args: P.args, **kwargs: P.kwargs) -> R:

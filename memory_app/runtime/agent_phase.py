@@ -22,11 +22,11 @@ from langchain_core.messages.tool import ToolCall as LangChainToolCall
 from conversations import services
 from conversations.models import Message, ToolCall
 from memory_app.runtime.approval import is_declined, proposed_write
-from memory_app.runtime.limits import RECURSION_LIMIT
-from memory_app.runtime.loop import (
+from memory_app.runtime.concurrency.loop import (
     on_database,
     run_sync,
 )
+from memory_app.runtime.limits import RECURSION_LIMIT
 from memory_app.runtime.turns import AgentInput, ChatEvent, Turn, TurnOutcome
 from memory_app.tools import ToolResult
 

@@ -23,12 +23,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from conversations.selectors import PendingApproval
-from memory_app.errors import (
-    MemoryAccessDenied,
-    MemoryConflict,
-    MemoryFileTooLarge,
-    MemoryInputError,
-)
+from memory_app.errors import MemoryUnavailable, MemoryWriteError
 from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused
 from memory_app.services import (
@@ -37,7 +32,7 @@ from memory_app.services import (
     normalize_memory_text,
 )
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
-from memory_app.tools import ToolResult, ToolStatus
+from memory_app.tool_results import ToolResult, ToolStatus, memory_refusal
 
 __all__ = [
     "APPROVAL_DECISIONS",
@@ -186,14 +181,6 @@ def decision_command(decision: dict[str, Any]) -> Command:
     return Command(resume={"decisions": [answer]})
 
 
-# Why an approved or edited write cannot be carried out, said to the person deciding.
-_CONFLICT_REASONS = {
-    MemoryConflict.NOT_FOUND: "the text to replace is not in the memory file",
-    MemoryConflict.AMBIGUOUS: "the text to replace occurs more than once in the memory file",
-    MemoryConflict.INVALID_ENCODING: "the memory file is not valid UTF-8",
-}
-
-
 def refuse_unfit_decision(
     *, user_id: int, decision: dict[str, Any], proposed: PendingApproval
 ) -> None:
@@ -210,8 +197,8 @@ def refuse_unfit_decision(
         content, replaces = proposed.content, proposed.replaces
     try:
         check_memory_write(user_id=user_id, content=content, replaces=replaces)
-    except MemoryConflict as exc:
-        raise ChatDecisionRefused(_CONFLICT_REASONS.get(exc.reason, str(exc))) from exc
-    except (MemoryAccessDenied, MemoryInputError, MemoryFileTooLarge) as exc:
-        # (A database or file failure, `MemoryUnavailable`, is no reason about the decision.)
-        raise ChatDecisionRefused(str(exc)) from exc
+    except MemoryUnavailable:
+        raise  # a database or file failure is no reason about the decision
+    except MemoryWriteError as exc:
+        reason = memory_refusal(exc).reason
+        raise ChatDecisionRefused(reason if reason is not None else str(exc)) from exc

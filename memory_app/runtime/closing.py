@@ -7,7 +7,6 @@ reaper. `cancel_turn` is the close of a turn whose caller stopped waiting (`canc
 `close_agent_run` the close of a team's own run.
 """
 
-import asyncio
 from collections.abc import Awaitable, Sequence
 from contextlib import nullcontext
 
@@ -19,6 +18,8 @@ from conversations.models import AgentRun, ToolCall
 from conversations.runs import RunError
 from conversations.utils.connections import release_connection
 from memory_app.runtime.agent_phase import call_outcome, run_messages
+from memory_app.runtime.concurrency.loop import cancel_reason, logger, on_database
+from memory_app.runtime.concurrency.settling import opened
 from memory_app.runtime.errors import (
     ChatModelUnavailable,
     ChatRunLost,
@@ -26,8 +27,6 @@ from memory_app.runtime.errors import (
     error_text,
     is_model_failure,
 )
-from memory_app.runtime.loop import cancel_reason, logger, on_database
-from memory_app.runtime.settling import to_the_end
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
     AgentRunHandle,
@@ -36,22 +35,15 @@ from memory_app.runtime.turns import (
     cancellation,
 )
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
+from memory_app.tool_results import decided_write_not_run
 
 
 async def aopen(opening: Awaitable[Turn], *, reason: str = CANCELLED_BY_CALLER) -> Turn:
     """Await an open phase so that a cancellation while it runs still closes the run it
     opens (the open goes on to its end on its worker thread; the run is then cancelled)."""
-    task = asyncio.ensure_future(opening)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        try:
-            turn = await task
-        except Exception:  # the open failed: there is no run to close
-            turn = None
-        if turn is not None:
-            await to_the_end(on_database(cancel_turn)(turn, reason=cancel_reason(reason)))
-        raise
+    return await opened(
+        opening, undo=lambda turn: on_database(cancel_turn)(turn, reason=cancel_reason(reason))
+    )
 
 
 def close_turn(turn: Turn, outcome: TurnOutcome) -> list[dict[str, str]]:
@@ -225,7 +217,7 @@ def _settle_decided_call(
     if decision["decision"] == "edit":
         arguments = {"content": decision["content"], "replaces": decision["replaces"]}
     if result is None:
-        status, output = ToolCall.Status.DECLINED, services.not_run_result(ended)
+        status, output = ToolCall.Status.DECLINED, decided_write_not_run(ended).to_json()
         error = DECIDED_CALL_NOT_RUN.format(ended=ended)
     else:
         status, output, error = call_outcome(result)

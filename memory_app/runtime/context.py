@@ -8,23 +8,26 @@ come in with the run, as its context, and the middleware and tools read them fro
 """
 
 import asyncio
+import concurrent.futures
 from dataclasses import dataclass, field
 
 from langchain_core.messages import SystemMessage, ToolMessage
 
 from conversations.runs import ToolRuntimeContext
+from memory_app.middleware import MemoryPrompt
 
 __all__ = ["RunCalls", "RunContext"]
 
 
 class RunCalls:
     """One run's tool calls as its guard sees them: the ids refused for unusable arguments,
-    and, under `ainvoke`/`astream`, every call started, by id — each runs to its end even when
-    the turn is cancelled (its effect is committed or not; the turn's close says which)."""
+    and every call started, by id (a future of its result) — under `ainvoke`/`astream` each
+    runs to its end even when the turn is cancelled (its effect is committed or not; the
+    turn's close says which)."""
 
     def __init__(self) -> None:
         self.refused: set[str] = set()
-        self.started: dict[str, asyncio.Future] = {}
+        self.started: dict[str, asyncio.Future | concurrent.futures.Future] = {}
 
     def tool_calls(self) -> tuple[dict[str, ToolMessage], dict[str, asyncio.Future]]:
         """The run's tool calls so far: the results of those that ended, by id, and those
@@ -44,8 +47,10 @@ class RunCalls:
 class RunContext(ToolRuntimeContext):
     """A run's trusted identity as a shared graph receives it at invocation, with what its
     middleware keeps for this run only: `system_message`, the run's own system message (its
-    shared context and memory section, read for this run; None keeps the graph's own), and
-    `calls`, the run's `RunCalls`. The memory tools read the identity from it."""
+    role prompt and shared context, read for this run; None keeps the graph's own), `memory`,
+    the run's memory section (`MemoryPrompt.for_run`; None: memory off), and `calls`, the
+    run's `RunCalls`. The memory middleware and tools read the run from it."""
 
     system_message: SystemMessage | None = None
+    memory: MemoryPrompt | None = field(default=None, compare=False, repr=False)
     calls: RunCalls = field(default_factory=RunCalls, compare=False, repr=False)

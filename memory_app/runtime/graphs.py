@@ -1,13 +1,15 @@
-"""The agent graphs: `build_chatbot_graph` (the chat agent, with memory when on) and
-`build_subagent_graph` (a sub-agent: shared context only), both `create_agent` graphs under the
-run's limits and `RunGuard`, each built for one run (its tools and guard bound to its `ctx`);
-and `shared_graph`, the compiled graph of a shape that the Chat service runs every turn of that
-shape on, compiled once per process.
+"""The agent graphs, all made one way (`agent_middleware` and `_compile`: `create_agent` with
+the memory middleware, the approval middleware, the model-call limit and the run guard):
+`build_chatbot_graph` (the chat agent, with memory when on) and `build_subagent_graph` (a
+sub-agent: shared context only), each built for one run (its tools and guard bound to its
+`ctx`), as a team's own code needs; and `shared_graph`, the compiled graph of a shape that the
+Chat service runs every turn of that shape on, compiled once per process, with the same
+middleware built without a run (`YuxiMemoryMiddleware.for_graph()`, `run_guards()`).
 
 A shared graph holds nothing of a run: no identity, no prompt, no memory. Each run brings them
-at invocation as its `RunContext` (the system message read for the run: the role prompt, its
-shared context and memory section, see `run_system_message`). So a turn reads AGENTS.md,
-USER.md, MEMORY.md and the switch anew, and compiles nothing once its shape has been seen.
+at invocation as its `RunContext` (the system message read for the run, see
+`run_system_message`, and its memory section). So a turn reads AGENTS.md, USER.md, MEMORY.md
+and the switch anew, and compiles nothing once its shape has been seen.
 
 Building a graph or a run's system message reads the database (the memory check) and files
 but runs nothing: a turn does it in `run_agent`'s `prepare` step, inside the turn, so a
@@ -33,9 +35,8 @@ from memory_app.middleware import MemoryPrompt, YuxiMemoryMiddleware
 from memory_app.runtime.approval import approval_middleware
 from memory_app.runtime.call_limit import ModelCallLimit
 from memory_app.runtime.graph_cache import CompiledGraphs
-from memory_app.runtime.guard import RunGuard
+from memory_app.runtime.guards import RunSystemMessage, run_guards
 from memory_app.runtime.limits import MAX_MODEL_CALLS
-from memory_app.tools import build_memory_tools
 
 # The chat agent's default role prompt; a host replaces it with `YUXI_AGENT_INSTRUCTIONS`.
 CHATBOT_PROMPT = DEFAULT_AGENT_INSTRUCTIONS
@@ -67,15 +68,45 @@ def _shared_prompt(role_prompt: str, uid: str) -> str:
     return "\n\n".join(s for s in (role_prompt, build_agent_input_context(uid).render()) if s)
 
 
-def _run_middleware(guard: RunGuard, *, approval: bool) -> list[AgentMiddleware]:
-    """A graph's middleware after the memory middleware, in order. After-model hooks run
-    last-listed first: the guard settles the reply's ids before the approval gate and the
-    human-in-the-loop middleware see them."""
+def agent_middleware(
+    *,
+    memory: YuxiMemoryMiddleware | None,
+    approval: bool,
+    ctx: ToolRuntimeContext | None = None,
+) -> list[AgentMiddleware]:
+    """Every agent graph's middleware, in order, for a graph built for `ctx`'s run or (None) a
+    compiled graph every run of its shape shares: the run's system message (shared graphs:
+    it comes with each run), the memory middleware (when given), the approval middleware
+    (when `approval`), the model-call limit and the run guard (`run_guards`), bound to `ctx`
+    or reading each run's context. After-model hooks run last-listed first, and the guard's
+    reply checks run inside the model call: the reply's ids are settled before the approval
+    gate and the human-in-the-loop middleware see them."""
     return [
+        *((RunSystemMessage(),) if ctx is None else ()),
+        *((memory,) if memory is not None else ()),
         *(approval_middleware() if approval else ()),
         ModelCallLimit(run_limit=MAX_MODEL_CALLS, exit_behavior="error"),
-        guard,
+        *run_guards(ctx),
     ]
+
+
+def _compile(
+    model: BaseChatModel | None,
+    *,
+    tools: Sequence[BaseTool],
+    middleware: list[AgentMiddleware],
+    checkpointer: BaseCheckpointSaver | None,
+    system_prompt: str | None = None,
+) -> Any:
+    """The one way an agent graph is made: `create_agent` with the model (or the configured
+    one), the tools besides the middleware's own, and the middleware."""
+    return create_agent(
+        model or chat_model_from_settings(),
+        tools=list(tools),
+        system_prompt=system_prompt,
+        middleware=middleware,
+        checkpointer=checkpointer,
+    )
 
 
 def _graph(
@@ -88,19 +119,17 @@ def _graph(
     checkpointer: BaseCheckpointSaver | None = None,
 ) -> AgentGraph:
     shared = _shared_prompt(role_prompt, ctx.uid)
-    middleware: list[AgentMiddleware] = [m for m in (memory,) if m is not None]
-    middleware += _run_middleware(RunGuard(ctx), approval=checkpointer is not None)
-    agent = create_agent(
-        model or chat_model_from_settings(),
-        tools=list(extra_tools),
-        system_prompt=shared,
+    middleware = agent_middleware(memory=memory, approval=checkpointer is not None, ctx=ctx)
+    agent = _compile(
+        model,
+        tools=extra_tools,
         middleware=middleware,
         checkpointer=checkpointer,
+        system_prompt=shared,
     )
-    system_prompt = memory.with_memory(None).text if memory else ""
     return AgentGraph(
         agent=agent,
-        system_prompt="\n\n".join(s for s in (shared, system_prompt) if s),
+        system_prompt=memory.with_memory(SystemMessage(shared)).text if memory else shared,
         tools=list(memory.tools) if memory else [],
         middleware=middleware,
         approval=checkpointer is not None,
@@ -131,30 +160,6 @@ def build_chatbot_graph(
         memory=memory,
         extra_tools=extra_tools,
         checkpointer=checkpointer if approval else None,
-    )
-
-
-def build_resume_graph(
-    ctx: ToolRuntimeContext,
-    *,
-    checkpointer: BaseCheckpointSaver,
-    model: BaseChatModel | None = None,
-    extra_tools: Sequence[BaseTool] = (),
-) -> AgentGraph:
-    """The chat agent of a `resume` run: always the interrupted graph's shape (the approval
-    middleware and the three memory tools, bound to `ctx`) whatever the switches say now —
-    LangGraph silently drops a decision resumed on a graph without them; the tools re-check
-    at call time.
-
-    Raises `django.db.DatabaseError` when the database cannot answer the memory check.
-    """
-    return _graph(
-        ctx,
-        role_prompt=setting("YUXI_AGENT_INSTRUCTIONS"),
-        model=model,
-        memory=YuxiMemoryMiddleware.for_resume(ctx),
-        extra_tools=extra_tools,
-        checkpointer=checkpointer,
     )
 
 
@@ -200,17 +205,17 @@ def _compile_shared(
     checkpointer: BaseCheckpointSaver | None,
     extra_tools: Sequence[BaseTool],
 ) -> _Compiled:
-    memory_tools = build_memory_tools(None) if shape.memory else []
-    middleware = _run_middleware(RunGuard(), approval=shape.approval)
-    agent = create_agent(
-        model or chat_model_from_settings(),
-        tools=[] if shape.subagent else [*memory_tools, *extra_tools],
+    memory = YuxiMemoryMiddleware.for_graph() if shape.memory else None
+    middleware = agent_middleware(memory=memory, approval=shape.approval)
+    agent = _compile(
+        model,
+        tools=[] if shape.subagent else extra_tools,
         middleware=middleware,
         checkpointer=checkpointer if shape.approval else None,
     )
     return _Compiled(
         agent=agent,
-        tools=memory_tools,
+        tools=list(memory.tools) if memory else [],
         middleware=middleware,
         keys=(model, checkpointer, *extra_tools),
     )
@@ -235,6 +240,7 @@ def shared_graph(
     shape: GraphShape,
     *,
     system_message: SystemMessage,
+    memory: MemoryPrompt | None = None,
     model: BaseChatModel | None = None,
     checkpointer: BaseCheckpointSaver | None = None,
     extra_tools: Sequence[BaseTool] = (),
@@ -242,12 +248,13 @@ def shared_graph(
     """One run's agent on the process's compiled graph of `shape` (compiled now if this
     shape, model — the object, or for None every `LLM_*` setting — `checkpointer` and
     `extra_tools` have not been seen, or were dropped since). The run must invoke it with a
-    `RunContext` whose `system_message` is `system_message`; `extra_tools` are tools built
+    `RunContext` whose `system_message` and `memory` are these; `extra_tools` are tools built
     without a context (they read it from `runtime.context`), the same objects every turn."""
     compiled = _compiled(shape, model=model, checkpointer=checkpointer, extra_tools=extra_tools)
+    shown = memory.with_memory(system_message) if memory is not None else system_message
     return AgentGraph(
         agent=compiled.agent,
-        system_prompt=system_message.text,
+        system_prompt=shown.text,
         tools=list(compiled.tools),
         middleware=compiled.middleware,
         approval=shape.approval,
@@ -260,12 +267,10 @@ def warm_graph(shape: GraphShape, *, extra_tools: Sequence[BaseTool] = ()) -> No
     _compiled(shape, model=None, checkpointer=None, extra_tools=extra_tools)
 
 
-def run_system_message(
-    ctx: ToolRuntimeContext, memory: MemoryPrompt | None, *, subagent: bool = False
-) -> SystemMessage:
-    """What a run of a shared graph shows the model as its system message, read now: the
-    role prompt (`YUXI_AGENT_INSTRUCTIONS` for the chat agent), the shared context (AGENTS.md
-    and USER.md), and the run's memory section (`memory`) if any."""
+def run_system_message(ctx: ToolRuntimeContext, *, subagent: bool = False) -> SystemMessage:
+    """What a run of a shared graph shows the model as its system message before the memory
+    middleware adds the run's memory section, read now: the role prompt
+    (`YUXI_AGENT_INSTRUCTIONS` for the chat agent) and the shared context (AGENTS.md and
+    USER.md)."""
     role = SUBAGENT_PROMPT if subagent else setting("YUXI_AGENT_INSTRUCTIONS")
-    shared = SystemMessage(_shared_prompt(role, ctx.uid))
-    return memory.with_memory(shared) if memory is not None else shared
+    return SystemMessage(_shared_prompt(role, ctx.uid))

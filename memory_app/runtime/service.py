@@ -24,11 +24,16 @@ from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
 from memory_app.runtime.closing import acancel_turn, aopen, close_turn
+from memory_app.runtime.concurrency.loop import (
+    cancel_reason,
+    on_database,
+    on_process_loop,
+    run_sync,
+)
+from memory_app.runtime.concurrency.settling import settled, to_the_end
 from memory_app.runtime.errors import ChatInputError
 from memory_app.runtime.graphs import GraphShape, run_system_message, shared_graph, warm_graph
-from memory_app.runtime.loop import cancel_reason, on_database, on_process_loop, run_sync
 from memory_app.runtime.opening import open_resume_turn, open_turn
-from memory_app.runtime.settling import settled, to_the_end
 from memory_app.runtime.subagent import SUBAGENT_SHAPE, DelegateToSubagentTool
 from memory_app.runtime.turns import (
     CANCELLED_BY_CALLER,
@@ -232,15 +237,16 @@ def chatbot_input(
         shape = GraphShape(
             memory=memory is not None, approval=memory is not None and memory.write_approval
         )
-    system_message = run_system_message(ctx, memory)
+    system_message = run_system_message(ctx)
     graph = shared_graph(
         shape,
         system_message=system_message,
+        memory=memory,
         model=model,
         checkpointer=(checkpointer or checkpoints.checkpointer()) if shape.approval else None,
         extra_tools=(_DELEGATE,),
     )
-    context = TurnContext.of(turn, system_message=system_message, model=model)
+    context = TurnContext.of(turn, system_message=system_message, memory=memory, model=model)
     if turn.decision is not None:
         return AgentInput(
             graph=graph, messages=[], context=context, resume=decision_command(turn.decision)

@@ -22,8 +22,8 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
+from memory_app.runtime.concurrency.relay import iterate_sync, relay
 from memory_app.runtime.errors import http_error
-from memory_app.runtime.relay import iterate_sync, relay
 from memory_app.runtime.service import ChatRequest, ChatTurn, aturn
 from memory_app.runtime.turns import CANCELLED_BY_READER, ChatEvent
 

@@ -33,7 +33,7 @@ SUBAGENT_SHAPE = GraphShape(subagent=True)
 
 def subagent_input(turn: Turn, *, model: BaseChatModel | None) -> AgentInput:
     """The sub-agent for a child turn: the shared context only, and the task as its input."""
-    system_message = run_system_message(turn.handle.ctx, None, subagent=True)
+    system_message = run_system_message(turn.handle.ctx, subagent=True)
     return AgentInput(
         graph=shared_graph(SUBAGENT_SHAPE, system_message=system_message, model=model),
         messages=[HumanMessage(turn.message)],
@@ -60,7 +60,9 @@ class DelegateToSubagentTool(RunBoundTool):
     }
     arguments: ClassVar[type[StrictArguments]] = DelegateArguments
 
-    def _call(self, arguments: DelegateArguments, ctx: ToolRuntimeContext) -> ToolResult:
+    def _call(
+        self, arguments: DelegateArguments, ctx: ToolRuntimeContext, *, tool_call_id: str | None
+    ) -> ToolResult:
         if not isinstance(ctx, TurnContext) or ctx.handle is None:
             return ToolResult(ToolStatus.DENIED, "the sub-agent tool runs only in a chat turn")
         if ctx.delegations.count >= MAX_SUBAGENT_CALLS_PER_RUN:

@@ -19,9 +19,9 @@ from conversations.models import AgentRun
 from memory_app.authorization import MemoryRunRefused, grant_memory_run
 from memory_app.runtime.approval import approval_middleware, decision_command, proposed_write
 from memory_app.runtime.closing import aopen, close_agent_run
-from memory_app.runtime.loop import on_database, on_process_loop, run_sync
+from memory_app.runtime.concurrency.loop import on_database, on_process_loop, run_sync
+from memory_app.runtime.concurrency.settling import settled
 from memory_app.runtime.opening import open_agent_run, open_resume_turn
-from memory_app.runtime.settling import settled
 from memory_app.runtime.turns import CANCELLED_BY_CALLER, Turn, TurnOutcome
 
 

@@ -21,9 +21,10 @@ from langgraph.types import Command
 from conversations import selectors
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
+from memory_app.middleware import MemoryPrompt
+from memory_app.runtime.concurrency.loop import CANCELLED_BY_INTERRUPT, cancel_reason
 from memory_app.runtime.context import RunContext
 from memory_app.runtime.graphs import AgentGraph
-from memory_app.runtime.loop import CANCELLED_BY_INTERRUPT, cancel_reason
 
 # then done or error (memory_app.runtime.streaming builds the first and the last).
 ChatEvent = dict[str, Any]
@@ -63,7 +64,7 @@ class Turn:
     decision: dict[str, Any] | None = None
     approval: selectors.PendingApproval | None = None
     # Filled when the agent phase is cancelled: the results of the tool calls that had ended,
-    # and the calls still running (a started call runs to its end; see `RunGuard`).
+    # and the calls still running (a started call runs to its end; see `guards.StartedCalls`).
     tool_results: dict[str, ToolMessage] = field(default_factory=dict)
     tools_running: dict[str, asyncio.Future] = field(default_factory=dict)
 
@@ -86,13 +87,24 @@ class TurnContext(RunContext):
 
     @classmethod
     def of(
-        cls, turn: "Turn", *, system_message: SystemMessage, model: BaseChatModel | None
+        cls,
+        turn: "Turn",
+        *,
+        system_message: SystemMessage,
+        memory: MemoryPrompt | None = None,
+        model: BaseChatModel | None,
     ) -> "TurnContext":
-        """The context `turn`'s agent runs with: its run's identity, `system_message`, and
-        `model` for its sub-agent."""
+        """The context `turn`'s agent runs with: its run's identity, `system_message`, its
+        memory section (`memory`, None: none), and `model` for its sub-agent."""
         ctx = turn.handle.ctx
         identity = {f.name: getattr(ctx, f.name) for f in fields(ToolRuntimeContext)}
-        return cls(**identity, system_message=system_message, handle=turn.handle, model=model)
+        return cls(
+            **identity,
+            system_message=system_message,
+            memory=memory,
+            handle=turn.handle,
+            model=model,
+        )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from django.db import connection
 
 from conversations import checkpoints
 from memory_app.runtime import chat
-from memory_app.runtime.loop import run_sync
+from memory_app.runtime.concurrency.loop import run_sync
 from tests.factories import AgentRunFactory, UserConfigFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)

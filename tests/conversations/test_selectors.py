@@ -16,15 +16,17 @@ from tests.factories import AgentRunFactory, ConversationFactory, MessageFactory
 pytestmark = pytest.mark.django_db
 
 
-def test_get_chat_thread_finds_only_the_users_visible_thread():
+def test_the_chat_thread_entry_finds_only_the_users_visible_thread():
     thread = ConversationFactory()
     child = ConversationFactory(user=thread.user, parent=thread)
     archived = ConversationFactory(user=thread.user, status=Conversation.Status.ARCHIVED)
-    found = selectors.get_chat_thread(user_id=thread.user_id, thread_id=thread.thread_id)
+    found, _ = selectors.chat_thread_entry(user_id=thread.user_id, thread_id=thread.thread_id)
     assert found == thread
-    assert selectors.get_chat_thread(user_id=thread.user_id + 1, thread_id=thread.thread_id) is None
+    other, _ = selectors.chat_thread_entry(user_id=thread.user_id + 1, thread_id=thread.thread_id)
+    assert other is None
     for hidden in (child, archived):
-        assert selectors.get_chat_thread(user_id=thread.user_id, thread_id=hidden.thread_id) is None
+        entry = selectors.chat_thread_entry(user_id=thread.user_id, thread_id=hidden.thread_id)
+        assert entry[0] is None
 
 
 def test_recent_dialogue_is_the_latest_user_and_assistant_text_before_the_anchor():
@@ -89,13 +91,14 @@ def test_recent_dialogue_cuts_each_content_in_the_database(django_assert_max_num
     assert '"conversations_message"."content",' not in captured[0]["sql"]
 
 
-def test_get_chat_thread_of_an_id_no_database_can_store_is_none_without_a_query(
+def test_the_chat_thread_entry_of_an_id_no_database_can_store_is_none_without_a_query(
     django_assert_num_queries,
 ):
     thread = ConversationFactory()
     with django_assert_num_queries(0):
         for thread_id in (thread.thread_id + "\x00", "\ud800"):
-            assert selectors.get_chat_thread(user_id=thread.user_id, thread_id=thread_id) is None
+            found, _ = selectors.chat_thread_entry(user_id=thread.user_id, thread_id=thread_id)
+            assert found is None
 
 
 def test_raw_excerpt_keeps_the_latest_messages_in_thread_order():

@@ -447,3 +447,19 @@ def test_more_streams_at_once_than_places_each_open_and_finish_through_the_site(
     assert [names[0] for names in streams] == ["run"] * 6
     assert [names[-1] for names in streams] == ["done"] * 6
     assert list(AgentRun.objects.values_list("status", flat=True)) == ["succeeded"] * 6
+
+
+def test_the_stream_endpoint_is_found_by_a_url_name_the_api_declares_not_by_its_function():
+    # The name admission reverses is the one the API gives its streamed chat route, stated
+    # once; renaming the view's function (django-ninja's default name) cannot break it.
+    from memory_app.api import api
+    from memory_app.api_edge import STREAM_CHAT_URL_NAME
+
+    [operation] = [
+        operation
+        for path, view in api.default_router.path_operations.items()
+        if path.rstrip("/").endswith("chat/stream")
+        for operation in view.operations
+    ]
+    assert operation.url_name == STREAM_CHAT_URL_NAME
+    assert admission_module._STREAM_URL_NAME.endswith(f":{STREAM_CHAT_URL_NAME}")

@@ -14,7 +14,8 @@ from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.api import CSRF_FAILED_MESSAGE
 from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
-from memory_app.runtime import ASSISTANT_TEXT_MAX_BYTES, graphs
+from memory_app.runtime import graphs
+from memory_app.runtime.limits import ASSISTANT_TEXT_MAX_BYTES
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 
 URL = "/api/chat/"

@@ -132,12 +132,13 @@ def test_a_decision_for_a_thread_with_nothing_pending_is_refused_as_chat_refuses
         pass  # pragma: no cover
 
 
-def test_docs_show_remember_memorys_real_signature_and_the_id_travels_in_a_context_variable():
+def test_docs_show_remember_memorys_real_signature_and_the_tool_passes_its_call_id_itself():
     assert list(inspect.signature(remember_memory).parameters) == ["ctx", "content", "replaces"]
     docs = Path(settings.BASE_DIR) / "docs"
     shown = (docs / "memory-writes.md").read_text()
     assert "`remember_memory(ctx, content, replaces=None) -> MemoryWriteResult" in shown
-    assert "current_tool_call_id" in shown
+    assert "remember_tool_call(ctx, *, content, replaces, tool_call_id)" in shown
+    assert "current_tool_call_id" not in shown
     for page in docs.glob("*.md"):
         assert "tool_call_id=None" not in page.read_text(), page.name
     with pytest.raises(TypeError):

@@ -17,14 +17,6 @@ from memory_app import runtime
 from memory_app.llm import ScriptedChatModel
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
-    ASSISTANT_TEXT_MAX_BYTES,
-    CHAT_MESSAGE_MAX_BYTES,
-    DIALOGUE_CUT_MARKER,
-    MAX_MODEL_CALLS,
-    MAX_SUBAGENT_CALLS_PER_RUN,
-    MAX_TOOL_CALLS_PER_REPLY,
-    SUBAGENT_TOOL_NAME,
-    TOOL_ARGUMENTS_MAX_BYTES,
     ChatError,
     ChatInputError,
     ChatModelUnavailable,
@@ -34,6 +26,16 @@ from memory_app.runtime import (
     build_subagent_graph,
     chat,
 )
+from memory_app.runtime.limits import (
+    ASSISTANT_TEXT_MAX_BYTES,
+    CHAT_MESSAGE_MAX_BYTES,
+    MAX_MODEL_CALLS,
+    MAX_SUBAGENT_CALLS_PER_RUN,
+    MAX_TOOL_CALLS_PER_REPLY,
+    TOOL_ARGUMENTS_MAX_BYTES,
+)
+from memory_app.runtime.service import DIALOGUE_CUT_MARKER
+from memory_app.tool_names import SUBAGENT_TOOL_NAME
 from memory_app.tools import build_memory_tools
 from tests.concurrency import race
 from tests.factories import (

@@ -31,8 +31,7 @@ from memory_app.runtime import (
 )
 from memory_app.services import (
     MemoryApprovalRequired,
-    current_tool_call_id,
-    remember_memory,
+    remember_tool_call,
     set_memory_enabled,
     set_memory_write_approval,
 )
@@ -437,16 +436,16 @@ def test_a_released_call_writes_once_and_only_in_its_resume_run(agents_file):
         status="running", worker_id="w", lease_expires_at=ClockTimestamp() + timedelta(seconds=60)
     )
     resume.refresh_from_db()
-    token = current_tool_call_id.set(released)
-    try:
-        with pytest.raises(MemoryApprovalRequired):
-            remember_memory(context_for(resume), "again")
-        # Another running run of the user naming the released id is no resume of it.
-        other = RunningAgentRunFactory(conversation=resume.conversation, user=user)
-        with pytest.raises(MemoryApprovalRequired):
-            remember_memory(context_for(other), "again")
-    finally:
-        current_tool_call_id.reset(token)
+    with pytest.raises(MemoryApprovalRequired):
+        remember_tool_call(
+            context_for(resume), content="again", replaces=None, tool_call_id=released
+        )
+    # Another running run of the user naming the released id is no resume of it.
+    other = RunningAgentRunFactory(conversation=resume.conversation, user=user)
+    with pytest.raises(MemoryApprovalRequired):
+        remember_tool_call(
+            context_for(other), content="again", replaces=None, tool_call_id=released
+        )
     assert memory_bytes(agents_file, user) == b"I drink oolong tea\n"
 
 

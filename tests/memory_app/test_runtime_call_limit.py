@@ -13,8 +13,7 @@ from langchain_core.tools import tool
 
 from conversations import checkpoints
 from memory_app.runtime.call_limit import ModelCallLimit
-from memory_app.runtime.graphs import _run_middleware
-from memory_app.runtime.guard import RunGuard
+from memory_app.runtime.graphs import agent_middleware
 from tests.memory_app.models import RecordingModel, tool_reply
 
 
@@ -56,7 +55,7 @@ def test_it_is_upstreams_middleware_and_every_graph_of_the_runtime_uses_it():
     for approval in (False, True):
         [found] = [
             m
-            for m in _run_middleware(RunGuard(), approval=approval)
+            for m in agent_middleware(memory=None, approval=approval)
             if isinstance(m, ModelCallLimitMiddleware)
         ]
         assert type(found) is ModelCallLimit

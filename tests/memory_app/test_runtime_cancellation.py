@@ -322,7 +322,7 @@ class ToolBug(RuntimeError):
 
 @pytest.fixture
 def remember_raises(monkeypatch):
-    def broken(self, arguments, ctx):
+    def broken(self, arguments, ctx, **call):
         raise ToolBug("boom")
 
     monkeypatch.setattr(RememberMemoryTool, "_call", broken)

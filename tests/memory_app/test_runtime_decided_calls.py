@@ -12,13 +12,14 @@ from contextlib import aclosing, closing
 import pytest
 
 from conversations.models import AgentRun, ToolCall
-from conversations.services import DECLINED, not_run_result, settle_pending_call
+from conversations.services import DECLINED, settle_pending_call
 from conversations.utils.connections import direct_connection, release_connection
 from memory_app.locks import memory_lock_key
 from memory_app.runtime import astream_chat, chat, stream_chat
 from memory_app.runtime.closing import DECIDED_CALL_NOT_RUN, settle_late_calls
-from memory_app.runtime.loop import on_process_loop
+from memory_app.runtime.concurrency.loop import on_process_loop
 from memory_app.runtime.turns import Turn
+from memory_app.tool_results import decided_write_not_run
 from memory_app.tools import RememberMemoryTool
 from tests.factories import UserConfigFactory
 
@@ -124,7 +125,7 @@ def test_a_stream_cancelled_while_the_decided_write_waits_on_the_lock_declines_i
         holder.execute("SELECT pg_advisory_unlock(%s)", [key])
     assert not agents_file(user.pk, "MEMORY.md").exists()
     row = decided_row(turn)
-    assert (row.status, row.output) == ("declined", not_run_result("cancelled"))
+    assert (row.status, row.output) == ("declined", decided_write_not_run("cancelled").to_json())
     assert row.error == "not run: the resume run was cancelled before it"
     run = resume_run(turn)
     assert (run.status, run.error) == ("cancelled", BY_READER)
@@ -144,8 +145,8 @@ def test_a_decided_write_that_ends_after_its_run_was_cancelled_keeps_its_real_ou
     written, release = threading.Event(), threading.Event()
     write = RememberMemoryTool._call
 
-    def write_then_hold(self, arguments, ctx):
-        result = write(self, arguments, ctx)
+    def write_then_hold(self, arguments, ctx, **call):
+        result = write(self, arguments, ctx, **call)
         written.set()
         assert release.wait(10)
         return result

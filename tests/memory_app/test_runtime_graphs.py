@@ -5,12 +5,26 @@ import time
 
 import pytest
 from django.test import override_settings
+from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
+from langchain_core.messages import HumanMessage
 
-from memory_app.runtime import chat, graphs, warm_up_graphs
+from memory_app.middleware import YuxiMemoryMiddleware
+from memory_app.runtime import agent_middleware, agent_run, chat, graphs, warm_up_graphs
+from memory_app.runtime.guards import (
+    ConnectionRelease,
+    CredentialRefusal,
+    LeaseGuard,
+    ModelErrors,
+    ReplyCheck,
+    RunSystemMessage,
+    StartedCalls,
+    UniqueToolCallIds,
+)
 from tests.concurrency import race
 from tests.factories import UserConfigFactory
 from tests.memory_app.graph_runs import record_agent_inputs
-from tests.memory_app.models import RecordingModel
+from tests.memory_app.models import RecordingModel, tool_reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -184,3 +198,73 @@ def test_a_failed_compile_is_tried_again_by_the_next_turn_that_needs_the_graph(
     graphs.warm_graph(graphs.GraphShape(memory=True))
     graphs.warm_graph(graphs.GraphShape(memory=True))
     assert len(compiles) == 1  # compiled on the second try, kept for the third
+
+
+# --- one path: the product's turn and a team's own agent run the same middleware -------------
+
+_HOOKS = ("wrap_model_call", "awrap_model_call", "wrap_tool_call", "awrap_tool_call")
+
+
+@pytest.fixture
+def hook_calls(monkeypatch):
+    """Every call of a hook of the middleware the runtime builds graphs from, from now on, as
+    (class, hook name, middleware object), in order."""
+    calls = []
+    middleware = graphs.agent_middleware(memory=YuxiMemoryMiddleware.for_graph(), approval=True)
+    for cls in {type(m) for m in middleware}:
+        for hook in _HOOKS:
+            real = getattr(cls, hook)
+            if real is getattr(AgentMiddleware, hook):
+                continue
+
+            def counting(self, request, handler, _real=real, _cls=cls, _hook=hook):
+                calls.append((_cls, _hook.removeprefix("a"), self))
+                return _real(self, request, handler)
+
+            monkeypatch.setattr(cls, hook, counting)
+    return calls
+
+
+def _classes(calls, hook: str) -> set[type]:
+    return {cls for cls, name, _ in calls if name == hook}
+
+
+def test_a_teams_own_create_agent_and_the_products_turn_run_through_the_same_middleware(
+    hook_calls,
+):
+    user = UserConfigFactory(enable_memory=True).user
+    searching = [tool_reply(("call_1", "search_thread_messages", {"query": "tea"}))]
+
+    # The product's turn (async hooks, on the process loop), on a shared graph.
+    chat(user_id=user.pk, message="what tea do I like?", model=RecordingModel(replies=searching))
+    product, hook_calls[:] = list(hook_calls), []
+
+    # A team's own agent (sync hooks), built as the docs show it, around its own model.
+    with agent_run(user_id=user.pk, thread_id=None) as run:
+        memory = YuxiMemoryMiddleware.for_run(run.ctx)
+        agent = create_agent(
+            RecordingModel(replies=list(searching)),
+            tools=[],
+            system_prompt="You are the support assistant.",
+            middleware=agent_middleware(memory=memory, approval=False, ctx=run.ctx),
+        )
+        agent.invoke(
+            {"messages": [HumanMessage("what tea do I like?")]},
+            context=run.ctx,
+            config={"max_concurrency": 1},
+        )
+    team = hook_calls
+
+    # The same middleware classes ran every model call and every tool call on both paths:
+    # the memory middleware and each of the run guard's rules.
+    guard_model = {LeaseGuard, ReplyCheck, UniqueToolCallIds, ModelErrors, ConnectionRelease}
+    guard_tool = {LeaseGuard, ReplyCheck, CredentialRefusal, StartedCalls, ConnectionRelease}
+    for calls in (product, team):
+        assert {YuxiMemoryMiddleware, *guard_model} <= _classes(calls, "wrap_model_call")
+        assert guard_tool <= _classes(calls, "wrap_tool_call")
+    # Only the product's shared graph brings the run's own system message with the run.
+    assert RunSystemMessage in _classes(product, "wrap_model_call")
+    assert RunSystemMessage not in _classes(team, "wrap_model_call")
+    # The product's memory middleware is the one its shared graph holds, built without a run.
+    [shared_memory] = {m for cls, _, m in product if cls is YuxiMemoryMiddleware}
+    assert shared_memory.ctx is None and shared_memory.memory_prompt is None

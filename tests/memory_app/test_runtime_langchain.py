@@ -20,15 +20,14 @@ from conversations.utils.statements import count_statements
 from memory_app import runtime
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
 from memory_app.runtime import (
-    MAX_MODEL_CALLS,
-    MAX_TOOL_CALLS_PER_REPLY,
-    SUBAGENT_TOOL_NAME,
     ChatError,
     ChatModelUnavailable,
     ChatRunLost,
     agent_run,
     chat,
 )
+from memory_app.runtime.limits import MAX_MODEL_CALLS, MAX_TOOL_CALLS_PER_REPLY
+from memory_app.tool_names import SUBAGENT_TOOL_NAME
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 from tests.memory_app.graph_runs import invoke_in_run, record_agent_inputs
 from tests.memory_app.models import RecordingModel, tool_reply

@@ -16,7 +16,7 @@ import pytest
 
 from conversations.models import AgentRun
 from memory_app.runtime import achat, astream_chat, chat, stream_chat
-from memory_app.runtime.loop import (
+from memory_app.runtime.concurrency.loop import (
     CANCELLED_BY_INTERRUPT,
     cancel_reason,
     inline_unless_tracing,
@@ -25,8 +25,8 @@ from memory_app.runtime.loop import (
     process_loop,
     run_sync,
 )
-from memory_app.runtime.relay import RELAY_AHEAD, relay
-from memory_app.runtime.settling import to_the_end
+from memory_app.runtime.concurrency.relay import RELAY_AHEAD, relay
+from memory_app.runtime.concurrency.settling import to_the_end
 from tests.factories import UserFactory, memory_user
 from tests.wire_model import text_reply
 

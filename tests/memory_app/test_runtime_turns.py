@@ -12,9 +12,11 @@ from langchain_core.messages import HumanMessage
 from conversations import runs, selectors
 from conversations.models import AgentRun, Message
 from memory_app.llm import ScriptedChatModel
-from memory_app.runtime import close_turn, open_turn, run_agent
+from memory_app.runtime.agent_phase import run_agent
+from memory_app.runtime.closing import close_turn
+from memory_app.runtime.concurrency.settling import to_the_end
+from memory_app.runtime.opening import open_turn
 from memory_app.runtime.service import chatbot_input
-from memory_app.runtime.settling import to_the_end
 from tests.factories import UserConfigFactory
 
 pytestmark = pytest.mark.django_db

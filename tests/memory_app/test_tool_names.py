@@ -1,7 +1,7 @@
 """Every tool name is defined once and is the name its tool is offered and stored under."""
 
 from memory_app import tool_names
-from memory_app.runtime import DelegateToSubagentTool
+from memory_app.runtime.subagent import DelegateToSubagentTool
 from memory_app.services import MemoryWriteStatus
 from memory_app.tools import ToolStatus, build_memory_tools
 from tests.factories import RunningAgentRunFactory, context_for

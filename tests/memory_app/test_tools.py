@@ -5,6 +5,7 @@ import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from memory_app import workspace as workspace_module
+from memory_app.errors import MemoryConflict
 from memory_app.models import UserConfig
 from memory_app.tools import make_remember_memory_tool
 from memory_app.workspace import MEMORY_RELPATH, Workspace
@@ -123,3 +124,24 @@ def test_an_unexpected_fault_is_unavailable_without_a_traceback(settings, run):
     assert result["status"] == "unavailable"
     _assert_leaks_nothing(result, run, settings)
     assert "secret detail" not in result["message"]
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        MemoryConflict.NOT_FOUND,
+        MemoryConflict.AMBIGUOUS,
+        MemoryConflict.INVALID_ENCODING,
+        MemoryConflict.STALE,
+    ],
+)
+def test_every_conflict_reason_comes_back_as_a_conflict_result_never_a_raise(
+    run, monkeypatch, reason
+):
+    def conflicting(ctx, **arguments):
+        raise MemoryConflict(reason)
+
+    monkeypatch.setattr("memory_app.tools.remember_tool_call", conflicting)
+    result = _call(context_for(run), {"content": "fact"})
+    assert result["status"] == "conflict" and result["message"]
+    assert reason not in result["message"]  # a text for the model, not the reason's code

@@ -1,16 +1,17 @@
-"""Awaiting the phases that settle a run (its close, its cancel) so that nothing stops them
-halfway: `to_the_end` runs one to its end however often its caller is cancelled meanwhile;
-`settled` runs a close so, with the run's cancel in its place if the close's own step was
-interrupted.
+"""Awaiting the phases that open and settle a run so that nothing stops them halfway:
+`opened` lets an open finish and undoes what it opened when its caller was cancelled meanwhile;
+`to_the_end` runs a close or cancel to its end however often its caller is cancelled
+meanwhile; `settled` runs a close so, with the run's cancel in its place if the close's own
+step was interrupted.
 """
 
 import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from memory_app.runtime.loop import logger
+from memory_app.runtime.concurrency.loop import logger
 
-__all__ = ["settled", "to_the_end"]
+__all__ = ["opened", "settled", "to_the_end"]
 
 T = TypeVar("T")
 
@@ -47,4 +48,21 @@ async def settled(
     except asyncio.CancelledError:
         if closing.cancelled():
             await to_the_end(instead())
+        raise
+
+
+async def opened(opening: Awaitable[T], *, undo: Callable[[T], Awaitable[object]]) -> T:
+    """Await an open phase so that a cancellation while it runs still undoes what it opens:
+    the open goes on to its end (on its worker thread), then `undo(result)` runs to its end,
+    then the cancellation propagates. An open that failed left nothing to undo."""
+    task = asyncio.ensure_future(opening)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        try:
+            result, failed = await task, False
+        except Exception:  # the open failed: there is nothing to undo
+            result, failed = None, True
+        if not failed:
+            await to_the_end(undo(result))
         raise

@@ -18,7 +18,7 @@ first use and started anew in a forked child (the thread does not survive a fork
 - `cancel_reason(default)`: inside a turn, why it was cancelled.
 
 An event stream produced on the process loop reaches its reader through `relay`
-(`memory_app.runtime.relay`).
+(`memory_app.runtime.concurrency.relay`).
 
 LangChain wraps each middleware's `awrap_model_call` / `awrap_tool_call` in LangSmith's
 `traceable`, which sets up and ends its (maybe) traced call on a worker thread: two thread
@@ -42,7 +42,7 @@ import langsmith
 from langsmith.utils import tracing_is_enabled
 
 from conversations.utils.connections import in_worker_thread
-from memory_app.runtime.caller_thread import CallerThread
+from memory_app.runtime.concurrency.caller_thread import CallerThread
 
 __all__ = [
     "CANCELLED_BY_INTERRUPT",

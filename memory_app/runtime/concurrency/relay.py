@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 from typing import Any, TypeVar
 
-from memory_app.runtime.loop import Job, loop_of_process, run_sync, until_finished
+from memory_app.runtime.concurrency.loop import Job, loop_of_process, run_sync, until_finished
 
 __all__ = ["RELAY_AHEAD", "iterate_sync", "relay"]
 
