@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from django.db import connection
 
 from conversations import checkpoints
-from memory_app.runtime.loop import run_sync
+from memory_app.runtime.concurrency.loop import run_sync
 
 # How long a request waits for a pooled connection while the database is down (seconds).
 OUTAGE_POOL_TIMEOUT = 0.5
