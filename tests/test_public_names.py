@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # A backticked dotted path into one of the packages, e.g. `memory_app.runtime.chat(...)`.
 _DOTTED = re.compile(r"`((?:memory_app|conversations|yuxi_site)(?:\.[A-Za-z_]\w*)+)")
+# A system check's id (`memory_app.E005`) is written like a path but names a check.
+_CHECK_ID = re.compile(r"\.[EWI]\d{3}$")
 
 # The public names by module, as the contract's layout table and `docs/python-api.md` list them.
 DOCUMENTED = {
@@ -131,6 +133,7 @@ def documented_paths() -> list[tuple[str, str]]:
             (path.relative_to(ROOT).as_posix(), dotted)
             for path in DOCUMENTS
             for dotted in _DOTTED.findall(path.read_text(encoding="utf-8"))
+            if not _CHECK_ID.search(dotted)
         }
     )
 
