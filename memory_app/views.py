@@ -10,10 +10,12 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils import translation
 from django.views.decorators.http import require_GET
 
 from conversations import selectors as thread_selectors
@@ -27,9 +29,11 @@ __all__ = [
     "THREADS_SHOWN",
     "MESSAGES_SHOWN",
     "MessagesView",
+    "PAGE_LANGUAGES",
     "memory_fragment",
     "messages_fragment",
     "page",
+    "page_languages",
     "lines_read_in_full",
     "threads_fragment",
     "version_diff_fragment",
@@ -63,8 +67,20 @@ def page(request: HttpRequest) -> HttpResponse:
         {
             "settings": selectors.memory_settings(user_id=request.user.pk),
             "api_root": f"{root}api/",
+            "languages": page_languages(),
         },
     )
+
+
+# The languages the page's texts are written in (English, and memory_app/locale's catalogue).
+PAGE_LANGUAGES = ("en", "zh-hans")
+
+
+def page_languages() -> list[dict[str, Any]]:
+    """The host's `LANGUAGES` the page speaks, for its language switch: a host that never set
+    `LANGUAGES` offers Django's hundred, of which the page has two."""
+    offered = [code for code, _ in settings.LANGUAGES if code.lower() in PAGE_LANGUAGES]
+    return [translation.get_language_info(code) for code in offered]
 
 
 @require_GET

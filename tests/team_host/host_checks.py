@@ -21,6 +21,7 @@ from conversations.models import AgentRun, Conversation, ErasureFence, Message, 
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.runtime import ChatError, chat
 from memory_app.services import erase_user, set_memory_enabled
+from memory_app.views import page_languages
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -165,7 +166,16 @@ def test_the_page_renders_in_the_guides_minimal_host(client, ada):
     client.force_login(ada)
     response = client.get("/memory/")
     assert response.status_code == 200
-    assert "ada@example.com" in response.content.decode()
+    html = response.content.decode()
+    assert "ada@example.com" in html
+    # no set_language route here: no language switch, and no logout route: no logout button
+    assert 'class="lang"' not in html and 'class="logout"' not in html
+
+
+def test_the_page_offers_only_the_languages_it_speaks(client, ada, settings):
+    """A host that never set LANGUAGES has Django's hundred; the page speaks two."""
+    assert len(settings.LANGUAGES) > 50
+    assert [language["code"] for language in page_languages()] == ["en", "zh-hans"]
 
 
 def test_the_commands_take_the_email(ada):

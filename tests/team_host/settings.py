@@ -1,7 +1,6 @@
 """The team's settings: `startproject`'s, the guide's block, and the team's own parts (its
 accounts app after the apps, its user model, bearer tokens for the memory API)."""
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -68,6 +67,7 @@ _database = environ.Env().db_url(
 _database["NAME"] = f"{_database['NAME']}_team"
 DATABASES = {"default": _database}
 
-WORKSPACE_ROOT = Path(os.environ.get("TEAM_WORKSPACE_ROOT") or tempfile.mkdtemp()) / "workspaces"
+# Each test sets its own (host_checks.py's fixture); nothing is created here.
+WORKSPACE_ROOT = Path(tempfile.gettempdir()) / "yuxi-team-host-workspaces"
 # The team's bearer tokens for the memory API (the guide's example), before the session.
 MEMORY_API_AUTH = ["api_auth.BearerTokenAuth"]

@@ -310,7 +310,8 @@ def test_links_lead_from_a_user_to_config_ledger_run_thread_and_messages(
     user, run, event = long_world["user"], long_world["run"], long_world["event"]
     url = reverse("admin:auth_user_change", args=[user.pk])
     _open(staff_browser, live_server, url, "walk-1-user.png")
-    _click(staff_browser, "memory config", "walk-2-config.png")
+    _click(staff_browser, "memory and history page", "walk-2a-user-page.png")
+    _click(staff_browser, "The memory config row", "walk-2-config.png")
     assert "Why does the agent know this?" in staff_browser.page_source
     ledger = staff_browser.find_element(By.CSS_SELECTOR, ".yuxi-ledger").text
     assert "breaks 1 time" in ledger
