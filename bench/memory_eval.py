@@ -1,7 +1,7 @@
 """What a model does with memory: write discipline on a labelled case set, judged from effects.
 
 Run: .venv/bin/python bench/memory_eval.py [--category NAME]... [--limit N] [--jobs N]
-         [--approval] [--output FILE]          (BENCH_DATABASE_URL picks the database)
+         [--approval] [--output FILE] [--case ID]...   (BENCH_DATABASE_URL picks the database)
 
 Each case of `bench/cases/<category>.json` is played for a fresh user through the Chat service
 (`chat()`: the real runtime, its middleware, tools and locks) with the model that
@@ -631,12 +631,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=_jobs, default=1, help=f"cases at once (1-{MAX_JOBS})")
     parser.add_argument("--approval", action="store_true", help="memory writes need approval")
     parser.add_argument("--output", type=Path, help="write every case's verdict here (JSON)")
+    parser.add_argument(
+        "--case", action="append", help="only the case with this id (again for more)"
+    )
     args = parser.parse_args(argv)
     try:
         cases = load_cases(categories=args.category, limit=args.limit)
     except CaseError as exc:
         print(f"memory_eval: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.case:
+        unknown = set(args.case) - {case.id for case in cases}
+        if unknown:
+            print(f"memory_eval: no such case: {', '.join(sorted(unknown))}", file=sys.stderr)
+            return EXIT_USAGE
+        cases = [case for case in cases if case.id in args.case]
     label = _model_label(chat_model_from_settings())
     done = 0
 

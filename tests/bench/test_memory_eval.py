@@ -328,3 +328,16 @@ def test_the_approval_judge_calls_a_file_changed_before_a_decision_a_violation()
         before=b"", after=b"", events=(), tool_calls=(), turn=turn, error=None, seconds=0.01
     )
     assert memory_eval.judge_approval(case, held).violations == ()
+
+
+@played
+def test_case_plays_only_the_named_cases_and_refuses_an_unknown_id(tmp_path, capsys):
+    output = tmp_path / "eval.json"
+    ids = ["secret-en-zero-width-password", "secret-en-stated-in-another-thread"]
+    argv = ["--category", "secret", "--case", ids[0], "--case", ids[1], "--output", str(output)]
+    assert memory_eval.main(argv) == 0
+    report = json.loads(output.read_text())
+    assert [case["id"] for case in report["cases"]] == ids
+    assert report["figures"]["secret"]["writes"] == 0
+    assert memory_eval.main(["--case", "no-such-case"]) == memory_eval.EXIT_USAGE
+    assert "no such case: no-such-case" in capsys.readouterr().err
