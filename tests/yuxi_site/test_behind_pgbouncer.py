@@ -33,6 +33,8 @@ from tests.pgbouncer import TEST_PORT, PgBouncer, pgbouncer_missing
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TURNS_PER_CLIENT = 4
+# The longest /healthz may take to answer 200 again after PostgreSQL is back behind PgBouncer.
+RECOVERY_BOUND_SECONDS = DATABASE_WAIT_SECONDS + 2
 CLIENTS = 4
 
 
@@ -152,8 +154,11 @@ def test_while_postgresql_is_down_requests_answer_503_json_within_the_bound_then
     restartable_database.start()
     started = time.monotonic()
     while client.get("/healthz").status_code != 200:
-        assert time.monotonic() - started < 5, "not recovered 5 s after PostgreSQL was back"
+        assert time.monotonic() - started < 60, "/healthz never recovered"
         time.sleep(0.1)
+    # Within seconds of PostgreSQL's return, PgBouncer's `server_login_retry` (1 s) and the
+    # pool's back-off (a request may wait out its bound once) included: never a hang.
+    assert time.monotonic() - started < RECOVERY_BOUND_SECONDS
     assert client.get("/api/settings/").status_code == 200
 
 
