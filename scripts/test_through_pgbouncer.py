@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import environ
 import psycopg
 from psycopg import sql
 
@@ -59,6 +60,7 @@ def main() -> int:
     if reason := pgbouncer_missing():
         print(f"test_through_pgbouncer: {reason}", file=sys.stderr)
         return 2
+    environ.Env.read_env(PROJECT_ROOT / ".env")  # as the settings read it: the environment wins
     direct_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     parts = urlsplit(direct_url)
     name = f"{parts.path.lstrip('/')}_pgbouncer"
