@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import NoReverseMatch, get_script_prefix, get_urlconf, is_valid_path, reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 
@@ -106,5 +107,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """`handler404`: JSON 404 for an unknown path under the API's path."""
     if _is_api_request(request):
-        return JsonResponse({"error": "not found"}, status=404)
+        response = JsonResponse({"error": "not found"}, status=404)
+        add_never_cache_headers(response)  # as every answer of the API
+        return response
     return defaults.page_not_found(request, exception)

@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from yuxi_site.favicon import favicon
 from yuxi_site.health import healthz
 
 # The staff site's name, on every admin page (Django's default says "Django administration").
@@ -29,6 +30,7 @@ urlpatterns = [
     ),
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("memory_app.urls")),
 ]
 

@@ -11,6 +11,7 @@ call time: only the call a decision released, in that resume run, writes.
 
 from typing import Any
 
+from django.utils.translation import gettext_noop
 from langchain.agents.middleware import (
     AgentMiddleware,
     AgentState,
@@ -181,9 +182,11 @@ def decision_command(decision: dict[str, Any]) -> Command:
 
 # Why an approved or edited write cannot be carried out, said to the person deciding.
 _CONFLICT_REASONS = {
-    MemoryConflict.NOT_FOUND: "the text to replace is not in the memory file",
-    MemoryConflict.AMBIGUOUS: "the text to replace occurs more than once in the memory file",
-    MemoryConflict.INVALID_ENCODING: "the memory file is not valid UTF-8",
+    MemoryConflict.NOT_FOUND: gettext_noop("the text to replace is not in the memory file"),
+    MemoryConflict.AMBIGUOUS: gettext_noop(
+        "the text to replace occurs more than once in the memory file"
+    ),
+    MemoryConflict.INVALID_ENCODING: gettext_noop("the memory file is not valid UTF-8"),
 }
 
 
