@@ -22,6 +22,7 @@ from enum import StrEnum
 from functools import partial
 
 from django.db import connection, transaction
+from django.utils.translation import gettext_noop
 
 from conversations import selectors as conversation_selectors
 from conversations.models import AgentRun
@@ -238,13 +239,30 @@ def _appended(current: str, content: str) -> str | None:
 
 
 def _replaced(current: str, old: str, new: str) -> str:
-    """`current` with its only occurrence of `old` (overlaps count) replaced by `new`."""
+    """`current` with its only occurrence of `old` (overlaps count) replaced by `new`.
+
+    A whole list line replaced by a one-line fact without a marker keeps its marker
+    (`- I live in Porto` corrected to `I live in Lisbon` stays a `- ` bullet), as an appended
+    fact follows the file's list style."""
     start = current.find(old)
     if start < 0:
         raise MemoryConflict(MemoryConflict.NOT_FOUND)
     if current.find(old, start + 1) >= 0:
         raise MemoryConflict(MemoryConflict.AMBIGUOUS)
-    return current[:start] + new + current[start + len(old) :]
+    end = start + len(old)
+    whole_line = (start == 0 or current[start - 1] == "\n") and current[end : end + 1] in (
+        "",
+        "\n",
+        "\r",
+    )
+    if (
+        whole_line
+        and "\n" not in old + new
+        and old.startswith(MEMORY_BULLET_MARKERS)
+        and new == unbulleted(new)
+    ):
+        new = old[:2] + new
+    return current[:start] + new + current[end:]
 
 
 def _planned_write(
@@ -354,7 +372,7 @@ def _checked_write_arguments(content: object, replaces: object) -> tuple[str, st
 
 
 # What a write refused because the user's memory is switched off says.
-MEMORY_OFF = "memory is off"
+MEMORY_OFF = gettext_noop("memory is off")
 
 
 def check_memory_write(*, user_id: int, content: object, replaces: object) -> MemoryWriteStatus:

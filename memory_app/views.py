@@ -10,20 +10,26 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from conversations import selectors as thread_selectors
 from conversations.models import Conversation
 from memory_app import selectors
+from memory_app.conf import setting
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
+from memory_app.tool_names import MEMORY_TOOL_NAMES
 
 __all__ = [
+    "OTHER_TOOL",
     "THREADS_SHOWN",
+    "TOOL_STATES",
     "MESSAGES_SHOWN",
     "MessagesView",
     "memory_fragment",
@@ -38,6 +44,11 @@ __all__ = [
 THREADS_SHOWN = 30
 # Messages one load of a conversation shows (scrolling up loads the earlier ones).
 MESSAGES_SHOWN = 30
+# What a tool call is said to be doing while a reply streams (`running`), then its stored
+# statuses: the page's module looks each (tool, state) up in words, never showing the name.
+TOOL_STATES = ("running", "success", "pending", "declined", "error")
+# Stands for any tool beside the memory tools in that lookup.
+OTHER_TOOL = "*"
 
 
 def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
@@ -52,6 +63,7 @@ def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
 
 
 @require_GET
+@never_cache
 @login_required
 def page(request: HttpRequest) -> HttpResponse:
     """The page: threads, the conversation and its composer, the memory panel, the switches."""
@@ -62,11 +74,21 @@ def page(request: HttpRequest) -> HttpResponse:
         {
             "settings": selectors.memory_settings(user_id=request.user.pk),
             "api_root": f"{root}api/",
+            # Where an ended session sends the user (and back here after they log in again).
+            "login_url": resolve_url(django_settings.LOGIN_URL),
+            # A token gone stale is taken again from this cookie (CSRF_COOKIE_NAME).
+            "csrf_cookie_name": django_settings.CSRF_COOKIE_NAME,
+            # No model configured: the scripted stand-in answers, and the page says so.
+            "demo_model": not setting("LLM_BASE_URL"),
+            "tool_words": [
+                (name, state) for name in (*MEMORY_TOOL_NAMES, OTHER_TOOL) for state in TOOL_STATES
+            ],
         },
     )
 
 
 @require_GET
+@never_cache
 @login_required
 def threads_fragment(request: HttpRequest) -> HttpResponse:
     """The user's threads, active or archived, most recently updated first."""
@@ -104,6 +126,7 @@ class MessagesView:
 
 
 @require_GET
+@never_cache
 @login_required
 def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
     """A page of one of the user's threads; without a cursor its newest messages and its
@@ -127,6 +150,7 @@ def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 
 @require_GET
+@never_cache
 @login_required
 def memory_fragment(request: HttpRequest) -> HttpResponse:
     """The memory panel: MEMORY.md line by line with where each line came from, marked where
@@ -135,6 +159,7 @@ def memory_fragment(request: HttpRequest) -> HttpResponse:
     read = lines_read_in_full(found.lines)
     context: dict[str, Any] = {
         "memory": found.memory,
+        "enable_memory": selectors.memory_enabled(request.user.pk),
         "read": found.lines[:read],
         "unread": found.lines[read:],
         "max_bytes": MEMORY_FILE_MAX_BYTES,
@@ -145,6 +170,7 @@ def memory_fragment(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@never_cache
 @login_required
 def version_diff_fragment(request: HttpRequest, sha256: str) -> HttpResponse:
     """A kept version against the current file, line by line (what a restore would change)."""

@@ -18,19 +18,90 @@ const memoryPanel = document.getElementById("memory-panel");
 const settingsStatus = document.getElementById("settings-status");
 const emptyConversation = [...conversation.childNodes].map((node) => node.cloneNode(true));
 const labels = document.getElementById("tpl-labels").content;
+const toolWords = document.getElementById("tpl-tools").content;
+const loginUrl = new URL(app.dataset.loginUrl, location.href);
 
 let threadId = null;
 let threadsUrl = app.dataset.threadsUrl;
 let turn = null; // the AbortController of the turn being streamed
 
-function jsonHeaders(extra = {}) {
-  return { "Content-Type": "application/json", "X-CSRFToken": app.dataset.csrf, ...extra };
+// --- the one request path ---------------------------------------------------------------------
+// Every request of the page goes through `request` (htmx's through the swap hook below): an
+// ended session sends the user to log in again (and back here), a CSRF token gone stale (a
+// login in another window rotates it) is taken from the cookie and the request tried once more.
+
+function csrfCookie() {
+  const prefix = `${app.dataset.csrfCookie}=`;
+  const found = document.cookie.split("; ").find((cookie) => cookie.startsWith(prefix));
+  return found ? decodeURIComponent(found.slice(prefix.length)) : null;
+}
+
+function setToken(token) {
+  app.dataset.csrf = token;
+  for (const input of document.querySelectorAll('input[name="csrfmiddlewaretoken"]')) {
+    input.value = token;
+  }
+}
+
+function isLoginPage(url) {
+  return Boolean(url) && new URL(url, location.href).pathname === loginUrl.pathname;
+}
+
+// To the login page, with a notice there; it brings the user back to this page. The returned
+// promise never settles: the page is leaving, its caller has nothing more to do.
+function sessionEnded() {
+  const back = new URLSearchParams({ next: location.pathname, session: "ended" });
+  location.assign(`${loginUrl.pathname}?${back}`);
+  return new Promise(() => {});
+}
+
+function reloadAnswer() {
+  const body = JSON.stringify({ error: app.dataset.reload });
+  return new Response(body, { status: 403, headers: { "Content-Type": "application/json" } });
+}
+
+async function request(path, init = {}) {
+  const attempt = () =>
+    fetch(api + path, {
+      ...init,
+      headers: { ...init.headers, "X-CSRFToken": app.dataset.csrf },
+      credentials: "same-origin",
+    });
+  let response = await attempt();
+  if (response.status === 403) {
+    const fresh = csrfCookie();
+    if (!fresh) return reloadAnswer();
+    if (fresh !== app.dataset.csrf) {
+      setToken(fresh);
+      response = await attempt();
+    }
+  }
+  if (response.status === 401 || (response.redirected && isLoginPage(response.url))) {
+    return sessionEnded();
+  }
+  return response;
 }
 
 async function send(method, path, body, extra = {}) {
-  const init = { method, headers: jsonHeaders(extra), credentials: "same-origin" };
+  const init = { method, headers: { "Content-Type": "application/json", ...extra } };
   if (body !== undefined) init.body = JSON.stringify(body);
-  return fetch(api + path, init);
+  return request(path, init);
+}
+
+document.body.addEventListener("htmx:beforeSwap", (event) => {
+  const xhr = event.detail.xhr;
+  if (xhr.status === 401 || isLoginPage(xhr.responseURL)) {
+    event.detail.shouldSwap = false;
+    sessionEnded();
+  }
+});
+
+// The language and logout buttons post a form: its token is refreshed the same way.
+for (const form of document.querySelectorAll("form.lang, form.logout")) {
+  form.addEventListener("submit", () => {
+    const fresh = csrfCookie();
+    if (fresh) setToken(fresh);
+  });
 }
 
 async function errorOf(response) {
@@ -48,6 +119,14 @@ function problem(message) {
 
 function label(role) {
   return labels.querySelector(`[data-role="${role}"]`).textContent;
+}
+
+// A tool call in words ("Saved to memory"), never its name: `state` is "running" or a status.
+function toolWord(name, state) {
+  const find = (tool) =>
+    toolWords.querySelector(`[data-tool="${CSS.escape(tool)}"][data-state="${CSS.escape(state)}"]`);
+  const found = find(name) || find("*");
+  return found ? found.textContent : state;
 }
 
 // --- threads ---------------------------------------------------------------------------------
@@ -147,10 +226,11 @@ function parseEvent(frame) {
   return { name, data: data ? JSON.parse(data) : {} };
 }
 
-function showEvent(event, reply) {
+function showEvent(event, reply, seen) {
   const { name, data } = event;
   if (name === "run") {
     threadId = data.thread_id;
+    seen.runId = data.run_id;
   } else if (name === "token") {
     reply.querySelector(".text").append(data.text);
     scrollToEnd();
@@ -163,7 +243,10 @@ function showEvent(event, reply) {
       item.dataset.call = data.id;
       tools.append(item);
     }
-    item.textContent = data.status ? `${data.name}: ${data.status}` : `${data.name} …`;
+    const state = data.status || "running";
+    item.className = `tool status-${state}`;
+    item.textContent = toolWord(data.name, state);
+    if (data.name === "remember_memory" && data.status === "success") seen.wrote = true;
   } else if (name === "error") {
     chatStatus.textContent = problem(data.error);
   }
@@ -191,11 +274,10 @@ async function streamTurn(body) {
   chatStatus.textContent = "";
   let response;
   try {
-    response = await fetch(api + "chat/stream/", {
+    response = await request("chat/stream/", {
       method: "POST",
-      headers: jsonHeaders(),
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
-      credentials: "same-origin",
       signal: controller.signal,
     });
   } catch {
@@ -214,6 +296,7 @@ async function streamTurn(body) {
   text.setAttribute("aria-live", "polite");
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
+  const seen = { runId: null, wrote: false };
   try {
     for (;;) {
       const { value, done } = await reader.read();
@@ -221,7 +304,7 @@ async function streamTurn(body) {
       buffer += value;
       let cut = buffer.indexOf("\n\n");
       while (cut >= 0) {
-        showEvent(parseEvent(buffer.slice(0, cut)), reply);
+        showEvent(parseEvent(buffer.slice(0, cut)), reply, seen);
         buffer = buffer.slice(cut + 2);
         cut = buffer.indexOf("\n\n");
       }
@@ -234,8 +317,27 @@ async function streamTurn(body) {
   if (threadId) await openThread(threadId);
   if (stopped) chatStatus.textContent = app.dataset.stopped;
   refreshThreads();
-  htmx.trigger(memoryPanel, "refresh");
+  await htmx.ajax("GET", app.dataset.memoryUrl, { target: "#memory-panel", swap: "innerHTML" });
+  if (seen.wrote) showMemoryUpdated(seen.runId);
   return null;
+}
+
+// "Memory updated", with a link to the line the turn wrote (found by its origin's run).
+function showMemoryUpdated(runId) {
+  const note = document.getElementById("tpl-memory-updated").content.firstElementChild;
+  const shown = note.cloneNode(true);
+  const line = runId && memoryPanel.querySelector(`.line[data-run-id="${CSS.escape(runId)}"]`);
+  const link = shown.querySelector("a");
+  if (line) link.href = `#${line.id}`;
+  link.addEventListener("click", (event) => {
+    const target = line && document.getElementById(line.id);
+    if (!target) return;
+    event.preventDefault();
+    target.scrollIntoView({ block: "center" });
+    target.focus();
+  });
+  (conversation.querySelector(".messages") || conversation).append(shown);
+  scrollToEnd();
 }
 
 stopButton.addEventListener("click", () => {
@@ -335,7 +437,7 @@ async function saveMemory(form) {
   const response = await send("PUT", "memory/", { text }, { "If-Match": `"${etag}"` });
   if (response.status === 412) {
     // Someone else wrote first: show the file as it is now; saving again replaces it.
-    const current = await fetch(api + "memory/", { credentials: "same-origin" });
+    const current = await request("memory/");
     const now = await current.json();
     form.dataset.etag = now.etag;
     form.querySelector(".current").textContent = now.text ?? "";
@@ -411,6 +513,13 @@ for (const toggle of document.querySelectorAll("input[data-setting]")) {
       return;
     }
     settingsStatus.textContent = app.dataset.settingsSaved;
+    showMemoryState((await response.json()).enable_memory);
     htmx.trigger(memoryPanel, "refresh");
   });
+}
+
+// Memory off: the chat says so and the approval switch waits until it is on again.
+function showMemoryState(on) {
+  document.querySelector('input[data-setting="memory_write_approval"]').disabled = !on;
+  document.getElementById("chat-memory-off").hidden = on;
 }
