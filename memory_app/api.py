@@ -277,7 +277,8 @@ class MessagePageOut(Schema):
 
 
 class ThreadStatusIn(Body):
-    status: Literal["active", "archived", "deleted"]
+    status: Literal["active", "archived", "deleted"] | None = None
+    title: StrictStr | None = Field(None, description="a title of your choice")
 
 
 class ExportToolCall(Schema):
@@ -697,6 +698,26 @@ def delete_memory_line(
     return _write_if_match(request, response, if_match, services.delete_memory_line, number=number)
 
 
+@api.patch(
+    "/memory/lines/{number}/",
+    response={200: MemoryWrittenOut, 404: Error, **_IF_MATCH},
+    tags=["memory"],
+)
+def patch_memory_line(
+    request: HttpRequest,
+    response: HttpResponse,
+    number: int,
+    body: MemoryIn,
+    if_match: str | None = Header(None, alias="If-Match"),
+) -> Any:
+    """Edit one line in place: line `number` of the file `If-Match` names becomes `text` (one
+    line, not empty), as your own edit; the file it replaces is kept as a version. A
+    credential in the text is kept as written and listed in `warnings`."""
+    return _write_if_match(
+        request, response, if_match, services.edit_memory_line, number=number, text=body.text
+    )
+
+
 @api.get("/settings/", response={200: SettingsOut, **_COMMON}, tags=["settings"])
 def get_settings(request: HttpRequest) -> Any:
     """The memory switch, and whether each memory write waits for your approval."""
@@ -751,13 +772,24 @@ def list_threads(
     "/threads/{thread_id}/", response={200: ThreadOut, 404: Error, **_UNSAFE}, tags=["threads"]
 )
 def patch_thread(request: HttpRequest, thread_id: str, body: ThreadStatusIn) -> Any:
-    """Archive or delete a thread (history lookback stops seeing it) or make it active again."""
+    """Rename a thread (`title`), archive or delete it (history lookback stops seeing it) or
+    make it active again (`status`); either or both."""
+    if body.status is None and body.title is None:
+        return Status(400, {"error": gettext(gettext_noop("send status, title or both"))})
     try:
+        if body.title is not None:
+            thread_services.rename_thread(
+                user_id=request.auth.pk, thread_id=thread_id, title=body.title
+            )
+        if body.status is None:
+            return thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
         return thread_services.set_thread_status(
             user_id=request.auth.pk, thread_id=thread_id, status=body.status
         )
     except thread_services.ThreadNotFound:
         return Status(404, {"error": gettext(gettext_noop("no such thread"))})
+    except thread_services.ThreadTitleInvalid as exc:
+        return Status(400, {"error": str(exc)})
 
 
 @api.get(

@@ -15,9 +15,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render, resolve_url
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from conversations import repository
 from conversations import selectors as thread_selectors
 from conversations.models import Conversation
 from memory_app import selectors
@@ -32,7 +34,10 @@ __all__ = [
     "TOOL_STATES",
     "MESSAGES_SHOWN",
     "MessagesView",
+    "SEARCH_HITS",
+    "approvals_fragment",
     "memory_fragment",
+    "search_fragment",
     "messages_fragment",
     "page",
     "lines_read_in_full",
@@ -44,6 +49,8 @@ __all__ = [
 THREADS_SHOWN = 30
 # Messages one load of a conversation shows (scrolling up loads the earlier ones).
 MESSAGES_SHOWN = 30
+# Conversation hits one search shows: the ranked history search's own ceiling.
+SEARCH_HITS = repository.SEARCH_LIMIT_MAX
 # What a tool call is said to be doing while a reply streams (`running`), then its stored
 # statuses: the page's module looks each (tool, state) up in words, never showing the name.
 TOOL_STATES = ("running", "success", "pending", "declined", "error")
@@ -182,3 +189,31 @@ def version_diff_fragment(request: HttpRequest, sha256: str) -> HttpResponse:
     lines = difflib.ndiff(old.decode("utf-8").splitlines(), current.splitlines())
     rows = [(line[0], line[2:]) for line in lines if line[0] in " -+"]
     return render(request, "memory_app/fragments/diff.html", {"rows": rows, "sha256": sha256})
+
+
+@require_GET
+@never_cache
+@login_required
+def approvals_fragment(request: HttpRequest) -> HttpResponse:
+    """The memory writes waiting for the user's decision, across their threads, in one place."""
+    approvals = thread_selectors.list_user_pending_approvals(user_id=request.user.pk)
+    return render(request, "memory_app/fragments/approvals.html", {"approvals": approvals})
+
+
+@require_GET
+@never_cache
+@login_required
+def search_fragment(request: HttpRequest) -> HttpResponse:
+    """The user's conversations matching `q`, ranked by the history search the agent's lookback
+    uses (`search_thread_messages`): the same visible messages, budgets and ranking."""
+    query = request.GET.get("q", "")
+    try:
+        found = repository.search_thread_messages(request.user.pk, query, limit=SEARCH_HITS)
+    except repository.HistoryQueryError:
+        return render(
+            request, "memory_app/fragments/search.html", {"query": query, "refused": True}
+        )
+    # The search writes times as the tools do (ISO 8601 text); the page shows them as dates.
+    hits = [{**hit, "at": parse_datetime(hit["created_at"])} for hit in found["results"]]
+    context = {"query": query, "hits": hits, "refused": False}
+    return render(request, "memory_app/fragments/search.html", context)

@@ -44,6 +44,7 @@ OPERATIONS = [
     ("post", f"/api/memory/versions/{VERSION}/restore/", None),
     ("get", "/api/memory/lines/", None),
     ("delete", "/api/memory/lines/1/", None),
+    ("patch", "/api/memory/lines/1/", {"text": "x"}),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
@@ -233,6 +234,19 @@ class TestThreads:
             assert (response.status_code, response.json()["status"]) == (200, status)
             thread.refresh_from_db()
             assert thread.status == status
+
+    def test_patch_renames_an_own_thread_and_refuses_a_title_it_cannot_keep(self, api_client, user):
+        thread = MessageFactory(conversation__user=user).conversation
+        headers = csrf(api_client)
+        url = f"/api/threads/{thread.thread_id}/"
+        renamed = send(api_client, "patch", url, {"title": "  Trip   to Lisbon "}, **headers)
+        assert (renamed.status_code, renamed.json()["title"]) == (200, "Trip to Lisbon")
+        both = send(api_client, "patch", url, {"title": "Lisbon", "status": "deleted"}, **headers)
+        assert (both.json()["title"], both.json()["status"]) == ("Lisbon", "deleted")
+        for bad in ({"title": "   "}, {"title": "x" * 300}, {}):
+            assert send(api_client, "patch", url, bad, **headers).status_code == 400, bad
+        thread.refresh_from_db()
+        assert (thread.title, thread.status) == ("Lisbon", "deleted")
 
     @pytest.mark.parametrize("thread_id", ["{foreign}", "thread-unknown", "thread-%00"])
     def test_patch_of_another_users_or_an_unknown_thread_gets_404_and_changes_nothing(

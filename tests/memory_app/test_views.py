@@ -279,3 +279,34 @@ def test_a_heading_line_has_no_forget_button_and_cr_only_lines_are_separate(logg
         "- tea",
         "- walks",
     ]
+
+
+def test_search_finds_only_the_users_own_visible_messages_with_their_terms_marked(user, logged_in):
+    mine = ConversationFactory(user=user, title="Zoo")
+    MessageFactory(conversation=mine, content="we saw a zebra <b>there</b>")
+    archived = ConversationFactory(user=user, title="Old zoo", status="archived")
+    MessageFactory(conversation=archived, content="another zebra")
+    MessageFactory(conversation=ConversationFactory(title="Theirs"), content="their zebra")
+    html = logged_in.get("/page/search/", {"q": "zebra"}).content.decode()
+    assert html.count('class="hit"') == 1 and "Zoo" in html
+    assert "<mark>zebra</mark>" in html and "&lt;b&gt;there&lt;/b&gt;" in html
+    assert "Theirs" not in html and "Old zoo" not in html
+    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}<", html)
+
+
+def test_a_search_with_nothing_to_search_says_so_in_the_users_words(logged_in):
+    blank = logged_in.get("/page/search/", {"q": " "}, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert "请输入要查找的内容。" in blank.content.decode()
+    nothing = logged_in.get("/page/search/", {"q": "qwertyuiop"}).content.decode()
+    assert "No conversation mentions it." in nothing
+
+
+def test_the_approvals_of_every_thread_are_listed_with_a_way_to_each(user, logged_in):
+    html = logged_in.get("/page/approvals/").content.decode()
+    thread = user.conversations.get()
+    assert html.count('class="approval-item"') == 1
+    assert f'data-open-thread="{thread.thread_id}"' in html
+    assert MARKER not in html and "&lt;script&gt;" in html
+    other = Client()
+    other.force_login(UserFactory())
+    assert "approval-item" not in other.get("/page/approvals/").content.decode()

@@ -16,6 +16,10 @@ const sendButton = document.getElementById("send");
 const threadList = document.getElementById("thread-list");
 const memoryPanel = document.getElementById("memory-panel");
 const settingsStatus = document.getElementById("settings-status");
+const approvals = document.getElementById("approvals");
+const searchForm = document.getElementById("search");
+const searchBox = document.getElementById("search-text");
+const searchResults = document.getElementById("search-results");
 const emptyConversation = [...conversation.childNodes].map((node) => node.cloneNode(true));
 const labels = document.getElementById("tpl-labels").content;
 const toolWords = document.getElementById("tpl-tools").content;
@@ -317,6 +321,7 @@ async function streamTurn(body) {
   if (threadId) await openThread(threadId);
   if (stopped) chatStatus.textContent = app.dataset.stopped;
   refreshThreads();
+  htmx.trigger(approvals, "refresh");
   await htmx.ajax("GET", app.dataset.memoryUrl, { target: "#memory-panel", swap: "innerHTML" });
   if (seen.wrote) showMemoryUpdated(seen.runId);
   return null;
@@ -369,8 +374,54 @@ messageBox.addEventListener("keydown", (event) => {
 
 // --- a write waiting for the user's decision -------------------------------------------------
 
+// Rename or delete the open conversation (delete asks first).
+async function threadAction(button) {
+  const view = button.closest(".thread-view");
+  const form = view.querySelector("form.rename");
+  const action = button.dataset.threadAction;
+  if (action === "rename" || action === "cancel") {
+    const editing = action === "rename";
+    form.hidden = !editing;
+    view.querySelector('[data-thread-action="rename"]').setAttribute("aria-expanded", String(editing));
+    if (editing) form.querySelector("input").focus();
+    return;
+  }
+  if (!window.confirm(button.dataset.confirm)) return;
+  const id = view.dataset.threadId;
+  const response = await send("PATCH", `threads/${encodeURIComponent(id)}/`, { status: "deleted" });
+  if (!response.ok) {
+    chatStatus.textContent = problem(await errorOf(response));
+    return;
+  }
+  newThread();
+  await refreshThreads();
+  htmx.trigger(approvals, "refresh");
+  document.getElementById("threads-title").focus();
+}
+
+conversation.addEventListener("submit", async (event) => {
+  const form = event.target.closest("form.rename");
+  if (!form) return;
+  event.preventDefault();
+  const id = form.closest(".thread-view").dataset.threadId;
+  const title = form.querySelector("input").value;
+  const response = await send("PATCH", `threads/${encodeURIComponent(id)}/`, { title });
+  if (!response.ok) {
+    form.querySelector(".edit-error").textContent = problem(await errorOf(response));
+    return;
+  }
+  await openThread(id);
+  await refreshThreads();
+  conversation.querySelector(".thread-title").setAttribute("tabindex", "-1");
+  conversation.querySelector(".thread-title").focus();
+});
+
 conversation.addEventListener("click", async (event) => {
   const button = event.target.closest("button");
+  if (button && button.dataset.threadAction) {
+    await threadAction(button);
+    return;
+  }
   const card = button && button.closest(".approval");
   if (!card) return;
   if (button.dataset.approval === "edit") {
@@ -454,9 +505,53 @@ async function saveMemory(form) {
   await refreshMemory([app.dataset.saved, ...warnings].join(" "));
 }
 
+// One line edited in place (PATCH, with the etag the panel was drawn with).
+async function saveLine(form) {
+  const etag = panelBody().dataset.etag;
+  const text = form.querySelector("input").value;
+  const response = await send("PATCH", `memory/lines/${form.dataset.number}/`, { text }, {
+    "If-Match": `"${etag}"`,
+  });
+  if (response.status === 412) {
+    await refreshMemory(app.dataset.lineChanged);
+    return;
+  }
+  if (!response.ok) {
+    memoryPanel.querySelector(".memory-status").textContent = problem(await errorOf(response));
+    form.querySelector("input").focus();
+    return;
+  }
+  const warnings = warningsOf(await response.json());
+  await refreshMemory([app.dataset.saved, ...warnings].join(" "));
+}
+
+function editLine(button) {
+  const line = button.closest(".line");
+  const form = document.getElementById("tpl-line-edit").content.firstElementChild.cloneNode(true);
+  const input = form.querySelector("input");
+  input.id = `line-edit-${button.dataset.number}`;
+  form.querySelector("label").htmlFor = input.id;
+  input.value = line.querySelector(".line-text").textContent;
+  form.dataset.number = button.dataset.number;
+  for (const each of line.querySelectorAll(":scope > button")) each.hidden = true;
+  line.append(form);
+  input.focus();
+}
+
+// After a Forget or a Clear: Undo puts back the file it replaced (kept as a version).
+function offerUndo(etag) {
+  const undo = document.createElement("button");
+  undo.type = "button";
+  undo.dataset.memory = "undo";
+  undo.dataset.sha = etag.replace(/^sha256:/, "");
+  undo.textContent = app.dataset.undo;
+  memoryPanel.querySelector(".memory-status").append(" ", undo);
+}
+
 memoryPanel.addEventListener("submit", (event) => {
   event.preventDefault();
-  saveMemory(event.target);
+  if (event.target.classList.contains("line-edit")) saveLine(event.target);
+  else saveMemory(event.target);
 });
 
 memoryPanel.addEventListener("click", async (event) => {
@@ -477,16 +572,27 @@ memoryPanel.addEventListener("click", async (event) => {
     form.querySelector("textarea").focus();
   } else if (action === "cancel") {
     await refreshMemory();
-  } else if (action === "clear" || action === "forget") {
-    const response = await send("DELETE", action === "clear" ? "memory/" : "memory/versions/");
+  } else if (action === "edit-line") {
+    editLine(button);
+  } else if (action === "forget") {
+    const response = await send("DELETE", "memory/versions/");
     await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
-  } else if (action === "forget-line") {
-    const etag = panelBody().dataset.etag;
-    const response = await send("DELETE", `memory/lines/${button.dataset.number}/`, undefined, {
-      "If-Match": `"${etag}"`,
-    });
-    await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
-  } else if (action === "restore") {
+  } else if (action === "clear" || action === "forget-line") {
+    const before = panelBody().dataset.etag;
+    const hadText = Boolean(memoryPanel.querySelector(".file"));
+    const response =
+      action === "clear"
+        ? await send("DELETE", "memory/")
+        : await send("DELETE", `memory/lines/${button.dataset.number}/`, undefined, {
+            "If-Match": `"${before}"`,
+          });
+    if (!response.ok) {
+      await refreshMemory(problem(await errorOf(response)));
+      return;
+    }
+    await refreshMemory(action === "clear" ? app.dataset.cleared : app.dataset.forgotten);
+    if (hadText) offerUndo(before);
+  } else if (action === "restore" || action === "undo") {
     const etag = panelBody().dataset.etag;
     const response = await send(
       "POST",
@@ -494,8 +600,9 @@ memoryPanel.addEventListener("click", async (event) => {
       undefined,
       { "If-Match": `"${etag}"` },
     );
+    const done = action === "undo" ? app.dataset.undone : app.dataset.saved;
     const message = response.ok
-      ? [app.dataset.saved, ...warningsOf(await response.json())].join(" ")
+      ? [done, ...warningsOf(await response.json())].join(" ")
       : problem(await errorOf(response));
     await refreshMemory(message);
   }
@@ -522,4 +629,53 @@ for (const toggle of document.querySelectorAll("input[data-setting]")) {
 function showMemoryState(on) {
   document.querySelector('input[data-setting="memory_write_approval"]').disabled = !on;
   document.getElementById("chat-memory-off").hidden = on;
+}
+
+// --- search and the approvals of every thread ------------------------------------------------
+
+// The memory lines are filtered on the page as the user types; the conversations are searched
+// on submit, through the ranked history search (the page's search fragment).
+function filterLines() {
+  const query = searchBox.value.trim().toLowerCase();
+  const lines = [...memoryPanel.querySelectorAll(".line")];
+  let found = 0;
+  for (const line of lines) {
+    const text = line.querySelector(".line-text").textContent.toLowerCase();
+    const shown = !query || text.includes(query);
+    line.hidden = !shown;
+    if (shown && query) found += 1;
+  }
+  document.getElementById("search-lines").textContent = query
+    ? app.dataset.linesFound.replace("{found}", found).replace("{total}", lines.length)
+    : "";
+}
+
+searchBox.addEventListener("input", () => {
+  filterLines();
+  if (!searchBox.value.trim()) {
+    searchResults.hidden = true;
+    searchResults.replaceChildren();
+  }
+});
+
+searchForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  filterLines();
+  const query = searchBox.value.trim();
+  if (!query) return;
+  const url = `${app.dataset.searchUrl}?${new URLSearchParams({ q: query })}`;
+  await htmx.ajax("GET", url, { target: "#search-results", swap: "innerHTML" });
+  searchResults.hidden = false;
+  document.getElementById("search-title").focus();
+});
+
+memoryPanel.addEventListener("htmx:afterSwap", filterLines);
+
+for (const list of [searchResults, approvals]) {
+  list.addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-open-thread]");
+    if (!button) return;
+    await openThread(button.dataset.openThread);
+    conversation.focus();
+  });
 }
