@@ -626,8 +626,8 @@ _WRITE_WORDS = {
 
 
 def _said(message: ToolMessage) -> str:
-    """One tool result in words: a memory write's outcome, how many messages a lookback
-    found, or (a result of any other shape) the tool's name and its text."""
+    """One tool result in words: a memory write's outcome, a sub-agent's answer, how many
+    messages a lookback found, or (a result of any other shape) the tool's name and its text."""
     try:
         result = json.loads(message.text)
     except ValueError:
@@ -639,6 +639,8 @@ def _said(message: ToolMessage) -> str:
         return _WRITE_WORDS[status]
     if status not in (None, "success", "ok"):
         return f"Not done ({message.name}): {result.get('message') or status}."
+    if isinstance(result.get("answer"), str):  # a sub-agent's answer, reported as it is
+        return result["answer"]
     for key, words in (
         ("results", "Found {} matching messages."),
         ("messages", "Read {} messages."),

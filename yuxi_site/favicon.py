@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.http import FileResponse, HttpRequest
 from django.views.decorators.cache import cache_control
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 __all__ = ["favicon"]
 
@@ -13,7 +13,7 @@ __all__ = ["favicon"]
 FAVICON = Path(__file__).resolve().parent / "static" / "favicon.ico"
 
 
-@require_GET
+@require_safe
 @cache_control(max_age=86400, public=True)
 def favicon(request: HttpRequest) -> FileResponse:
     """The icon, cached for a day (it holds nothing of a user's)."""

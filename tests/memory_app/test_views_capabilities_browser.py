@@ -43,12 +43,15 @@ def browser(tmp_path):
         yield driver
 
 
-def at_both_widths(driver, state: str, language: str) -> None:
-    """axe-core on this state, then a screenshot at each width (the layout holding there)."""
+def at_both_widths(driver, state: str, language: str, showing: str) -> None:
+    """axe-core on this state, then a screenshot at each width (the layout holding there) with
+    the element `showing` (a CSS selector) scrolled into view."""
     check_axe(driver, f"{state} ({language})")
     for size in SIZES:
         driver.set_window_size(*map(int, size.split("x")))
         no_page_scroll(driver, size)
+        element = driver.find_element(By.CSS_SELECTOR, showing)
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
         shot(driver, f"{size}-{language}-{state}")
     driver.set_window_size(1280, 800)
 
@@ -87,7 +90,7 @@ def test_search_filters_the_memory_lines_and_finds_conversations_by_rank(
     hits = browser.find_elements(By.CSS_SELECTOR, "#search-results .hit")
     assert len(hits) == 1 and "wedding" in hits[0].find_element(By.TAG_NAME, "mark").text
     assert browser.switch_to.active_element.get_attribute("id") == "search-title"
-    at_both_widths(browser, "search", language)
+    at_both_widths(browser, "search", language, "#search-results")
     click(browser, "#search-results .open-hit")
     wait(browser, shows(".thread-title", "Family plans"))
     box = browser.find_element(By.ID, "search-text")
@@ -125,12 +128,12 @@ def test_a_line_is_edited_in_place_and_forget_and_clear_can_be_undone(
     field.send_keys(Keys.ENTER)
     wait(browser, lambda d: line_texts(d) == ["- I live in Lisbon", "- I drink tea"])
     assert read_memory_file(user=user).text == "- I live in Lisbon\n- I drink tea\n"
-    at_both_widths(browser, "line-edited", language)
+    at_both_widths(browser, "line-edited", language, "#memory-panel .lines")
 
     click(browser, '#memory-panel [data-memory="forget-line"][data-number="2"]')
     wait(browser, lambda d: line_texts(d) == ["- I live in Lisbon"])
     assert browser.find_element(By.CSS_SELECTOR, '.memory-status [data-memory="undo"]')
-    at_both_widths(browser, "undo-offered", language)
+    at_both_widths(browser, "undo-offered", language, "#memory-panel .memory-status")
     click(browser, '.memory-status [data-memory="undo"]')
     wait(browser, lambda d: line_texts(d) == ["- I live in Lisbon", "- I drink tea"])
     assert read_memory_file(user=user).text == "- I live in Lisbon\n- I drink tea\n"
@@ -141,7 +144,7 @@ def test_a_line_is_edited_in_place_and_forget_and_clear_can_be_undone(
     assert read_memory_file(user=user).text == ""
     click(browser, '.memory-status [data-memory="undo"]')
     wait(browser, lambda d: line_texts(d) == ["- I live in Lisbon", "- I drink tea"])
-    at_both_widths(browser, "undone", language)
+    at_both_widths(browser, "undone", language, "#memory-panel .memory-status")
 
 
 def test_an_edit_of_a_line_over_a_changed_file_is_refused_and_the_panel_shows_it(
@@ -202,7 +205,7 @@ def test_the_pending_approvals_of_every_thread_are_listed_in_one_place(
     in_language(browser, language)
     wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#approvals .approval-item")) == 2)
     assert "I live in Lisbon" in text_of(browser, "#approvals .approval-item")
-    at_both_widths(browser, "approvals", language)
+    at_both_widths(browser, "approvals", language, "#approvals")
     click(browser, "#approvals [data-open-thread]")
     wait(browser, shows(".approval .proposed", "I live in Lisbon"))
 
@@ -230,6 +233,6 @@ def test_a_reply_is_rendered_as_markdown_and_sanitised(browser, live_server, wir
     assert answer.find_elements(By.CSS_SELECTOR, "table td")
     stored = Message.objects.filter(role=Message.Role.ASSISTANT).get()
     assert stored.content == reply  # stored as the model wrote it
-    at_both_widths(browser, "markdown", language)
+    at_both_widths(browser, "markdown", language, ".message.assistant .md")
     logged = [entry["message"] for entry in browser.get_log("browser")]
     assert [message for message in logged if "Content Security" in message] == []

@@ -212,6 +212,8 @@ def test_memory_off_is_said_in_the_panel_and_the_chat_and_approval_cannot_be_swi
     assert not approval.is_enabled()
     check_axe(browser, "memory off")
     no_page_scroll(browser, size)
+    panel = browser.find_element(By.CSS_SELECTOR, "#memory-panel .memory-off")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", panel)
     shot(browser, f"{size}-{language}-memory-off")
 
     click(browser, 'input[data-setting="enable_memory"]')
@@ -237,11 +239,11 @@ def test_the_demo_model_is_named_and_a_write_is_said_in_words_with_a_link_to_the
     assert "{" not in reply and "remember_memory" not in reply
     assert says["saved"] in text_of(browser, ".message.assistant .tools")
     check_axe(browser, "memory updated")
+    shot(browser, f"1280x800-{language}-memory-updated")
     click(browser, ".memory-updated a")
     target = browser.switch_to.active_element
     assert "I like jasmine" in target.text
     assert "I like jasmine" in read_memory_file(user=user).text
-    shot(browser, f"1280x800-{language}-memory-updated")
 
 
 def test_no_demo_model_is_named_when_a_model_is_configured(browser, live_server, wire_model):
