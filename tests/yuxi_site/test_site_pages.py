@@ -73,6 +73,7 @@ def test_the_lockout_says_when_to_retry_in_seconds():
 
 
 def test_the_favicon_is_served():
+    assert Client().head("/favicon.ico").status_code == 200
     response = Client().get("/favicon.ico")
     assert response.status_code == 200
     assert response["Content-Type"] == "image/x-icon"
