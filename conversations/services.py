@@ -335,6 +335,31 @@ def set_thread_status(*, user_id: int, thread_id: str, status: str) -> Conversat
     return threads.get()
 
 
+class ThreadTitleInvalid(ValueError):
+    """A title a user gave a thread that cannot be its title (empty, too long, not text)."""
+
+
+def rename_thread(*, user_id: int, thread_id: str, title: str) -> Conversation:
+    """Give one of `user_id`'s threads the `title` they chose (whitespace runs made one space).
+
+    The threads `set_thread_status` may change, the same way (`ThreadNotFound` otherwise); an
+    empty title, one over `THREAD_TITLE_MAX_BYTES` or not storable is `ThreadTitleInvalid`.
+    """
+    if not isinstance(title, str) or not is_storable_text(title):
+        raise ThreadTitleInvalid("the title must be text")
+    title = " ".join(title.split())
+    if not title:
+        raise ThreadTitleInvalid("the title is empty")
+    if len(title.encode("utf-8")) > THREAD_TITLE_MAX_BYTES:
+        raise ThreadTitleInvalid(f"the title is over {THREAD_TITLE_MAX_BYTES} bytes")
+    if not is_storable_text(thread_id):
+        raise ThreadNotFound(thread_id)
+    threads = Conversation.objects.listed_to(user_id).filter(thread_id=thread_id)
+    if not threads.update(title=title, updated_at=ClockTimestamp()):
+        raise ThreadNotFound(thread_id)
+    return threads.get()
+
+
 def delete_user_conversations(*, user_id: int) -> dict[str, int]:
     """Delete every thread of `user_id` with its messages, tool calls and runs, and the
     checkpoints of their runs, set-wise (one DELETE per table, children first); the rows

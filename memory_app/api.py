@@ -18,12 +18,15 @@ from inspect import iscoroutinefunction
 from typing import Any, Literal
 
 from asgiref.sync import async_to_sync, sync_to_async
+from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.core.handlers.asgi import ASGIRequest
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import DatabaseError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.urls import URLPattern, URLResolver
+from django.utils.cache import add_never_cache_headers
+from django.utils.translation import gettext, gettext_noop
 from ninja import Field, Header, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import ConfigDict, StrictBool, StrictStr
@@ -63,6 +66,8 @@ api = NinjaAPI(
     ),
     auth=ConfiguredAuth(),
     urls_namespace=API_NAMESPACE,
+    # The documents describe a user's API: only a logged-in visitor reads them.
+    docs_decorator=login_required,
 )
 
 
@@ -256,7 +261,8 @@ class MessagePageOut(Schema):
 
 
 class ThreadStatusIn(Body):
-    status: Literal["active", "archived", "deleted"]
+    status: Literal["active", "archived", "deleted"] | None = None
+    title: StrictStr | None = Field(None, description="a title of your choice")
 
 
 class ExportToolCall(Schema):
@@ -376,7 +382,9 @@ _ETAG = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def _error(status: int, message: str) -> JsonResponse:
-    return JsonResponse({"error": message}, status=status)
+    """The one error shape, its message in the request's language (`Accept-Language`, or the
+    language the user chose on the page) where the catalogue has it, else as written."""
+    return JsonResponse({"error": gettext(message)}, status=status)
 
 
 def _quoted(etag: str) -> str:
@@ -389,7 +397,7 @@ def _refusal(exc: ChatError) -> Status:
     status, text = http_error(exc)
     if (status, text) == INTERNAL_ERROR:
         raise exc
-    return Status(status, {"error": text})
+    return Status(status, {"error": gettext(text)})
 
 
 @api.post(
@@ -447,7 +455,6 @@ async def post_chat_stream(request: HttpRequest, body: ChatIn) -> Any:
     except ChatError as exc:
         return _refusal(exc)
     response = StreamingHttpResponse(stream, content_type="text/event-stream")
-    response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not buffer the stream
     return response
 
@@ -529,10 +536,14 @@ def _expected_etag(if_match: str | None) -> str:
     """The etag an `If-Match` header names (quotes optional); a weak or `*` tag never matches,
     and a value that is no etag of this API at all is said to be malformed, not stale."""
     if if_match is None or not if_match.strip():
-        raise HttpError(428, "If-Match is required: send the etag of the memory you edited")
+        raise HttpError(
+            428, gettext_noop("If-Match is required: send the etag of the memory you edited")
+        )
     value = if_match.strip()
     if value == "*" or value.startswith("W/"):
-        raise HttpError(412, "If-Match must be the memory's exact etag (not * or a weak tag)")
+        raise HttpError(
+            412, gettext_noop("If-Match must be the memory's exact etag (not * or a weak tag)")
+        )
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
     if not _ETAG.fullmatch(value):
@@ -674,6 +685,26 @@ def delete_memory_line(
     return _write_if_match(request, response, if_match, services.delete_memory_line, number=number)
 
 
+@api.patch(
+    "/memory/lines/{number}/",
+    response={200: MemoryWrittenOut, 404: Error, **_IF_MATCH},
+    tags=["memory"],
+)
+def patch_memory_line(
+    request: HttpRequest,
+    response: HttpResponse,
+    number: int,
+    body: MemoryIn,
+    if_match: str | None = Header(None, alias="If-Match"),
+) -> Any:
+    """Edit one line in place: line `number` of the file `If-Match` names becomes `text` (one
+    line, not empty), as your own edit; the file it replaces is kept as a version. A
+    credential in the text is kept as written and listed in `warnings`."""
+    return _write_if_match(
+        request, response, if_match, services.edit_memory_line, number=number, text=body.text
+    )
+
+
 @api.get("/settings/", response={200: SettingsOut, **_COMMON}, tags=["settings"])
 def get_settings(request: HttpRequest) -> Any:
     """The memory switch, and whether each memory write waits for your approval."""
@@ -711,7 +742,7 @@ def list_threads(
             user_id=request.auth.pk, status=status, cursor=cursor, limit=limit
         )
     except thread_selectors.InvalidCursor:
-        return Status(400, {"error": "cursor is not one this list returned"})
+        return Status(400, {"error": gettext(gettext_noop("cursor is not one this list returned"))})
     threads = []
     for thread in page.threads:
         approval = page.pending_approvals.get(thread.thread_id)
@@ -728,13 +759,24 @@ def list_threads(
     "/threads/{thread_id}/", response={200: ThreadOut, 404: Error, **_UNSAFE}, tags=["threads"]
 )
 def patch_thread(request: HttpRequest, thread_id: str, body: ThreadStatusIn) -> Any:
-    """Archive or delete a thread (history lookback stops seeing it) or make it active again."""
+    """Rename a thread (`title`), archive or delete it (history lookback stops seeing it) or
+    make it active again (`status`); either or both."""
+    if body.status is None and body.title is None:
+        return Status(400, {"error": gettext(gettext_noop("send status, title or both"))})
     try:
+        if body.title is not None:
+            thread_services.rename_thread(
+                user_id=request.auth.pk, thread_id=thread_id, title=body.title
+            )
+        if body.status is None:
+            return thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
         return thread_services.set_thread_status(
             user_id=request.auth.pk, thread_id=thread_id, status=body.status
         )
     except thread_services.ThreadNotFound:
-        return Status(404, {"error": "no such thread"})
+        return Status(404, {"error": gettext(gettext_noop("no such thread"))})
+    except thread_services.ThreadTitleInvalid as exc:
+        return Status(400, {"error": str(exc)})
 
 
 @api.get(
@@ -752,13 +794,13 @@ def list_thread_messages(
     `next_cursor` towards its start. Any thread of your list, whatever its status."""
     thread = thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
     if thread is None:
-        return Status(404, {"error": "no such thread"})
+        return Status(404, {"error": gettext(gettext_noop("no such thread"))})
     try:
         return thread_selectors.list_thread_messages(
             user_id=request.auth.pk, conversation=thread, cursor=cursor, limit=limit
         )
     except thread_selectors.InvalidCursor:
-        return Status(400, {"error": "cursor is not one this list returned"})
+        return Status(400, {"error": gettext(gettext_noop("cursor is not one this list returned"))})
 
 
 @api.get("/approvals/", response={200: ApprovalsOut, **_COMMON}, tags=["chat"])
@@ -795,22 +837,22 @@ def _on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResp
 
 def _on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     if isinstance(exc.__cause__, RequestDataTooBig):
-        return _error(413, "the body is too large")
+        return _error(413, gettext_noop("the body is too large"))
     if exc.status_code == 400 and exc.__cause__ is not None:
-        return _error(400, "the body must be JSON")
+        return _error(400, gettext_noop("the body must be JSON"))
     return _error(exc.status_code, str(exc))
 
 
 def _on_authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    return _error(401, "authentication required")
+    return _error(401, gettext_noop("authentication required"))
 
 
 def _on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
-    return _error(404, "not found")
+    return _error(404, gettext_noop("not found"))
 
 
 def _on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    return _error(413, "the body is too large")
+    return _error(413, gettext_noop("the body is too large"))
 
 
 def _on_database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse:
@@ -820,28 +862,32 @@ def _on_database_error(request: HttpRequest, exc: DatabaseError) -> HttpResponse
 
 def _on_memory_error(request: HttpRequest, exc: services.MemoryWriteError) -> HttpResponse:
     if isinstance(exc, services.MemoryConflict):  # a user's write conflicts only when stale
-        return _error(412, "the memory changed since you read it: GET it again and retry")
+        return _error(
+            412, gettext_noop("the memory changed since you read it: GET it again and retry")
+        )
     if isinstance(exc, services.MemoryFileTooLarge):
         return _error(413, f"the memory may be at most {services.MEMORY_FILE_MAX_BYTES} bytes")
     if isinstance(exc, services.MemoryInputError):
         return _error(400, str(exc))
     if isinstance(exc, services.MemoryAccessDenied):
-        return _error(403, "your memory cannot be changed now")
+        return _error(403, gettext_noop("your memory cannot be changed now"))
     logger.warning("a memory request found the memory unavailable: %s", exc)
     return _error(503, API_UNAVAILABLE_MESSAGE)
 
 
 def _on_version_not_found(request: HttpRequest, exc: MemoryVersionNotFound) -> HttpResponse:
-    return _error(404, "no such version is kept")
+    return _error(404, gettext_noop("no such version is kept"))
 
 
 def _on_line_not_found(request: HttpRequest, exc: MemoryLineNotFound) -> HttpResponse:
-    return _error(404, "the memory has no such line: GET /api/memory/lines/ again")
+    return _error(404, gettext_noop("the memory has no such line: GET /api/memory/lines/ again"))
 
 
 def _on_workspace_error(request: HttpRequest, exc: WorkspaceError) -> HttpResponse:
     if isinstance(exc, WorkspacePathRefused):
-        return _error(403, "your memory file is not a regular file: ask staff to repair it")
+        return _error(
+            403, gettext_noop("your memory file is not a regular file: ask staff to repair it")
+        )
     logger.warning("a memory request could not read the workspace: %s", exc)
     return _error(503, API_UNAVAILABLE_MESSAGE)
 
@@ -863,9 +909,12 @@ for _exception, _handler in (
 
 def _json_not_allowed(view: Callable[..., Any]) -> Callable[..., Any]:
     """Ninja answers a method no operation takes with an empty 405: give it the error shape.
-    An async view (a path whose operation is async) stays async."""
+    An async view (a path whose operation is async) stays async. Every answer of the API is
+    kept out of the browser's cache (`no-store`): nothing of a user's outlives their session,
+    Back after logging out included."""
 
     def shaped(response: HttpResponse) -> HttpResponse:
+        add_never_cache_headers(response)
         if response.status_code == 405 and not response.get("Content-Type", "").startswith(
             "application/json"
         ):

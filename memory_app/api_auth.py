@@ -19,6 +19,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.http import HttpRequest
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext_noop
 from ninja.errors import HttpError
 from ninja.security import SessionAuth
 from ninja.utils import check_csrf
@@ -30,7 +31,7 @@ __all__ = ["CSRF_FAILED_MESSAGE", "ConfiguredAuth", "SessionCsrfAuth", "configur
 logger = logging.getLogger("yuxi.memory")
 
 # The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.
-CSRF_FAILED_MESSAGE = (
+CSRF_FAILED_MESSAGE = gettext_noop(
     "CSRF check failed: send the csrftoken cookie's value as the X-CSRFToken header on every "
     "POST, PUT, PATCH and DELETE (the cookie is set when you log in at /accounts/login/ and "
     "changes at each login)"

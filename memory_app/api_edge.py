@@ -31,6 +31,7 @@ from django.urls import (
     resolve,
     reverse,
 )
+from django.utils.cache import add_never_cache_headers
 from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 
@@ -138,5 +139,7 @@ def server_error(request: HttpRequest) -> HttpResponse:
 def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     """`handler404`: JSON 404 for an unknown path under the API's path."""
     if _under_api_path(request, request.path_info):
-        return JsonResponse({"error": "not found"}, status=404)
+        response = JsonResponse({"error": "not found"}, status=404)
+        add_never_cache_headers(response)  # as every answer of the API
+        return response
     return defaults.page_not_found(request, exception)

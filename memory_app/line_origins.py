@@ -36,6 +36,7 @@ from typing import Literal, NamedTuple, NotRequired, TypedDict
 
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import (
+    LINE_ENDING,
     MEMORY_FILE_MAX_BYTES,
     MemoryFile,
     memory_file_from,
@@ -95,8 +96,8 @@ class MemoryLines:
 
 
 def _pieces(text: str) -> list[str]:
-    """The lines of a text without their "\\n", numbered as `split_lines` numbers them."""
-    pieces = text.split("\n")
+    """The lines of a text without their endings, numbered as `split_lines` numbers them."""
+    pieces = LINE_ENDING.split(text)
     if not pieces[-1]:
         pieces.pop()
     return pieces

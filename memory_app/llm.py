@@ -528,7 +528,7 @@ class ScriptedChatModel(BaseChatModel):
     for X" calls `search_thread_messages`, "ask the subagent: ..." calls
     `delegate_to_subagent` (each only when that tool is bound); "what do you remember?"
     quotes the memory the memory middleware injected; anything else is echoed. After tool
-    results it reports them verbatim.
+    results it says what they were in words ("Saved to memory."), never their JSON.
 
     Streamed (`stream`/`astream`, or a graph streamed in `messages` mode), the same reply
     comes word by word, its tool calls in one last chunk, so token streaming is exercised
@@ -616,10 +616,44 @@ def _chunks(reply: AIMessage) -> list[ChatGenerationChunk]:
     return [ChatGenerationChunk(message=chunk) for chunk in chunks or [AIMessageChunk("")]]
 
 
+# What the scripted model says after a memory write, by the write's status: a person reads the
+# demo's reply, so a tool result is said in words, never as its JSON.
+_WRITE_WORDS = {
+    "added": "Saved to memory.",
+    "replaced": "Memory corrected.",
+    "unchanged": "That is already in memory.",
+}
+
+
+def _said(message: ToolMessage) -> str:
+    """One tool result in words: a memory write's outcome, a sub-agent's answer, how many
+    messages a lookback found, or (a result of any other shape) the tool's name and its text."""
+    try:
+        result = json.loads(message.text)
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return f"{message.name or 'tool'}: {message.text}"
+    status = result.get("status")
+    if status in _WRITE_WORDS:
+        return _WRITE_WORDS[status]
+    if status not in (None, "success", "ok"):
+        return f"Not done ({message.name}): {result.get('message') or status}."
+    if isinstance(result.get("answer"), str):  # a sub-agent's answer, reported as it is
+        return result["answer"]
+    for key, words in (
+        ("results", "Found {} matching messages."),
+        ("messages", "Read {} messages."),
+    ):
+        if isinstance(result.get(key), list):
+            return words.format(len(result[key]))
+    return f"{message.name or 'tool'}: done."
+
+
 def _report_tool_results(messages: list[BaseMessage]) -> str:
     results = []
     for message in reversed(messages):
         if not isinstance(message, ToolMessage):
             break
-        results.append(f"{message.name or 'tool'}: {message.text}")
-    return "Tool results:\n" + "\n".join(reversed(results))
+        results.append(_said(message))
+    return "\n".join(reversed(results))

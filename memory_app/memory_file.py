@@ -5,6 +5,7 @@ credential detector (for a user write's warnings), so the
 write path, the reads and export/erasure all build on it without importing each other.
 """
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -13,6 +14,7 @@ from memory_app.credentials import CredentialFinding, find_credentials
 from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 
 __all__ = [
+    "LINE_ENDING",
     "MEMORY_BULLET_MARKERS",
     "INVISIBLE_CHARACTERS_WARNING",
     "MEMORY_FILE_MAX_BYTES",
@@ -39,19 +41,21 @@ def unbulleted(line: str) -> str:
     return line[2:].lstrip(" ") if line.startswith(MEMORY_BULLET_MARKERS) else line
 
 
+# One line of a text with its ending (see `split_lines`).
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+# What ends a line, for splitting a text into lines without their endings.
+LINE_ENDING = re.compile(r"\r\n|\r|\n")
+
+
 def split_lines(text: str) -> list[str]:
     """The lines of a MEMORY.md text, line `n` at index `n - 1`, each with its own ending.
 
-    Only "\n" ends a line (a "\r" before it belongs to the ending, so a CRLF file has the
-    same lines); the last line has no ending when the text does not end with one, and a text
-    ending with "\n" has no empty line after it. Joined, they are the text again, so removing
-    one line removes exactly that line and its ending.
+    "\n", "\r\n" and a lone "\r" (an old Mac editor's) each end a line, so a file saved with
+    any of them shows the lines its user wrote; the last line has no ending when the text does
+    not end with one, and a text ending with one has no empty line after it. Joined, they are
+    the text again, so removing one line removes exactly that line and its ending.
     """
-    pieces = text.split("\n")
-    lines = [f"{piece}\n" for piece in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
+    return _LINE.findall(text)
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,12 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import partial
 
 from django.db import connection, transaction
+from django.utils.translation import gettext_noop
 
 from conversations import selectors as conversation_selectors
 from conversations.models import AgentRun
@@ -103,6 +104,7 @@ __all__ = [
     "check_memory_write",
     "clear_memory",
     "delete_memory_line",
+    "edit_memory_line",
     "erase_user",
     "forget_memory_versions",
     "holds_what_memory_never_keeps",
@@ -250,13 +252,30 @@ def _appended(current: str, content: str) -> tuple[str, int] | None:
 
 def _replaced(current: str, old: str, new: str) -> tuple[str, int]:
     """`current` with its only occurrence of `old` (overlaps count) replaced by `new`, and where
-    `new` starts in it."""
+    `new` starts in it.
+
+    A whole list line replaced by a one-line fact without a marker keeps its marker
+    (`- I live in Porto` corrected to `I live in Lisbon` stays a `- ` bullet), as an appended
+    fact follows the file's list style."""
     start = current.find(old)
     if start < 0:
         raise MemoryConflict(MemoryConflict.NOT_FOUND)
     if current.find(old, start + 1) >= 0:
         raise MemoryConflict(MemoryConflict.AMBIGUOUS)
-    return current[:start] + new + current[start + len(old) :], start
+    end = start + len(old)
+    whole_line = (start == 0 or current[start - 1] == "\n") and current[end : end + 1] in (
+        "",
+        "\n",
+        "\r",
+    )
+    if (
+        whole_line
+        and "\n" not in old + new
+        and old.startswith(MEMORY_BULLET_MARKERS)
+        and new == unbulleted(new)
+    ):
+        new = old[:2] + new
+    return current[:start] + new + current[end:], start
 
 
 def _planned_write(
@@ -395,7 +414,7 @@ def _refuse_stated_credential(user_id: int, content: str) -> None:
 
 
 # What a write refused because the user's memory is switched off says.
-MEMORY_OFF = "memory is off"
+MEMORY_OFF = gettext_noop("memory is off")
 
 
 def check_memory_write(*, user_id: int, content: object, replaces: object) -> MemoryWriteStatus:
@@ -678,6 +697,25 @@ def _if_current(if_match: object) -> Callable[[str], None]:
     return accept
 
 
+def _line_number(number: object) -> int:
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise MemoryInputError("number must be a line number")
+    return number
+
+
+def _file_lines(current: DigestedRead, number: int) -> list[str]:
+    """The lines of MEMORY.md as read under the locks (`split_lines`); `MemoryLineNotFound`
+    when it has no line `number` or is not text."""
+    try:
+        text = None if current.truncated else current.data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    lines = [] if text is None else split_lines(text)
+    if not 1 <= number <= len(lines):
+        raise MemoryLineNotFound(f"MEMORY.md has no line {number}")
+    return lines
+
+
 def delete_memory_line(*, user, number: int, if_match: str, actor) -> MemoryFile:
     """Remove line `number` (1-based, with its line ending) from `user`'s MEMORY.md, only if
     `if_match` is current: a user edit like `write_memory_file` (ledger `user_edited`, the
@@ -687,23 +725,46 @@ def delete_memory_line(*, user, number: int, if_match: str, actor) -> MemoryFile
     line's number means something only in the file it was read from; then a number the file
     has no line for, or a file that is not text, is `MemoryLineNotFound`.
     """
-    if isinstance(number, bool) or not isinstance(number, int):
-        raise MemoryInputError("number must be a line number")
+    number = _line_number(number)
     accept = _if_current(if_match)
 
     def without_line(current: DigestedRead) -> bytes:
         accept(memory_etag(current.sha256))
-        try:
-            text = None if current.truncated else current.data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-        lines = [] if text is None else split_lines(text)
-        if not 1 <= number <= len(lines):
-            raise MemoryLineNotFound(f"MEMORY.md has no line {number}")
+        lines = _file_lines(current, number)
         del lines[number - 1]
         return "".join(lines).encode("utf-8")
 
     return _rewrite_file(user.pk, without_line, kind=MemoryEventKind.USER_EDITED, actor=actor)
+
+
+def edit_memory_line(*, user, number: int, text: str, if_match: str, actor) -> MemoryFile:
+    """Replace line `number` of `user`'s MEMORY.md with `text` (one line; the line keeps its
+    ending), only if `if_match` is current: the rules of `delete_memory_line` (a user edit, the
+    file before kept as a version, the etag compared under the locks first, an unknown number
+    `MemoryLineNotFound`), so a user corrects one fact without rewriting the file. A credential
+    in `text` is kept as written and named in the result's `warnings` (at line `number`)."""
+    number = _line_number(number)
+    _checked_user_text(text)
+    if not text.strip():
+        raise MemoryInputError("text is empty: forget the line instead")
+    if "\n" in text or "\r" in text:
+        raise MemoryInputError("text must be one line")
+    accept = _if_current(if_match)
+
+    def with_line(current: DigestedRead) -> bytes:
+        accept(memory_etag(current.sha256))
+        lines = _file_lines(current, number)
+        old = lines[number - 1]
+        lines[number - 1] = text + old[len(old.rstrip("\r\n")) :]
+        data = "".join(lines).encode("utf-8")
+        if len(data) > MEMORY_FILE_MAX_BYTES:
+            raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+        return data
+
+    warnings = tuple(replace(found, line=number) for found in write_warnings(text))
+    return _rewrite_file(
+        user.pk, with_line, kind=MemoryEventKind.USER_EDITED, actor=actor, warnings=warnings
+    )
 
 
 def clear_memory(*, user, actor) -> None:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from conversations import repository as history
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.errors import (
@@ -109,22 +111,22 @@ MEMORY_REFUSALS: dict[type[MemoryWriteError] | ConflictReason, MemoryRefusal] = 
     ConflictReason.NOT_FOUND: MemoryRefusal(
         ToolStatus.CONFLICT,
         "The text to replace is not in long-term memory; re-read it and retry.",
-        "the text to replace is not in the memory file",
+        gettext_noop("the text to replace is not in the memory file"),
     ),
     ConflictReason.AMBIGUOUS: MemoryRefusal(
         ToolStatus.CONFLICT,
         "The text to replace occurs more than once; quote a longer, unique passage.",
-        "the text to replace occurs more than once in the memory file",
+        gettext_noop("the text to replace occurs more than once in the memory file"),
     ),
     ConflictReason.INVALID_ENCODING: MemoryRefusal(
         ToolStatus.CONFLICT,
         "The memory file is not valid UTF-8; the user must repair it.",
-        "the memory file is not valid UTF-8",
+        gettext_noop("the memory file is not valid UTF-8"),
     ),
     ConflictReason.STALE: MemoryRefusal(
         ToolStatus.CONFLICT,
         "Long-term memory changed while this write was made; re-read it and retry.",
-        "the memory changed since this write was proposed",
+        gettext_noop("the memory changed since this write was proposed"),
     ),
     MemorySensitiveContent: MemoryRefusal(ToolStatus.REJECTED, None),
     MemoryInvisibleText: MemoryRefusal(ToolStatus.REJECTED, None),

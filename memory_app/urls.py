@@ -32,5 +32,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.version_diff_fragment,
         name="memory_page_diff",
     ),
+    path("page/approvals/", views.approvals_fragment, name="memory_page_approvals"),
+    path("page/search/", views.search_fragment, name="memory_page_search"),
     path("api/", api_urls()),
 ]

@@ -10,27 +10,37 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from django.conf import settings
+from django.conf import settings as django_settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
 from django.urls import reverse
 from django.utils import translation
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from conversations import repository
 from conversations import selectors as thread_selectors
 from conversations.models import Conversation
 from memory_app import selectors
 from memory_app.api_edge import URL_NAMESPACE
+from memory_app.conf import setting
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
+from memory_app.tool_names import MEMORY_TOOL_NAMES
 
 __all__ = [
+    "OTHER_TOOL",
     "THREADS_SHOWN",
+    "TOOL_STATES",
     "MESSAGES_SHOWN",
     "MessagesView",
     "PAGE_LANGUAGES",
+    "SEARCH_HITS",
+    "approvals_fragment",
     "memory_fragment",
+    "search_fragment",
     "messages_fragment",
     "page",
     "page_languages",
@@ -43,6 +53,13 @@ __all__ = [
 THREADS_SHOWN = 30
 # Messages one load of a conversation shows (scrolling up loads the earlier ones).
 MESSAGES_SHOWN = 30
+# Conversation hits one search shows: the ranked history search's own ceiling.
+SEARCH_HITS = repository.SEARCH_LIMIT_MAX
+# What a tool call is said to be doing while a reply streams (`running`), then its stored
+# statuses: the page's module looks each (tool, state) up in words, never showing the name.
+TOOL_STATES = ("running", "success", "pending", "declined", "error")
+# Stands for any tool beside the memory tools in that lookup.
+OTHER_TOOL = "*"
 
 
 def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
@@ -57,6 +74,7 @@ def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
 
 
 @require_GET
+@never_cache
 @login_required
 def page(request: HttpRequest) -> HttpResponse:
     """The page: threads, the conversation and its composer, the memory panel, the switches."""
@@ -68,6 +86,15 @@ def page(request: HttpRequest) -> HttpResponse:
             "settings": selectors.memory_settings(user_id=request.user.pk),
             "api_root": f"{root}api/",
             "languages": page_languages(),
+            # Where an ended session sends the user (and back here after they log in again).
+            "login_url": resolve_url(django_settings.LOGIN_URL),
+            # A token gone stale is taken again from this cookie (CSRF_COOKIE_NAME).
+            "csrf_cookie_name": django_settings.CSRF_COOKIE_NAME,
+            # No model configured: the scripted stand-in answers, and the page says so.
+            "demo_model": not setting("LLM_BASE_URL"),
+            "tool_words": [
+                (name, state) for name in (*MEMORY_TOOL_NAMES, OTHER_TOOL) for state in TOOL_STATES
+            ],
         },
     )
 
@@ -79,11 +106,12 @@ PAGE_LANGUAGES = ("en", "zh-hans")
 def page_languages() -> list[dict[str, Any]]:
     """The host's `LANGUAGES` the page speaks, for its language switch: a host that never set
     `LANGUAGES` offers Django's hundred, of which the page has two."""
-    offered = [code for code, _ in settings.LANGUAGES if code.lower() in PAGE_LANGUAGES]
+    offered = [code for code, _ in django_settings.LANGUAGES if code.lower() in PAGE_LANGUAGES]
     return [translation.get_language_info(code) for code in offered]
 
 
 @require_GET
+@never_cache
 @login_required
 def threads_fragment(request: HttpRequest) -> HttpResponse:
     """The user's threads, active or archived, most recently updated first."""
@@ -121,6 +149,7 @@ class MessagesView:
 
 
 @require_GET
+@never_cache
 @login_required
 def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
     """A page of one of the user's threads; without a cursor its newest messages and its
@@ -144,6 +173,7 @@ def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
 
 
 @require_GET
+@never_cache
 @login_required
 def memory_fragment(request: HttpRequest) -> HttpResponse:
     """The memory panel: MEMORY.md line by line with where each line came from, marked where
@@ -152,6 +182,7 @@ def memory_fragment(request: HttpRequest) -> HttpResponse:
     read = lines_read_in_full(found.lines)
     context: dict[str, Any] = {
         "memory": found.memory,
+        "enable_memory": selectors.memory_enabled(request.user.pk),
         "read": found.lines[:read],
         "unread": found.lines[read:],
         "max_bytes": MEMORY_FILE_MAX_BYTES,
@@ -162,6 +193,7 @@ def memory_fragment(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
+@never_cache
 @login_required
 def version_diff_fragment(request: HttpRequest, sha256: str) -> HttpResponse:
     """A kept version against the current file, line by line (what a restore would change)."""
@@ -173,3 +205,31 @@ def version_diff_fragment(request: HttpRequest, sha256: str) -> HttpResponse:
     lines = difflib.ndiff(old.decode("utf-8").splitlines(), current.splitlines())
     rows = [(line[0], line[2:]) for line in lines if line[0] in " -+"]
     return render(request, "memory_app/fragments/diff.html", {"rows": rows, "sha256": sha256})
+
+
+@require_GET
+@never_cache
+@login_required
+def approvals_fragment(request: HttpRequest) -> HttpResponse:
+    """The memory writes waiting for the user's decision, across their threads, in one place."""
+    approvals = thread_selectors.list_user_pending_approvals(user_id=request.user.pk)
+    return render(request, "memory_app/fragments/approvals.html", {"approvals": approvals})
+
+
+@require_GET
+@never_cache
+@login_required
+def search_fragment(request: HttpRequest) -> HttpResponse:
+    """The user's conversations matching `q`, ranked by the history search the agent's lookback
+    uses (`search_thread_messages`): the same visible messages, budgets and ranking."""
+    query = request.GET.get("q", "")
+    try:
+        found = repository.search_thread_messages(request.user.pk, query, limit=SEARCH_HITS)
+    except repository.HistoryQueryError:
+        return render(
+            request, "memory_app/fragments/search.html", {"query": query, "refused": True}
+        )
+    # The search writes times as the tools do (ISO 8601 text); the page shows them as dates.
+    hits = [{**hit, "at": parse_datetime(hit["created_at"])} for hit in found["results"]]
+    context = {"query": query, "hits": hits, "refused": False}
+    return render(request, "memory_app/fragments/search.html", context)

@@ -119,6 +119,8 @@ LAYERS = {
         {"memory_app.runtime.service"},
         {"memory_app.runtime.streaming"},
         {"memory_app.runtime"},
+        # the page's template filters (leaves the templates load)
+        {"memory_app.templatetags", "memory_app.templatetags.page_text"},
         # the edges: HTTP, admin, commands, and the app configuration that wires signals
         {
             "memory_app.apps",
@@ -199,6 +201,7 @@ LAYERS = {
         # warming a server process before it serves (health reports it, the entry points run it)
         {"yuxi_site.warmup"},
         {"yuxi_site.health", "yuxi_site.settings", "yuxi_site.wsgi", "yuxi_site.asgi"},
+        {"yuxi_site.favicon"},
         # the demo data
         {
             "yuxi_site.demo",

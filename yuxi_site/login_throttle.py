@@ -14,16 +14,23 @@ lifts both.
 from datetime import timedelta
 
 from axes.handlers.database import AxesDatabaseHandler
-from axes.helpers import get_client_username
+from axes.helpers import (
+    get_client_username,
+    get_cool_off,
+    get_cool_off_iso8601,
+    get_failure_limit,
+)
 from axes.models import AccessFailureLog, AccessLog
 from django.conf import settings
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 from django.utils import timezone
 
 __all__ = [
     "LOGIN_CEILING_WINDOW",
     "USUAL_ADDRESS_WINDOW",
     "LoginThrottleHandler",
+    "lockout_response",
     "username_over_daily_limit",
 ]
 
@@ -84,3 +91,28 @@ class LoginThrottleHandler(AxesDatabaseHandler):
         if username:
             AccessFailureLog.objects.filter(username=username).delete()
         return count
+
+
+def lockout_response(
+    request: HttpRequest,
+    original_response: HttpResponse | None = None,
+    credentials: dict | None = None,
+) -> HttpResponse:
+    """axes' lockout page (`AXES_LOCKOUT_TEMPLATE`, 429, the context axes gives it) with
+    `Retry-After` in seconds (`AXES_LOCKOUT_CALLABLE`): the lockout window for a (username,
+    address) pair, the daily ceiling's window when that rule refused. Both are upper bounds:
+    failures during a lockout do not extend it."""
+    cool_off = get_cool_off(request)
+    context = {
+        "failure_limit": get_failure_limit(request, credentials),
+        "username": get_client_username(request, credentials) or "",
+        "cooloff_time": get_cool_off_iso8601(cool_off) if cool_off else None,
+        "cooloff_timedelta": cool_off,
+    }
+    response = render(
+        request, settings.AXES_LOCKOUT_TEMPLATE, context, status=settings.AXES_HTTP_RESPONSE_CODE
+    )
+    ceiling = getattr(request, "yuxi_username_ceiling", False)
+    window = LOGIN_CEILING_WINDOW if ceiling or cool_off is None else cool_off
+    response["Retry-After"] = str(int(window.total_seconds()))
+    return response

@@ -216,6 +216,8 @@ AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_LOCKOUT_TEMPLATE = "yuxi_site/lockout.html"
+# That page with Retry-After (seconds) on the 429.
+AXES_LOCKOUT_CALLABLE = "yuxi_site.login_throttle.lockout_response"
 # Staff unlock a username with `manage.py axes_reset_username USERNAME`; axes' own admin pages
 # (which could delete attempts) stay off, so the admin's only writes are the ones docs/admin.md
 # lists.

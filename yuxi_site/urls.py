@@ -6,6 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from yuxi_site import user_admin
+from yuxi_site.favicon import favicon
 from yuxi_site.health import healthz
 
 # The staff site's name, on every admin page (Django's default says "Django administration").
@@ -32,6 +33,7 @@ urlpatterns = [
     ),
     path("i18n/", include("django.conf.urls.i18n")),
     path("healthz", healthz, name="healthz"),
+    path("favicon.ico", favicon, name="favicon"),
     path("", include("memory_app.urls")),
 ]
 

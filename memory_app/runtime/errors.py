@@ -6,6 +6,7 @@ A leaf of the runtime package: it imports nothing of the runtime but its limits.
 """
 
 from django.db import DatabaseError
+from django.utils.translation import gettext_noop
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 
 from memory_app.runtime.limits import MAX_MODEL_CALLS
@@ -78,13 +79,17 @@ def error_text(exc: BaseException) -> str:
 # (before its stream starts) and a stream's `error` event all answer from.
 CHAT_HTTP_ERRORS: tuple[tuple[type[BaseException], int, str | None], ...] = (
     (ChatInputError, 400, None),
-    (ChatThreadNotFound, 404, "no such thread"),
-    (ChatNothingToResume, 409, "no memory write is waiting for a decision in this thread"),
+    (ChatThreadNotFound, 404, gettext_noop("no such thread")),
+    (
+        ChatNothingToResume,
+        409,
+        gettext_noop("no memory write is waiting for a decision in this thread"),
+    ),
     (ChatDecisionRefused, 409, None),
-    (ChatModelUnavailable, 502, "the model is unavailable, try again"),
-    (ChatRunLost, 503, "the run was interrupted, try again"),
-    (DatabaseError, 503, "the service is unavailable, try again"),
-    (WorkspaceUnavailable, 503, "the memory store is unavailable, try again later"),
+    (ChatModelUnavailable, 502, gettext_noop("the model is unavailable, try again")),
+    (ChatRunLost, 503, gettext_noop("the run was interrupted, try again")),
+    (DatabaseError, 503, gettext_noop("the service is unavailable, try again")),
+    (WorkspaceUnavailable, 503, gettext_noop("the memory store is unavailable, try again later")),
 )
 # Anything else: the server's fault.
 INTERNAL_ERROR = (500, "internal error")

@@ -44,6 +44,7 @@ OPERATIONS = [
     ("post", f"/api/memory/versions/{VERSION}/restore/", None),
     ("get", "/api/memory/lines/", None),
     ("delete", "/api/memory/lines/1/", None),
+    ("patch", "/api/memory/lines/1/", {"text": "x"}),
 ]
 UNSAFE = [operation for operation in OPERATIONS if operation[0] != "get"]
 
@@ -234,6 +235,19 @@ class TestThreads:
             thread.refresh_from_db()
             assert thread.status == status
 
+    def test_patch_renames_an_own_thread_and_refuses_a_title_it_cannot_keep(self, api_client, user):
+        thread = MessageFactory(conversation__user=user).conversation
+        headers = csrf(api_client)
+        url = f"/api/threads/{thread.thread_id}/"
+        renamed = send(api_client, "patch", url, {"title": "  Trip   to Lisbon "}, **headers)
+        assert (renamed.status_code, renamed.json()["title"]) == (200, "Trip to Lisbon")
+        both = send(api_client, "patch", url, {"title": "Lisbon", "status": "deleted"}, **headers)
+        assert (both.json()["title"], both.json()["status"]) == ("Lisbon", "deleted")
+        for bad in ({"title": "   "}, {"title": "x" * 300}, {}):
+            assert send(api_client, "patch", url, bad, **headers).status_code == 400, bad
+        thread.refresh_from_db()
+        assert (thread.title, thread.status) == ("Lisbon", "deleted")
+
     @pytest.mark.parametrize("thread_id", ["{foreign}", "thread-unknown", "thread-%00"])
     def test_patch_of_another_users_or_an_unknown_thread_gets_404_and_changes_nothing(
         self, api_client, thread_id
@@ -364,6 +378,7 @@ def test_an_unknown_body_field_gets_400_json_and_nothing_changes(
 @pytest.mark.django_db
 class TestDocuments:
     def test_openapi_document_lists_every_operation(self, client):
+        client.force_login(UserFactory())
         document = client.get("/api/openapi.json").json()
         operations = {
             (method.upper(), path)
@@ -382,6 +397,7 @@ class TestDocuments:
         }
 
     def test_docs_page_is_served(self, client):
+        client.force_login(UserFactory())
         assert client.get("/api/docs").status_code == 200
 
 
@@ -434,3 +450,53 @@ def test_database_down_every_endpoint_answers_json_503_then_recovers(user, save_
         200,
         {"enable_memory": True, "memory_write_approval": False},
     )
+
+
+@pytest.mark.django_db
+def test_every_api_response_is_never_stored_by_the_browser(api_client):
+    for path in ["/api/memory/", "/api/settings/", "/api/threads/", "/api/export/", "/api/nope/"]:
+        response = api_client.get(path)
+        assert "no-store" in response.get("Cache-Control", ""), path
+        response.close()
+    assert "no-store" in Client().get("/api/memory/")["Cache-Control"]  # a 401 too
+
+
+@pytest.mark.django_db
+def test_the_api_says_its_errors_in_the_language_of_accept_language(api_client):
+    headers = {"HTTP_X_CSRFTOKEN": "x", "HTTP_ACCEPT_LANGUAGE": "zh-CN"}
+    api_client.cookies[settings.CSRF_COOKIE_NAME] = "x" * 32
+    headers["HTTP_X_CSRFTOKEN"] = "x" * 32
+    stale = api_client.put(
+        "/api/memory/",
+        {"text": "b"},
+        content_type="application/json",
+        HTTP_IF_MATCH='"sha256:' + "0" * 64 + '"',
+        **headers,
+    )
+    assert stale.status_code == 412
+    assert stale.json()["error"] == "你读取记忆后它已被更改：请重新获取后再试"
+    missing = api_client.patch(
+        "/api/threads/nope/", {"status": "archived"}, content_type="application/json", **headers
+    )
+    assert missing.json() == {"error": "没有这个对话"}
+    english = api_client.patch(
+        "/api/threads/nope/",
+        {"status": "archived"},
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN="x" * 32,
+        HTTP_ACCEPT_LANGUAGE="en",
+    )
+    assert english.json() == {"error": "no such thread"}
+    anonymous = Client().get("/api/memory/", HTTP_ACCEPT_LANGUAGE="zh-CN")
+    assert anonymous.json() == {"error": "需要登录"}
+
+
+@pytest.mark.django_db
+def test_the_api_documents_need_a_login(client):
+    for path in ["/api/docs", "/api/openapi.json"]:
+        anonymous = client.get(path)
+        assert anonymous.status_code in (302, 401), path
+        assert b"Yuxi Memory API" not in anonymous.content, path
+    client.force_login(UserFactory())
+    assert client.get("/api/openapi.json").status_code == 200
+    assert client.get("/api/docs").status_code == 200

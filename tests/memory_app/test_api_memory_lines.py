@@ -173,3 +173,46 @@ def test_a_stale_etag_is_412_even_for_a_number_the_file_lacks(session, user, mem
     stale = etag(memory_file.read_bytes())
     remember(user, "has a cat")
     assert forget(session, 7, stale).status_code == 412
+
+
+def edit(client: Client, number: object, text: object, if_match: str | None):
+    return client.patch(
+        f"{URL}{number}/",
+        {"text": text},
+        content_type="application/json",
+        **unsafe_headers(if_match),
+    )
+
+
+def test_patch_edits_one_line_in_place_as_a_user_edit_keeping_the_file_before(session, memory_file):
+    put_text(session, "# Memory\r\n- I live in Porto\r\n- tea\r\n")
+    before = memory_file.read_bytes()
+    response = edit(session, 2, "- I live in Lisbon", etag(before))
+    assert response.status_code == 200
+    assert memory_file.read_bytes() == b"# Memory\r\n- I live in Lisbon\r\n- tea\r\n"
+    body = response.json()
+    assert body["text"] == "# Memory\r\n- I live in Lisbon\r\n- tea\r\n"
+    assert body["etag"] == etag(memory_file.read_bytes()) and body["warnings"] == []
+    assert response["ETag"] == f'"{body["etag"]}"'
+    assert MemoryEvent.objects.order_by("id").last().kind == "user_edited"
+    versions = session.get("/api/memory/versions/").json()["versions"]
+    assert versions[0]["sha256"] == hashlib.sha256(before).hexdigest()
+
+
+def test_patch_names_a_credential_at_the_line_it_edited(session, memory_file):
+    put_text(session, "a\nb\n")
+    response = edit(session, 2, "wifi password: Tr0ub4dor&3", etag(memory_file.read_bytes()))
+    assert response.status_code == 200
+    assert [w["line"] for w in response.json()["warnings"]] == [2]
+
+
+def test_patch_refuses_as_put_does_and_an_unknown_line_is_404(session, memory_file):
+    put_text(session, "a\nb\n")
+    current = etag(memory_file.read_bytes())
+    assert edit(session, 1, "x", None).status_code == 428
+    assert edit(session, 1, "x", etag(b"other")).status_code == 412
+    assert edit(session, 3, "x", current).status_code == 404
+    assert edit(session, 0, "x", current).status_code == 404
+    assert edit(session, 1, "two\nlines", current).status_code == 400
+    assert edit(session, 1, "  ", current).status_code == 400
+    assert memory_file.read_bytes() == b"a\nb\n"

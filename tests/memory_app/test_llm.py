@@ -109,7 +109,7 @@ def test_scripted_model_only_echoes_when_the_tool_is_not_bound():
     assert (reply.text, reply.tool_calls) == ("You said: remember that I drink tea", [])
 
 
-def test_scripted_model_reports_tool_results_by_tool_name():
+def test_scripted_model_says_a_tool_result_in_words():
     call = {"id": "c1", "name": "remember_memory", "args": {"content": "a"}}
     messages = [
         HumanMessage("remember a"),
@@ -117,7 +117,7 @@ def test_scripted_model_reports_tool_results_by_tool_name():
         ToolMessage('{"status": "added"}', tool_call_id="c1", name="remember_memory"),
     ]
     answer = scripted(remember_memory).invoke(messages)
-    assert answer.text == 'Tool results:\nremember_memory: {"status": "added"}'
+    assert answer.text == "Saved to memory."  # in words, never the result's JSON
 
 
 @pytest.mark.django_db

@@ -120,7 +120,7 @@ def test_the_approval_recipe_interrupts_the_teams_write_then_the_users_decision_
     assert json.loads(call.output)["status"] == "added"  # never `denied`
     resume = AgentRun.objects.get(resumes=stopped)
     assert (resume.run_type, resume.status) == ("resume", AgentRun.Status.SUCCEEDED)
-    assert "added" in reply
+    assert reply == "Saved to memory."
 
 
 def test_a_decision_for_a_thread_with_nothing_pending_is_refused_as_chat_refuses_it():

@@ -162,7 +162,7 @@ def test_approve_writes_through_a_resume_run_of_the_interrupted_run(agents_file)
     assert row.status == "success" and json.loads(row.output)["status"] == "added"
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     # The model replied after the write, as in any turn.
-    assert "added" in decided.reply
+    assert decided.reply == "Saved to memory."
 
 
 def test_edit_writes_the_users_text_and_the_row_records_it(agents_file):

@@ -144,7 +144,7 @@ def test_the_chatbot_graph_under_ainvoke_writes_memory_and_its_run_succeeds(agen
 
     run, result = asyncio.run(team_turn())
     assert json.loads(result["messages"][2].text)["status"] == "added"
-    assert result["messages"][-1].text.startswith("Tool results:\nremember_memory:")
+    assert result["messages"][-1].text == "Saved to memory."
     assert memory_text(agents_file, user) == "I live in Lyon\n"
     finished = AgentRun.objects.get(run_id=run.run_id)
     assert (finished.status, finished.error) == ("succeeded", "")

@@ -1020,3 +1020,21 @@ def test_a_credential_with_an_invisible_character_is_refused_as_sensitive(settin
         settings, run, MemorySensitiveContent, content="wifi pass\u200bword: Tr0ub4dor&3"
     )
     assert error.kind == "password"
+
+
+@pytest.mark.parametrize("marker", ["- ", "* ", "+ "])
+def test_a_replacement_of_a_list_line_keeps_its_marker(run, marker):
+    from memory_app.selectors import read_memory_file
+    from memory_app.services import write_memory_file
+
+    user = run.user
+    current = read_memory_file(user=user)
+    text = f"# Memory\n{marker}I drink tea\n{marker}I live in Porto\n"
+    write_memory_file(user=user, text=text, if_match=current.etag, actor=user)
+    remember_memory(context_for(run), "I live in Lisbon", f"{marker}I live in Porto")
+    assert (
+        read_memory_file(user=user).text
+        == f"# Memory\n{marker}I drink tea\n{marker}I live in Lisbon\n"
+    )
+    remember_memory(context_for(run), "- I drink green tea", f"{marker}I drink tea")
+    assert read_memory_file(user=user).text.splitlines()[1] == "- I drink green tea"

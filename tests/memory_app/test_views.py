@@ -122,7 +122,7 @@ def test_the_page_shows_the_switches_the_thread_the_card_and_the_file(user, logg
     thread = user.conversations.get()
     messages = logged_in.get(f"/page/threads/{thread.thread_id}/messages/").content.decode()
     assert messages.count('class="message ') == 2
-    assert "remember_memory: done" in messages
+    assert "Saved to memory" in messages and "remember_memory" not in messages
     assert 'class="card approval"' in messages and 'data-decision="approve"' in messages
     threads = logged_in.get("/page/threads/").content.decode()
     assert "Waiting for your approval" in threads
@@ -213,7 +213,7 @@ def test_the_panel_marks_where_the_agent_stops_reading(user, logged_in):
 
 def test_each_line_says_where_it_came_from_and_can_be_forgotten(user, logged_in):
     html = logged_in.get("/page/memory/").content.decode()
-    [line] = re.findall(r'<li class="line">.*?</li>', html, re.S)
+    [line] = re.findall(r'<li class="line".*?</li>', html, re.S)
     assert '<span class="line-text">I drink tea</span>' in line
     assert "your edit" in line
     assert 'data-memory="forget-line" data-number="1"' in line
@@ -238,3 +238,75 @@ def test_an_empty_reply_is_said_to_be_empty(user, logged_in):
     MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="")
     html = logged_in.get(f"/page/threads/{thread.thread_id}/messages/").content.decode()
     assert "(an empty reply)" in html
+
+
+def test_the_page_and_every_fragment_are_never_stored_by_the_browser(user, logged_in):
+    for path in page_paths(user):
+        response = logged_in.get(path)
+        assert response.status_code == 200, path
+        assert "no-store" in response["Cache-Control"], path
+
+
+@pytest.mark.parametrize("accept", ["zh-TW", "zh-Hant", "zh-Hant-HK,zh;q=0.8", "zh-HK"])
+def test_traditional_chinese_browsers_get_simplified_chinese(logged_in, accept):
+    html = logged_in.get("/", HTTP_ACCEPT_LANGUAGE=accept).content.decode()
+    assert '<html lang="zh-hans">' in html
+    assert 'value="en"' in html  # the buttons still offer English
+
+
+def test_dates_are_unambiguous_and_chinese_has_no_ascii_comma_or_wrong_replaced_by(user, logged_in):
+    english = logged_in.get("/page/memory/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    # "7 Dec 2026, 06:04": the month in words, a 24-hour clock; never "12/07/2026 6:04 a.m."
+    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}<", english)
+    assert not re.search(r"\d{1,2}/\d{1,2}/\d{4}", english)
+    chinese = logged_in.get("/page/memory/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert re.search(r">\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}<", chinese)
+    assert "被替换于" not in chinese and "替换它的是：" in chinese
+    assert not re.search(r"(你的编辑|助手|你的恢复|工作人员), ", chinese)
+    threads = logged_in.get("/page/threads/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert re.search(r">\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}<", threads)
+
+
+def test_a_heading_line_has_no_forget_button_and_cr_only_lines_are_separate(logged_in, user):
+    current = read_memory_file(user=user)
+    write_memory_file(
+        user=user, text="# Memory\r- tea\r- walks\r", if_match=current.etag, actor=user
+    )
+    html = logged_in.get("/page/memory/").content.decode()
+    assert html.count('data-memory="forget-line"') == 2
+    assert re.findall(r'<span class="line-text">([^<]*)</span>', html) == [
+        "# Memory",
+        "- tea",
+        "- walks",
+    ]
+
+
+def test_search_finds_only_the_users_own_visible_messages_with_their_terms_marked(user, logged_in):
+    mine = ConversationFactory(user=user, title="Zoo")
+    MessageFactory(conversation=mine, content="we saw a zebra <b>there</b>")
+    archived = ConversationFactory(user=user, title="Old zoo", status="archived")
+    MessageFactory(conversation=archived, content="another zebra")
+    MessageFactory(conversation=ConversationFactory(title="Theirs"), content="their zebra")
+    html = logged_in.get("/page/search/", {"q": "zebra"}).content.decode()
+    assert html.count('class="hit"') == 1 and "Zoo" in html
+    assert "<mark>zebra</mark>" in html and "&lt;b&gt;there&lt;/b&gt;" in html
+    assert "Theirs" not in html and "Old zoo" not in html
+    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}<", html)
+
+
+def test_a_search_with_nothing_to_search_says_so_in_the_users_words(logged_in):
+    blank = logged_in.get("/page/search/", {"q": " "}, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert "请输入要查找的内容。" in blank.content.decode()
+    nothing = logged_in.get("/page/search/", {"q": "qwertyuiop"}).content.decode()
+    assert "No conversation mentions it." in nothing
+
+
+def test_the_approvals_of_every_thread_are_listed_with_a_way_to_each(user, logged_in):
+    html = logged_in.get("/page/approvals/").content.decode()
+    thread = user.conversations.get()
+    assert html.count('class="approval-item"') == 1
+    assert f'data-open-thread="{thread.thread_id}"' in html
+    assert MARKER not in html and "&lt;script&gt;" in html
+    other = Client()
+    other.force_login(UserFactory())
+    assert "approval-item" not in other.get("/page/approvals/").content.decode()

@@ -157,7 +157,7 @@ def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
     click(driver, '.approval [data-decision="edit"]')
     wait(driver, shows("#memory-panel .file", "I live in Lisbon"))
     assert not driver.find_elements(By.CSS_SELECTOR, ".approval")
-    assert "remember_memory: done" in text_of(driver, ".message.assistant .tools")
+    assert "Saved to memory" in text_of(driver, ".message.assistant .tools")
     assert line_texts(driver) == ["I drink green tea", "I live in Lisbon"]
     origin = driver.find_elements(By.CSS_SELECTOR, "#memory-panel .line .origin")[1].text
     assert origin.startswith("the assistant") and "in this conversation" in origin
@@ -179,7 +179,7 @@ def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
     click(driver, "#thread-list .open-thread")
     wait(driver, shows(".message.user .text", "remember that I live in Lisbn"))
     replies = [e.text for e in driver.find_elements(By.CSS_SELECTOR, ".message.assistant")]
-    assert len(replies) == 1 and "remember_memory: done" in replies[0]
+    assert len(replies) == 1 and "Saved to memory" in replies[0]
     check_axe(driver, "thread reopened")
     shot(driver, f"{size}-reopened")
 
@@ -187,7 +187,7 @@ def remember_edit_approve_restore(driver, base_url: str, size: str) -> None:
     wait(driver, lambda d: d.find_element(By.TAG_NAME, "html").get_attribute("lang") == "zh-hans")
     assert text_of(driver, "#new-thread") == "新对话"
     click(driver, "#thread-list .open-thread")
-    wait(driver, shows(".message.assistant .tools", "remember_memory: 完成"))
+    wait(driver, shows(".message.assistant .tools", "已保存到记忆"))
     check_axe(driver, "in Chinese")
     shot(driver, f"{size}-zh")
     logged = [entry["message"] for entry in driver.get_log("browser")]

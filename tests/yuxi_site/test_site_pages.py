@@ -23,7 +23,7 @@ def test_switched_to_chinese_on_the_page_the_login_page_it_sends_to_is_chinese_t
     assert '<html lang="zh-hans">' in html
     assert "<title>登录 · Yuxi 记忆</title>" in html and "<h1>登录</h1>" in html
     assert "登录后你会进入自己的页面：你的对话和你的记忆。" in html
-    assert 'href="/api/docs"' in html
+    assert "/api/docs" not in html  # the end user's login page does not advertise the API
     assert "Log in" not in html
 
 
@@ -53,3 +53,30 @@ def test_a_failed_login_and_the_lockout_are_said_in_chinese():
 def test_every_text_of_the_site_pages_is_translated_and_the_compiled_catalogue_is_current():
     entries = translated_and_compiled(ROOT / "yuxi_site/locale/zh_Hans/LC_MESSAGES")
     assert {"Log in", "Logged out", "Too many failed logins"} <= set(entries)
+
+
+def test_the_login_page_says_why_after_a_session_ended():
+    english = Client().get("/accounts/login/?next=/&session=ended").content.decode()
+    assert "Your session ended" in english
+    assert "Your session ended" not in Client().get("/accounts/login/?next=/").content.decode()
+    chinese = Client().get("/accounts/login/?next=/&session=ended", HTTP_ACCEPT_LANGUAGE="zh-CN")
+    assert "你的登录已结束" in chinese.content.decode()
+
+
+def test_the_lockout_says_when_to_retry_in_seconds():
+    user = UserConfigFactory().user
+    client = Client()
+    for _ in range(settings.LOGIN_FAILURE_LIMIT):
+        locked = client.post("/accounts/login/", {"username": user.username, "password": "no"})
+    assert locked.status_code == 429
+    assert 0 < int(locked["Retry-After"]) <= settings.LOGIN_LOCKOUT_SECONDS
+
+
+def test_the_favicon_is_served():
+    assert Client().head("/favicon.ico").status_code == 200
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "image/x-icon"
+    assert b"".join(response.streaming_content if response.streaming else [response.content])[
+        :4
+    ] == (b"\x00\x00\x01\x00")

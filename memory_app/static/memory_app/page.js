@@ -16,21 +16,96 @@ const sendButton = document.getElementById("send");
 const threadList = document.getElementById("thread-list");
 const memoryPanel = document.getElementById("memory-panel");
 const settingsStatus = document.getElementById("settings-status");
+const approvals = document.getElementById("approvals");
+const searchForm = document.getElementById("search");
+const searchBox = document.getElementById("search-text");
+const searchResults = document.getElementById("search-results");
 const emptyConversation = [...conversation.childNodes].map((node) => node.cloneNode(true));
 const labels = document.getElementById("tpl-labels").content;
+const toolWords = document.getElementById("tpl-tools").content;
+const loginUrl = new URL(app.dataset.loginUrl, location.href);
 
 let threadId = null;
 let threadsUrl = app.dataset.threadsUrl;
 let turn = null; // the AbortController of the turn being streamed
 
-function jsonHeaders(extra = {}) {
-  return { "Content-Type": "application/json", "X-CSRFToken": app.dataset.csrf, ...extra };
+// --- the one request path ---------------------------------------------------------------------
+// Every request of the page goes through `request` (htmx's through the swap hook below): an
+// ended session sends the user to log in again (and back here), a CSRF token gone stale (a
+// login in another window rotates it) is taken from the cookie and the request tried once more.
+
+function csrfCookie() {
+  const prefix = `${app.dataset.csrfCookie}=`;
+  const found = document.cookie.split("; ").find((cookie) => cookie.startsWith(prefix));
+  return found ? decodeURIComponent(found.slice(prefix.length)) : null;
+}
+
+function setToken(token) {
+  app.dataset.csrf = token;
+  for (const input of document.querySelectorAll('input[name="csrfmiddlewaretoken"]')) {
+    input.value = token;
+  }
+}
+
+function isLoginPage(url) {
+  return Boolean(url) && new URL(url, location.href).pathname === loginUrl.pathname;
+}
+
+// To the login page, with a notice there; it brings the user back to this page. The returned
+// promise never settles: the page is leaving, its caller has nothing more to do.
+function sessionEnded() {
+  const back = new URLSearchParams({ next: location.pathname, session: "ended" });
+  location.assign(`${loginUrl.pathname}?${back}`);
+  return new Promise(() => {});
+}
+
+function reloadAnswer() {
+  const body = JSON.stringify({ error: app.dataset.reload });
+  return new Response(body, { status: 403, headers: { "Content-Type": "application/json" } });
+}
+
+async function request(path, init = {}) {
+  const attempt = () =>
+    fetch(api + path, {
+      ...init,
+      headers: { ...init.headers, "X-CSRFToken": app.dataset.csrf },
+      credentials: "same-origin",
+    });
+  let response = await attempt();
+  if (response.status === 403) {
+    const fresh = csrfCookie();
+    if (!fresh) return reloadAnswer();
+    if (fresh !== app.dataset.csrf) {
+      setToken(fresh);
+      response = await attempt();
+    }
+  }
+  if (response.status === 401 || (response.redirected && isLoginPage(response.url))) {
+    return sessionEnded();
+  }
+  return response;
 }
 
 async function send(method, path, body, extra = {}) {
-  const init = { method, headers: jsonHeaders(extra), credentials: "same-origin" };
+  const init = { method, headers: { "Content-Type": "application/json", ...extra } };
   if (body !== undefined) init.body = JSON.stringify(body);
-  return fetch(api + path, init);
+  return request(path, init);
+}
+
+document.body.addEventListener("htmx:beforeSwap", (event) => {
+  const xhr = event.detail.xhr;
+  if (xhr.status === 401 || isLoginPage(xhr.responseURL)) {
+    event.detail.shouldSwap = false;
+    sessionEnded();
+  }
+});
+
+// The language and logout buttons post a form: its token is refreshed the same way.
+for (const form of document.querySelectorAll("form.lang, form.logout")) {
+  form.addEventListener("submit", () => {
+    const fresh = csrfCookie();
+    if (fresh) setToken(fresh);
+  });
 }
 
 async function errorOf(response) {
@@ -48,6 +123,14 @@ function problem(message) {
 
 function label(role) {
   return labels.querySelector(`[data-role="${role}"]`).textContent;
+}
+
+// A tool call in words ("Saved to memory"), never its name: `state` is "running" or a status.
+function toolWord(name, state) {
+  const find = (tool) =>
+    toolWords.querySelector(`[data-tool="${CSS.escape(tool)}"][data-state="${CSS.escape(state)}"]`);
+  const found = find(name) || find("*");
+  return found ? found.textContent : state;
 }
 
 // --- threads ---------------------------------------------------------------------------------
@@ -147,10 +230,11 @@ function parseEvent(frame) {
   return { name, data: data ? JSON.parse(data) : {} };
 }
 
-function showEvent(event, reply) {
+function showEvent(event, reply, seen) {
   const { name, data } = event;
   if (name === "run") {
     threadId = data.thread_id;
+    seen.runId = data.run_id;
   } else if (name === "token") {
     reply.querySelector(".text").append(data.text);
     scrollToEnd();
@@ -163,7 +247,10 @@ function showEvent(event, reply) {
       item.dataset.call = data.id;
       tools.append(item);
     }
-    item.textContent = data.status ? `${data.name}: ${data.status}` : `${data.name} …`;
+    const state = data.status || "running";
+    item.className = `tool status-${state}`;
+    item.textContent = toolWord(data.name, state);
+    if (data.name === "remember_memory" && data.status === "success") seen.wrote = true;
   } else if (name === "error") {
     chatStatus.textContent = problem(data.error);
   }
@@ -191,11 +278,10 @@ async function streamTurn(body) {
   chatStatus.textContent = "";
   let response;
   try {
-    response = await fetch(api + "chat/stream/", {
+    response = await request("chat/stream/", {
       method: "POST",
-      headers: jsonHeaders(),
+      headers: { "Content-Type": "application/json" },
       body: JSON.stringify(body),
-      credentials: "same-origin",
       signal: controller.signal,
     });
   } catch {
@@ -214,6 +300,7 @@ async function streamTurn(body) {
   text.setAttribute("aria-live", "polite");
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
+  const seen = { runId: null, wrote: false };
   try {
     for (;;) {
       const { value, done } = await reader.read();
@@ -221,7 +308,7 @@ async function streamTurn(body) {
       buffer += value;
       let cut = buffer.indexOf("\n\n");
       while (cut >= 0) {
-        showEvent(parseEvent(buffer.slice(0, cut)), reply);
+        showEvent(parseEvent(buffer.slice(0, cut)), reply, seen);
         buffer = buffer.slice(cut + 2);
         cut = buffer.indexOf("\n\n");
       }
@@ -234,8 +321,28 @@ async function streamTurn(body) {
   if (threadId) await openThread(threadId);
   if (stopped) chatStatus.textContent = app.dataset.stopped;
   refreshThreads();
-  htmx.trigger(memoryPanel, "refresh");
+  htmx.trigger(approvals, "refresh");
+  await htmx.ajax("GET", app.dataset.memoryUrl, { target: "#memory-panel", swap: "innerHTML" });
+  if (seen.wrote) showMemoryUpdated(seen.runId);
   return null;
+}
+
+// "Memory updated", with a link to the line the turn wrote (found by its origin's run).
+function showMemoryUpdated(runId) {
+  const note = document.getElementById("tpl-memory-updated").content.firstElementChild;
+  const shown = note.cloneNode(true);
+  const line = runId && memoryPanel.querySelector(`.line[data-run-id="${CSS.escape(runId)}"]`);
+  const link = shown.querySelector("a");
+  if (line) link.href = `#${line.id}`;
+  link.addEventListener("click", (event) => {
+    const target = line && document.getElementById(line.id);
+    if (!target) return;
+    event.preventDefault();
+    target.scrollIntoView({ block: "center" });
+    target.focus();
+  });
+  (conversation.querySelector(".messages") || conversation).append(shown);
+  scrollToEnd();
 }
 
 stopButton.addEventListener("click", () => {
@@ -267,8 +374,54 @@ messageBox.addEventListener("keydown", (event) => {
 
 // --- a write waiting for the user's decision -------------------------------------------------
 
+// Rename or delete the open conversation (delete asks first).
+async function threadAction(button) {
+  const view = button.closest(".thread-view");
+  const form = view.querySelector("form.rename");
+  const action = button.dataset.threadAction;
+  if (action === "rename" || action === "cancel") {
+    const editing = action === "rename";
+    form.hidden = !editing;
+    view.querySelector('[data-thread-action="rename"]').setAttribute("aria-expanded", String(editing));
+    if (editing) form.querySelector("input").focus();
+    return;
+  }
+  if (!window.confirm(button.dataset.confirm)) return;
+  const id = view.dataset.threadId;
+  const response = await send("PATCH", `threads/${encodeURIComponent(id)}/`, { status: "deleted" });
+  if (!response.ok) {
+    chatStatus.textContent = problem(await errorOf(response));
+    return;
+  }
+  newThread();
+  await refreshThreads();
+  htmx.trigger(approvals, "refresh");
+  document.getElementById("threads-title").focus();
+}
+
+conversation.addEventListener("submit", async (event) => {
+  const form = event.target.closest("form.rename");
+  if (!form) return;
+  event.preventDefault();
+  const id = form.closest(".thread-view").dataset.threadId;
+  const title = form.querySelector("input").value;
+  const response = await send("PATCH", `threads/${encodeURIComponent(id)}/`, { title });
+  if (!response.ok) {
+    form.querySelector(".edit-error").textContent = problem(await errorOf(response));
+    return;
+  }
+  await openThread(id);
+  await refreshThreads();
+  conversation.querySelector(".thread-title").setAttribute("tabindex", "-1");
+  conversation.querySelector(".thread-title").focus();
+});
+
 conversation.addEventListener("click", async (event) => {
   const button = event.target.closest("button");
+  if (button && button.dataset.threadAction) {
+    await threadAction(button);
+    return;
+  }
   const card = button && button.closest(".approval");
   if (!card) return;
   if (button.dataset.approval === "edit") {
@@ -335,7 +488,7 @@ async function saveMemory(form) {
   const response = await send("PUT", "memory/", { text }, { "If-Match": `"${etag}"` });
   if (response.status === 412) {
     // Someone else wrote first: show the file as it is now; saving again replaces it.
-    const current = await fetch(api + "memory/", { credentials: "same-origin" });
+    const current = await request("memory/");
     const now = await current.json();
     form.dataset.etag = now.etag;
     form.querySelector(".current").textContent = now.text ?? "";
@@ -352,9 +505,53 @@ async function saveMemory(form) {
   await refreshMemory([app.dataset.saved, ...warnings].join(" "));
 }
 
+// One line edited in place (PATCH, with the etag the panel was drawn with).
+async function saveLine(form) {
+  const etag = panelBody().dataset.etag;
+  const text = form.querySelector("input").value;
+  const response = await send("PATCH", `memory/lines/${form.dataset.number}/`, { text }, {
+    "If-Match": `"${etag}"`,
+  });
+  if (response.status === 412) {
+    await refreshMemory(app.dataset.lineChanged);
+    return;
+  }
+  if (!response.ok) {
+    memoryPanel.querySelector(".memory-status").textContent = problem(await errorOf(response));
+    form.querySelector("input").focus();
+    return;
+  }
+  const warnings = warningsOf(await response.json());
+  await refreshMemory([app.dataset.saved, ...warnings].join(" "));
+}
+
+function editLine(button) {
+  const line = button.closest(".line");
+  const form = document.getElementById("tpl-line-edit").content.firstElementChild.cloneNode(true);
+  const input = form.querySelector("input");
+  input.id = `line-edit-${button.dataset.number}`;
+  form.querySelector("label").htmlFor = input.id;
+  input.value = line.querySelector(".line-text").textContent;
+  form.dataset.number = button.dataset.number;
+  for (const each of line.querySelectorAll(":scope > button")) each.hidden = true;
+  line.append(form);
+  input.focus();
+}
+
+// After a Forget or a Clear: Undo puts back the file it replaced (kept as a version).
+function offerUndo(etag) {
+  const undo = document.createElement("button");
+  undo.type = "button";
+  undo.dataset.memory = "undo";
+  undo.dataset.sha = etag.replace(/^sha256:/, "");
+  undo.textContent = app.dataset.undo;
+  memoryPanel.querySelector(".memory-status").append(" ", undo);
+}
+
 memoryPanel.addEventListener("submit", (event) => {
   event.preventDefault();
-  saveMemory(event.target);
+  if (event.target.classList.contains("line-edit")) saveLine(event.target);
+  else saveMemory(event.target);
 });
 
 memoryPanel.addEventListener("click", async (event) => {
@@ -375,16 +572,27 @@ memoryPanel.addEventListener("click", async (event) => {
     form.querySelector("textarea").focus();
   } else if (action === "cancel") {
     await refreshMemory();
-  } else if (action === "clear" || action === "forget") {
-    const response = await send("DELETE", action === "clear" ? "memory/" : "memory/versions/");
+  } else if (action === "edit-line") {
+    editLine(button);
+  } else if (action === "forget") {
+    const response = await send("DELETE", "memory/versions/");
     await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
-  } else if (action === "forget-line") {
-    const etag = panelBody().dataset.etag;
-    const response = await send("DELETE", `memory/lines/${button.dataset.number}/`, undefined, {
-      "If-Match": `"${etag}"`,
-    });
-    await refreshMemory(response.ok ? app.dataset.saved : problem(await errorOf(response)));
-  } else if (action === "restore") {
+  } else if (action === "clear" || action === "forget-line") {
+    const before = panelBody().dataset.etag;
+    const hadText = Boolean(memoryPanel.querySelector(".file"));
+    const response =
+      action === "clear"
+        ? await send("DELETE", "memory/")
+        : await send("DELETE", `memory/lines/${button.dataset.number}/`, undefined, {
+            "If-Match": `"${before}"`,
+          });
+    if (!response.ok) {
+      await refreshMemory(problem(await errorOf(response)));
+      return;
+    }
+    await refreshMemory(action === "clear" ? app.dataset.cleared : app.dataset.forgotten);
+    if (hadText) offerUndo(before);
+  } else if (action === "restore" || action === "undo") {
     const etag = panelBody().dataset.etag;
     const response = await send(
       "POST",
@@ -392,8 +600,9 @@ memoryPanel.addEventListener("click", async (event) => {
       undefined,
       { "If-Match": `"${etag}"` },
     );
+    const done = action === "undo" ? app.dataset.undone : app.dataset.saved;
     const message = response.ok
-      ? [app.dataset.saved, ...warningsOf(await response.json())].join(" ")
+      ? [done, ...warningsOf(await response.json())].join(" ")
       : problem(await errorOf(response));
     await refreshMemory(message);
   }
@@ -411,6 +620,62 @@ for (const toggle of document.querySelectorAll("input[data-setting]")) {
       return;
     }
     settingsStatus.textContent = app.dataset.settingsSaved;
+    showMemoryState((await response.json()).enable_memory);
     htmx.trigger(memoryPanel, "refresh");
+  });
+}
+
+// Memory off: the chat says so and the approval switch waits until it is on again.
+function showMemoryState(on) {
+  document.querySelector('input[data-setting="memory_write_approval"]').disabled = !on;
+  document.getElementById("chat-memory-off").hidden = on;
+}
+
+// --- search and the approvals of every thread ------------------------------------------------
+
+// The memory lines are filtered on the page as the user types; the conversations are searched
+// on submit, through the ranked history search (the page's search fragment).
+function filterLines() {
+  const query = searchBox.value.trim().toLowerCase();
+  const lines = [...memoryPanel.querySelectorAll(".line")];
+  let found = 0;
+  for (const line of lines) {
+    const text = line.querySelector(".line-text").textContent.toLowerCase();
+    const shown = !query || text.includes(query);
+    line.hidden = !shown;
+    if (shown && query) found += 1;
+  }
+  document.getElementById("search-lines").textContent = query
+    ? app.dataset.linesFound.replace("{found}", found).replace("{total}", lines.length)
+    : "";
+}
+
+searchBox.addEventListener("input", () => {
+  filterLines();
+  if (!searchBox.value.trim()) {
+    searchResults.hidden = true;
+    searchResults.replaceChildren();
+  }
+});
+
+searchForm.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  filterLines();
+  const query = searchBox.value.trim();
+  if (!query) return;
+  const url = `${app.dataset.searchUrl}?${new URLSearchParams({ q: query })}`;
+  await htmx.ajax("GET", url, { target: "#search-results", swap: "innerHTML" });
+  searchResults.hidden = false;
+  document.getElementById("search-title").focus();
+});
+
+memoryPanel.addEventListener("htmx:afterSwap", filterLines);
+
+for (const list of [searchResults, approvals]) {
+  list.addEventListener("click", async (event) => {
+    const button = event.target.closest("button[data-open-thread]");
+    if (!button) return;
+    await openThread(button.dataset.openThread);
+    conversation.focus();
   });
 }
