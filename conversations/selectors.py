@@ -64,6 +64,7 @@ __all__ = [
     "thread_runs",
     "tool_calls_during_runs",
     "undecided_interrupts",
+    "turn_message",
     "user_messages_containing",
     "write_user_pending_approvals",
     "write_user_threads",
@@ -781,3 +782,21 @@ def user_messages_containing(*, user_id: int, needles: list[str]) -> list[str]:
     with connection.cursor() as cursor:
         cursor.execute(_STATED_MESSAGES_SQL, params)
         return [content for (content,) in cursor.fetchall()]
+
+
+_TURN_MESSAGE_SQL = f"""
+SELECT content FROM {Message._meta.db_table}
+WHERE conversation_id = %s AND role = %s AND message_type = %s
+ORDER BY created_at DESC, id DESC
+LIMIT 1
+"""
+
+
+def turn_message(*, conversation_id: int) -> str | None:
+    """The text of the thread's newest user message: the message of the turn running in it (a
+    resumed turn's too: a new message would have declined its approval first); None when the
+    thread has none. One static statement on the thread's own index."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TURN_MESSAGE_SQL, [conversation_id, Message.Role.USER, Message.Type.TEXT])
+        row = cursor.fetchone()
+    return None if row is None else row[0]

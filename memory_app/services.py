@@ -362,7 +362,8 @@ def _remember_locked(
         if refusal is not None:
             raise refusal
         raise MemoryApprovalRequired("needs the user's approval")
-    _refuse_stated_credential(run.user_id, content)
+    turn = conversation_selectors.turn_message(conversation_id=run.conversation_id)
+    _refuse_stated_credential(run.user_id, content, turn=turn)
     with file_fence(workspace):
         result = _remember_fenced(
             workspace,
@@ -400,15 +401,21 @@ def _checked_write_arguments(content: object, replaces: object) -> tuple[str, st
     return content, replaces
 
 
-def _refuse_stated_credential(user_id: int, content: str) -> None:
+def _refuse_stated_credential(user_id: int, content: str, *, turn: str | None = None) -> None:
     """`MemorySensitiveContent` when `content` repeats a credential the user stated in one of
     their own recent messages, in any thread ("my debit card PIN is 4821" last week, "Lucky
-    number: 4821" now), however the rest is worded. Only messages sharing a piece of the
-    content (`repeat_needles`) are read and looked through."""
+    number: 4821" now), however the rest is worded; and when `turn`, the message of the turn
+    writing, repeats one stated in another of them ("Remember that my lucky number is 4821"):
+    what a model saves from such a message may carry the value in other words, as for a
+    message that states one. Only messages sharing a piece of the content or of the turn's
+    message (`repeat_needles`) are read and looked through."""
+    needles = repeat_needles(content) + ([] if turn is None else repeat_needles(turn))
     said = conversation_selectors.user_messages_containing(
-        user_id=user_id, needles=repeat_needles(content)
+        user_id=user_id, needles=list(dict.fromkeys(needles))
     )
     kind = stated_credential_in(content, said)
+    if kind is None and turn is not None:
+        kind = stated_credential_in(turn, [text for text in said if text != turn])
     if kind is not None:
         raise MemorySensitiveContent(kind)
 

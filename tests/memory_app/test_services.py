@@ -791,26 +791,28 @@ def _statements(captured) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_append_sends_four_statements_then_its_ledger_row_and_its_commit(settings, run):
+def test_an_append_sends_five_statements_then_its_ledger_row_and_its_commit(settings, run):
     with CaptureQueriesContext(connection) as captured:
         assert remember_memory(context_for(run), "fact").status == "added"
     assert captured.captured_queries[-1]["sql"] == "COMMIT"
     sqls = _statements(captured)
-    assert len(sqls) == 5
+    assert len(sqls) == 6
     assert "set_config('lock_timeout'" in sqls[0] and "pg_advisory_xact_lock" in sqls[0]
     assert "FOR NO KEY UPDATE" in sqls[1]
     assert "clock_timestamp()" in sqls[2] and "enable_memory" in sqls[2]
-    # The user's recent messages that may state a credential the content repeats.
-    assert "conversations_message" in sqls[3] and "LIKE" in sqls[3]
-    assert "INSERT INTO" in sqls[4] and "memory_app_memoryevent" in sqls[4]
+    # The turn's message, then the user's recent messages that may state a credential the
+    # content (or that message) repeats.
+    assert "conversations_message" in sqls[3] and "LIMIT 1" in sqls[3]
+    assert "conversations_message" in sqls[4] and "LIKE" in sqls[4]
+    assert "INSERT INTO" in sqls[5] and "memory_app_memoryevent" in sqls[5]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_unchanged_fact_sends_four_statements(settings, run):
+def test_an_unchanged_fact_sends_five_statements(settings, run):
     remember_memory(context_for(run), "fact")
     with CaptureQueriesContext(connection) as captured:
         assert remember_memory(context_for(run), "fact").status == "unchanged"
-    assert len(_statements(captured)) == 4
+    assert len(_statements(captured)) == 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -820,10 +822,10 @@ def test_inside_a_callers_transaction_one_more_statement_restores_its_lock_timeo
             assert remember_memory(context_for(run), "fact").status == "added"
         # Its savepoint, so that a refused write leaves the caller's transaction usable.
         assert [q["sql"].split()[0] for q in captured.captured_queries].count("SAVEPOINT") == 1
-        assert len(_statements(captured)) == 6
+        assert len(_statements(captured)) == 7
         with CaptureQueriesContext(connection) as captured:
             assert remember_memory(context_for(run), "fact").status == "unchanged"
-        assert len(_statements(captured)) == 5
+        assert len(_statements(captured)) == 6
 
 
 # -- credentials -----------------------------------------------------------------------------
@@ -1020,6 +1022,17 @@ def test_a_credential_with_an_invisible_character_is_refused_as_sensitive(settin
         settings, run, MemorySensitiveContent, content="wifi pass\u200bword: Tr0ub4dor&3"
     )
     assert error.kind == "password"
+
+
+def test_no_write_runs_in_a_turn_whose_message_repeats_a_credential_stated_elsewhere(settings, run):
+    _said(run.user_id, "My debit card PIN is 4821, don't tell anyone.")
+    MessageFactory(conversation=run.conversation, content="Remember that my lucky number is 4821")
+    # What SmolLM2 saved for it: no value at all, but from a message repeating the PIN.
+    content = "This is a function that saves one of the user's long-term memory data."
+    error = _assert_refused(settings, run, MemorySensitiveContent, content=content)
+    assert error.kind == "password"
+    MessageFactory(conversation=run.conversation, content="Remember that I like green tea")
+    assert remember_memory(context_for(run), "Likes green tea").status == "added"
 
 
 @pytest.mark.parametrize("marker", ["- ", "* ", "+ "])

@@ -194,9 +194,10 @@ def test_the_write_path_compiles_no_orm_query(monkeypatch):
         remember_memory(ctx, "I live in Lyon")
     assert clones == []
     statements = [q["sql"] for q in queries if q["sql"] not in ("BEGIN", "COMMIT")]
-    # The advisory lock, the run row, the state, the user's recent messages that may state a
-    # credential the content repeats, the versions window, the ledger row.
-    assert len(statements) == 6
+    # The advisory lock, the run row, the state, the turn's message, the user's recent
+    # messages that may state a credential the content repeats, the versions window, the
+    # ledger row.
+    assert len(statements) == 7
 
 
 def test_the_empty_file_is_never_kept_nor_listed(settings):
