@@ -1,12 +1,29 @@
 """The memory app's configuration (label `memory_app`)."""
 
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
+
+# The apps the memory app's models refer to: runs and threads, and the login sessions erasure
+# deletes by key.
+MODEL_APPS = ("conversations", "django.contrib.sessions")
 
 
 class MemoryAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "memory_app"
     verbose_name = "Memory"
+
+    def import_models(self) -> None:
+        """Without an app its models refer to, Django would fail deep inside a model import (no
+        system check runs before models load): say what the host must add instead."""
+        missing = [name for name in MODEL_APPS if not self.apps.is_installed(name)]
+        if missing:
+            raise ImproperlyConfigured(
+                f"memory_app needs {', '.join(map(repr, missing))} in INSTALLED_APPS (threads "
+                "and runs; login sessions, which erasure deletes): INSTALLED_APPS += "
+                "['django.contrib.sessions', 'ninja', 'conversations', 'memory_app']"
+            )
+        super().import_models()
 
     def ready(self) -> None:
         from django.conf import settings

@@ -32,7 +32,6 @@ __all__ = [
 
 POSTGRESQL_ENGINE = "django.db.backends.postgresql"
 LOCALE_MIDDLEWARE = "django.middleware.locale.LocaleMiddleware"
-SESSION_APP = "django.contrib.sessions"
 POOL_MODES = ("session", "transaction")
 
 
@@ -127,13 +126,12 @@ def workspace_root_problem(root: Path) -> str | None:
 
 @register()
 def dependency_apps_check(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """The apps the apps need in `INSTALLED_APPS`: an error naming each one missing."""
+    """The apps the apps need in `INSTALLED_APPS` beyond those their models refer to (without
+    `conversations` or `django.contrib.sessions` the models cannot load, and the app config
+    says so before any check runs): an error naming each one missing."""
     needed = {
         "ninja": "django-ninja serves the API's Swagger UI from your static files (no CDN)",
-        "conversations": "the memory app stores its threads and runs there",
     }
-    if not setting("MEMORY_API_AUTH"):
-        needed[SESSION_APP] = "the API and the user's page authenticate with Django's session"
     return [
         Error(
             f"{name!r} is not in INSTALLED_APPS.",

@@ -1,5 +1,8 @@
 """`manage.py check` names what a host forgot to give the apps."""
 
+import subprocess
+import sys
+
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -78,21 +81,11 @@ def test_no_model_with_debug_off_is_a_deploy_warning(settings):
     assert deploy_model_check() == []
 
 
-@pytest.mark.parametrize("missing", ["ninja", "django.contrib.sessions"])
+@pytest.mark.parametrize("missing", ["ninja"])
 def test_a_missing_dependency_app_is_an_error(settings, missing):
     settings.INSTALLED_APPS = [app for app in settings.INSTALLED_APPS if app != missing]
     [error] = dependency_apps_check()
     assert error.id == "memory_app.E004" and repr(missing) in error.msg
-
-
-def test_sessions_are_not_needed_when_the_host_names_its_own_api_auth(settings):
-    settings.INSTALLED_APPS = [a for a in settings.INSTALLED_APPS if a != "django.contrib.sessions"]
-    settings.MEMORY_API_AUTH = ["tests.memory_app.test_checks.no_auth"]
-    assert dependency_apps_check() == []
-
-
-def no_auth(request):
-    return None
 
 
 def test_transaction_pooling_without_djangos_server_side_cursors_off_fails_the_check(
@@ -110,3 +103,30 @@ def test_an_unknown_pool_mode_fails_the_check(settings):
     settings.DATABASE_POOL_MODE = "statement"
     [error] = host_settings_check()
     assert error.id == "memory_app.E006" and "'statement'" in error.msg
+
+
+@pytest.mark.parametrize("missing", ["conversations", "django.contrib.sessions"])
+def test_a_host_without_an_app_the_models_need_is_told_to_add_it_not_shown_a_traceback(missing):
+    # The app registry loads models before any system check can run: a process of its own.
+    installed = [
+        "django.contrib.auth",
+        "django.contrib.contenttypes",
+        "django.contrib.sessions",
+        "ninja",
+        "conversations",
+        "memory_app",
+    ]
+    installed.remove(missing)
+    script = (
+        "import django\n"
+        "from django.conf import settings\n"
+        f"settings.configure(INSTALLED_APPS={installed!r})\n"
+        "django.setup()\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert finished.returncode != 0
+    last_line = finished.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("django.core.exceptions.ImproperlyConfigured: memory_app needs")
+    assert f"{missing!r} in INSTALLED_APPS" in last_line
