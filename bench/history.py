@@ -47,6 +47,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from conversations import repository  # noqa: E402
 from conversations.models import Conversation, Message  # noqa: E402
 from conversations.repository import read_thread_messages, search_thread_messages  # noqa: E402
+from conversations.repository.terms import query_terms  # noqa: E402
 
 USERS = 1_000
 MESSAGES_PER_USER = 950
@@ -317,7 +318,7 @@ def _bare(conn: psycopg.Connection, statements: list[str]) -> Callable[[], None]
 def _naive_search(conn: psycopg.Connection, uid: int, query: str) -> Callable[[], None]:
     patterns = [
         "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        for term in repository._terms(query)
+        for term in query_terms(query)
     ]
 
     def run() -> None:
@@ -426,6 +427,9 @@ def main() -> None:
         ),
         ("2 terms Chinese + 1 char", f"{old_chinese[1:3]} {old_chinese[5]}"),
         ("3 terms no match", f"{WORDS[3]} qxzvjw {HANZI[0]}{HANZI[1]}"),
+        ("question as written", f"When did {rare[0]} and the {WORDS[3]} meet {WORDS[5]}?"),
+        ("question, 12 words", f"What did {' '.join(old_latin.split()[:12])}?"),
+        ("question in Chinese", f"{old_chinese[:2]}的{old_chinese[3:5]}是什么时候？"),
     ]
     hostile = [
         ("hostile C++", "C++"),
@@ -438,6 +442,10 @@ def main() -> None:
         ("hostile 8 one-letter", "a e i o u k r t"),
         ("hostile 4 CJK pairs", " ".join(HANZI[i] + HANZI[i + 1] for i in range(0, 8, 2))),
         ("hostile 4 CJK chars", " ".join(HANZI[:4])),
+        ("hostile 40 words", " ".join(WORDS[:40])[:256]),
+        ("hostile 24 one-letter", " ".join("bcdefghjklmnopqrtuvwxyz")),
+        ("hostile 85 CJK pairs", " ".join(HANZI[i] + HANZI[i + 1] for i in range(0, 170, 2))),
+        ("hostile 256 CJK chars", "".join(HANZI[:256])),
     ]
     searches += hostile
     scenarios: list[tuple[str, Callable[[], dict], str | None]] = [

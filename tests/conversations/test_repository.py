@@ -31,6 +31,7 @@ from conversations.repository import (
     _tool_call_item,
     read_thread_messages,
     search_thread_messages,
+    terms,
     to_json,
 )
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
@@ -83,7 +84,7 @@ def _contains_or_form(content: str, term: str) -> bool:
     """Whether `content` contains `term` case-insensitively, or a form of it: its stem (a word
     of letters), or half its two-character pieces (a run of CJK characters)."""
     upper = content.upper()
-    stem, grams = repository._stem(term), repository._cjk_bigrams(term)
+    stem, grams = terms.stem(term), terms.cjk_bigrams(term)
     if term.upper() in upper or (stem is not None and stem.upper() in upper):
         return True
     return grams is not None and 2 * sum(gram in content for gram in grams) >= len(grams)
@@ -93,10 +94,8 @@ def _served(query: str, search_step: str) -> bool:
     """Whether the step `search_step` finds `query`'s messages at all: the indexed step (an
     empty window) finds nothing for a query with no term an index serves."""
     return search_step != "indexed" or any(
-        repository._has_trigram(term)
-        or repository._is_cjk_pair(term)
-        or repository._cjk_bigrams(term)
-        for term in repository._terms(query)
+        terms.has_trigram(term) or terms.is_cjk_pair(term) or terms.cjk_bigrams(term)
+        for term in terms.query_terms(query)
     )
 
 
@@ -1536,3 +1535,162 @@ def test_a_query_no_index_can_narrow_walks_only_the_newest_window(query, monkeyp
     }
     # Every scan of messages that ran read at most the window (by id lookups, a row a loop).
     assert all(n["Actual Rows"] * n["Actual Loops"] <= 30 for n in read if n["Actual Loops"] == 1)
+
+
+# Questions sent as written.
+
+
+def test_a_question_of_fifteen_words_is_answered(search_step):
+    user = UserFactory()
+    fact, *_ = _messages(
+        _thread(user),
+        [
+            "My sister finally got married in Porto last weekend, the whole family flew in.",
+            "Did you see the game last night? It was a long one.",
+            "What time do you want to meet on Friday?",
+        ],
+    )
+    question = "Can you remind me where my sister got married last year, and who was there?"
+    assert len(question.split()) == 15
+    hits = search_thread_messages(user.pk, question)["results"]
+    assert hits[0]["message_id"] == fact.pk
+    assert {"sister", "married"} <= set(hits[0]["matched_terms"])
+
+
+@pytest.mark.parametrize(
+    "query", ["sunrise?", "(sunrise)", "sunrise...", "¿sunrise?", "“sunrise”,", "sunrise？"]
+)
+def test_a_word_wrapped_in_punctuation_matches_the_word(query, search_step):
+    user = UserFactory()
+    fact = _messages(_thread(user), ["we hiked up for the sunrise at five", "sunset was late"])[0]
+    hits = search_thread_messages(user.pk, query)["results"]
+    assert [h["message_id"] for h in hits] == [fact.pk]
+    assert hits[0]["matched_terms"] == ["sunrise"]
+
+
+def test_a_rare_word_outranks_messages_that_share_only_stop_words(search_step):
+    user = UserFactory()
+    rare, *_ = _messages(
+        _thread(user),
+        ["pottery class moved to the new studio", "when did the bus start, she asked"]
+        + ["when did the shop open, and when did the rain start?"] * 4,
+    )
+    hits = search_thread_messages(user.pk, "When did the pottery class start?")["results"]
+    assert hits[0]["message_id"] == rare.pk
+    assert hits[0]["matched_terms"] == ["pottery", "class"]
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("", "must be a non-empty string"),
+        ("x" * 257, "at most 256 characters"),
+        ("When did she\x00 go?", "query must be"),
+        ("  \t ", "blank"),
+        ('"" " "', "blank"),
+    ],
+)
+def test_empty_over_long_and_nul_queries_are_still_refused(query, message):
+    with pytest.raises(HistoryQueryError, match=message):
+        search_thread_messages(UserFactory().pk, query)
+
+
+def test_a_question_of_stop_words_only_searches_them():
+    user = UserFactory()
+    said = _messages(_thread(user), ["what is it", "nothing here"])[0]
+    hits = search_thread_messages(user.pk, "What is it?")["results"]
+    assert [h["message_id"] for h in hits] == [said.pk]
+    assert hits[0]["matched_terms"] == ["What", "is", "it"]
+
+
+def test_a_chinese_question_drops_its_function_words(search_step):
+    user = UserFactory()
+    fact, other = _messages(_thread(user), ["妹妹下个月在杭州办婚礼", "我是在家的时候看到的"])
+    hits = search_thread_messages(user.pk, "我妹妹的婚礼是什么时候？")["results"]
+    assert [h["message_id"] for h in hits] == [fact.pk]
+    assert hits[0]["matched_terms"] == ["妹妹", "婚礼"]
+
+
+def test_of_many_terms_those_found_nowhere_then_the_most_frequent_are_left_out():
+    user = UserFactory()
+    words = ["often", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    _messages(_thread(user), [" ".join(words)] + ["often here"] * 5)
+    query = " ".join(["zzzabsent", *words, "yyyabsent"])  # eleven terms
+    hits = search_thread_messages(user.pk, query)["results"]
+    # Both absent words go first (they are found nowhere), then "often", the most frequent.
+    assert hits[0]["matched_terms"] == words[1:]
+
+
+def test_an_absent_word_that_an_older_message_holds_is_kept_over_a_frequent_one(monkeypatch):
+    user = UserFactory()
+    words = ["often", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
+    thread = _thread(user)
+    old = _messages(thread, ["ancientword only here"])[0]
+    for n, content in enumerate([" ".join(words[1:])] + ["often here"] * 5, start=1):
+        MessageFactory(conversation=thread, content=content, created_at=T0 + timedelta(days=n))
+    monkeypatch.setattr(repository, "SEARCH_WINDOW", 3)  # the old message is out of the window
+    hits = search_thread_messages(user.pk, " ".join([*words, "ancientword"]), limit=10)["results"]
+    assert old.pk in [h["message_id"] for h in hits]
+    assert all("often" not in h["matched_terms"] for h in hits)
+
+
+def test_a_word_matches_its_other_forms_married_and_marry(search_step):
+    user = UserFactory()
+    fact = _messages(_thread(user), ["my cousin got married in June", "a quiet day"])[0]
+    hits = search_thread_messages(user.pk, "When did my cousin marry?")["results"]
+    assert hits[0]["message_id"] == fact.pk
+    assert hits[0]["matched_terms"] == ["cousin", "marry"]
+
+
+def test_a_rarer_term_outweighs_a_frequent_one_and_a_long_message_weighs_less():
+    user = UserFactory()
+    thread = _thread(user)
+    common = ["the garden is nice"] * 6
+    rare, frequent, long_rare, *_ = _messages(
+        thread,
+        ["we planted tulips", "garden party", "tulips " + "and many more words here " * 30]
+        + common,
+    )
+    ranked = _search_ids(user, "garden tulips")
+    # tulips (in 2 of 9) outweighs garden (in 7 of 9); the long message with tulips weighs
+    # less than the short one, though it is newer.
+    assert ranked[:2] == [rare.pk, long_rare.pk]
+    assert ranked.index(frequent.pk) > 1
+
+
+def test_when_a_question_asks_when_a_message_with_a_date_ranks_first(search_step):
+    user = UserFactory()
+    dated, _ = _messages(
+        _thread(user), ["the book club meets on Thursday at 7", "I love the book club"]
+    )
+    assert _search_ids(user, "When does the book club meet?")[0] == dated.pk
+    assert _search_ids(user, "book club")[0] != dated.pk  # newest first without the question
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rows_written_by_raw_sql_and_copy_are_found_and_ranked_like_the_orm_ones():
+    user = UserFactory()
+    thread = _thread(user)
+    orm = _messages(thread, ["the tulips bloomed early"] + ["the garden is nice"] * 4)[0]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO conversations_message (conversation_id, role, message_type, content,"
+            " attachments, feedback, metadata, created_at) VALUES"
+            " (%s, 'user', 'text', 'tulips in the rain', '[]', '{}', '{}', %s) RETURNING id",
+            [thread.pk, T0 + timedelta(days=1)],
+        )
+        raw = cursor.fetchone()[0]
+        with cursor.copy(
+            "COPY conversations_message (conversation_id, role, message_type, content,"
+            " attachments, feedback, metadata, created_at) FROM STDIN"
+        ) as copy:
+            copy.write_row(
+                (thread.pk, "assistant", "text", "tulips for sale", "[]", "{}", "{}",
+                 T0 + timedelta(days=2))
+            )  # fmt: skip
+    copied = Message.objects.get(content="tulips for sale").pk
+    hits = search_thread_messages(user.pk, "Where are the tulips in the garden?")["results"]
+    # All three tulip messages are found, newest first among equals (same length bucket, one
+    # term each), above the frequent garden-only ones; the ORM row ranks as the others do.
+    assert [h["message_id"] for h in hits[:3]] == [copied, raw, orm.pk]
+    assert all(h["matched_terms"] == ["tulips"] for h in hits[:3])
