@@ -147,6 +147,8 @@ LAYERS = {
         # a queryset compiled once, run through a prepared cursor
         {"conversations.utils.prepared"},
         {"conversations", "conversations.apps", "conversations.models"},
+        # how lookback reads a query's terms (standard library only)
+        {"conversations.repository.terms"},
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
         # the writes (settling or declining an approval reads its pending call and deletes

@@ -120,6 +120,9 @@ DATE_OR_TIME = (
     r"|[一二三四五六七八九十两]+[月号日点]|[周礼]拜|周[一二三四五六日末]|星期|[昨今明后前]天"
     r"|上午|下午|中午|晚上|早上|凌晨"
 )
+# Punctuation that belongs to the term it ends or begins (`100%`, `C#`, `@name`), never
+# dropped as punctuation around a word.
+TERM_MARKS = frozenset("%#@&*/\\_")
 # What a possessive adds to an English word ("Caroline's" is about Caroline).
 POSSESSIVES = ("'s", "\u2019s")
 
@@ -141,7 +144,9 @@ def like_pattern(text: str) -> str:
 
 
 def _is_punctuation(char: str) -> bool:
-    return unicodedata.category(char).startswith("P")
+    """Punctuation a word is wrapped in (`?`, `,`, `(`, `“`...): Unicode's, but for the marks
+    that are part of a term (`100%`, `C#`, `@name`, `R&D`, `snake_`, `c:\\`)."""
+    return unicodedata.category(char).startswith("P") and char not in TERM_MARKS
 
 
 def _is_cjk_word_char(char: str) -> bool:
