@@ -1,23 +1,29 @@
-"""Lookback recall: does a search find the message that states what the model looks for?
+"""Lookback recall: does a search find the messages that state what the model looks for?
 
-    .venv/bin/python bench/recall.py   (BENCH_DATABASE_URL picks the database; see benchenv)
+    .venv/bin/python bench/recall.py [--before REV] [--rounds N] [--only REGEX]
+    (BENCH_DATABASE_URL picks the database; see benchenv)
 
-Loads each labelled set, `bench/recall_set/lookback.json` (written by `make_recall_set.py`) and
-`bench/recall_set/second.json` (written apart by `make_second_recall_set.py`), as one user's
-history each into the bench database, next to whatever else it holds (the 1M-message seed of
-`history.py`, so the indexes are as large as there), then asks every question of a set with
-each search, side by side, the three timed in turn on each question:
+Loads each labelled set into the bench database, next to whatever else it holds (the
+1M-message seed of `history.py`, so the indexes are as large as there), each conversation as
+one user's history: `bench/recall_set/lookback.json` (`make_recall_set.py`) and
+`bench/recall_set/second.json` (`make_second_recall_set.py`), keyword questions, one user
+each; `bench/recall_set/dialogue.json` (`make_dialogue_set.py`), natural-language questions
+over eight long conversations between two people, one user each. Then asks every question as
+written with each search, side by side, timed in turn on each question:
 
-- literal: the search before terms, its statements copied here as they were (the query one
-  case-insensitive substring, served by the same indexes);
-- ranked: `search_thread_messages` as it is (the whole call, its Python included);
-- full text: PostgreSQL's own ranking, `to_tsvector('simple', content)` matched with
-  `websearch_to_tsquery('simple', query)` and ordered by `ts_rank`, then newest first, over the
-  same visibility, with a GIN index of its own on this user's messages (made here, bench only).
+- before (REV), with `--before`: `search_thread_messages` as git revision REV had it (a
+  refused question is a miss);
+- ours (as written): `search_thread_messages` as it is (the whole call, its Python included);
+- full text (OR): PostgreSQL's own ranking, every word of the question (`simple`
+  configuration) OR-ed, ordered by `ts_rank`, then newest first, over the same visibility,
+  with a GIN index of its own on each user's messages (made here, bench only);
+- Okapi BM25: the textbook ranking (k1 1.2, b 0.75) over the same rows, in memory: words
+  lowercased, CJK runs as overlapping two-character pieces.
 
-Prints, per set, recall@1, @5 and @10 (the share of questions whose fact is among the first k
-hits), p50 and p95 latency, recall@1 and @5 per language and kind of question, and how many
-hits came from the hidden threads that repeat facts (always 0, or a visibility bug).
+Prints, per set, recall@1, @5 and @10 (for a question whose fact spans several turns, the share
+of them among the first k hits), p50 and p95 latency, recall@1 and @5 per language and kind of
+question, the questions ours misses, and how many hits came from the hidden threads that repeat
+facts (always 0, or a visibility bug).
 """
 
 import argparse
