@@ -70,6 +70,9 @@ FREQUENT_TERM_HITS = 10
 SEARCH_CANDIDATES = 50
 # Candidates with one rare term (or a form of it): at most this many per term, the newest.
 TERM_CANDIDATES = 50
+# Rare terms looked up so: at most this many, the rarest (each lookup walks the index and sorts
+# its term's messages: eight rare words of a long question took 210 ms at 1M messages).
+RARE_LOOKUPS = 3
 # What a term found only in another form (its stem, half a CJK run's pieces) weighs, beside 1
 # as written.
 FORM_WEIGHT = 0.5
@@ -169,8 +172,9 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #           only when partial matches are ranked (else all alike).
 #   partial only when `every` holds less than a page and there are several terms: the
 #           window's messages with any term (or a form of it), and for each term found in
-#           fewer than FREQUENT_TERM_HITS of them (a rare one) and served by an index, the
-#           newest TERM_CANDIDATES of all the user's messages with it (`_LOOKUP_TEMPLATE`).
+#           fewer than FREQUENT_TERM_HITS of them (a rare one) and served by an index, of the
+#           RARE_LOOKUPS rarest, the newest TERM_CANDIDATES of all the user's messages with it
+#           (`_LOOKUP_TEMPLATE`).
 #   scored  each candidate's terms found (as written or in another form), their weights (a
 #           form match weighs FORM_WEIGHT, a CJK run's times the share of its characters
 #           found), and how close together they are (the span of their first positions);
@@ -215,6 +219,8 @@ _LOOKUP_TEMPLATE = """    UNION
        AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
        AND (SELECT count(*) FROM every) < %(limit)s
        AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
+       AND {n} IN (SELECT p.n FROM probed p INNER JOIN terms t ON t.n = p.n WHERE t.served
+                   ORDER BY p.hits, p.n LIMIT %(rare_lookups)s)
        AND m.id NOT IN (SELECT id FROM every)
 {visible_message}
        AND (%(like_{n})s::text IS NULL
@@ -803,6 +809,7 @@ def search_thread_messages(
             "frequent_hits": FREQUENT_TERM_HITS,
             "candidates": SEARCH_CANDIDATES,
             "term_candidates": TERM_CANDIDATES,
+            "rare_lookups": RARE_LOOKUPS,
             "form_weight": FORM_WEIGHT,
             "k1": BM25_K1,
             "b": BM25_B,

@@ -698,7 +698,7 @@ def test_the_statements_select_exactly_what_the_model_visibility_conditions_sele
     ]
     kinds = list(itertools.product(Message.Role.values, Message.Type.values))
     Message.objects.bulk_create(
-        Message(conversation=thread, role=role, message_type=kind, content=f"[{thread.pk}]")
+        Message(conversation=thread, role=role, message_type=kind, content=f"[t{thread.pk:05d}]")
         for thread in threads
         for role, kind in kinds
     )
@@ -712,7 +712,7 @@ def test_the_statements_select_exactly_what_the_model_visibility_conditions_sele
 
     searched, read, anchored = set(), set(), set()
     for thread in threads:
-        searched |= set(_ids(search_thread_messages(user.pk, f"[{thread.pk}]"), "results"))
+        searched |= set(_ids(search_thread_messages(user.pk, f"[t{thread.pk:05d}]"), "results"))
         try:
             read |= set(_ids(read_thread_messages(user.pk, thread.thread_id)))
         except HistoryNotFound:
@@ -1630,7 +1630,7 @@ def test_an_absent_word_that_an_older_message_holds_is_kept_over_a_frequent_one(
     words = ["often", "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf"]
     thread = _thread(user)
     old = _messages(thread, ["ancientword only here"])[0]
-    for n, content in enumerate([" ".join(words[1:])] + ["often here"] * 5, start=1):
+    for n, content in enumerate(["often here"] * 4 + [" ".join(words)], start=1):
         MessageFactory(conversation=thread, content=content, created_at=T0 + timedelta(days=n))
     monkeypatch.setattr(repository, "SEARCH_WINDOW", 3)  # the old message is out of the window
     hits = search_thread_messages(user.pk, " ".join([*words, "ancientword"]), limit=10)["results"]
