@@ -362,6 +362,12 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="also time the searches of revision REV")
     parser.add_argument("--runs", type=int, default=RUNS, help=f"calls per scenario ({RUNS})")
     parser.add_argument("--only", metavar="REGEX", help="only the scenarios whose name matches")
+    parser.add_argument(
+        "--naive-runs",
+        type=int,
+        default=NAIVE_RUNS,
+        help=f"calls of the naive ILIKE per scenario ({NAIVE_RUNS}; 0: none)",
+    )
     args = parser.parse_args()
     before = _repository_at(args.before) if args.before else None
     with psycopg.connect(_dsn()) as conn:
@@ -508,8 +514,9 @@ def main() -> None:
             repo_med, repo_p95 = _percentiles(repo)
             bare_med, bare_p95 = _percentiles(bare)
             naive = ""
-            if query is not None:
-                naive_med, _ = _percentiles(_time(_naive_search(bare_conn, uid, query), NAIVE_RUNS))
+            if query is not None and args.naive_runs:
+                naive_run = _naive_search(bare_conn, uid, query)
+                naive_med, _ = _percentiles(_time(naive_run, args.naive_runs))
                 naive = f"{naive_med:>9.1f}ms{naive_med / repo_med:>10.0f}x"
             if before_times:
                 old_med, old_p95 = _percentiles(before_times[0])
