@@ -130,8 +130,9 @@ class SearchThreadMessagesArguments(StrictArguments):
         min_length=1,
         max_length=history.QUERY_MAX_CHARS,
         description=(
-            "A few distinctive words (case-insensitive); messages with more of them rank "
-            'first; "double quotes" keep an exact phrase together.'
+            "A few distinctive words, or the user's question as written (case-insensitive; "
+            'stop words and punctuation are ignored); rarer words rank higher; "double quotes" '
+            "keep an exact phrase together."
         ),
     )
     limit: int = Field(default=5, ge=1, le=history.SEARCH_LIMIT_MAX)
@@ -332,10 +333,11 @@ class _HistoryTool(RunBoundTool):
 class SearchThreadMessagesTool(_HistoryTool):
     name: str = SEARCH_THREAD_MESSAGES_TOOL
     description: str = (
-        "Search the user's own past conversations. Give a few distinctive words (up to 8), "
-        "not a sentence: a message matches when it contains any of them, case-insensitively; "
-        "messages with more of the words rank first, then those with rarer words close "
-        'together, then the newest (`sister wedding` finds "my sister\'s wedding" first). '
+        "Search the user's own past conversations. Give a few distinctive words, or the "
+        "user's question as written (stop words and punctuation are ignored): a message "
+        "matches when it contains any of the words, case-insensitively; rarer words, more of "
+        "them and words close together rank higher, then the newest (`sister wedding` finds "
+        '"my sister\'s wedding" first). '
         "Put an exact phrase in double quotes. When the user names a time (last week, in "
         "June), also give since and/or until (ISO 8601, UTC). Each hit lists its "
         "matched_terms and a snippet around the first. "

@@ -161,6 +161,8 @@ LAYERS = {
         {"conversations", "conversations.apps", "conversations.models"},
         # the host's user model: its name field, who counts as active (the erasure fence)
         {"conversations.users"},
+        # how lookback reads a query's terms (standard library only)
+        {"conversations.repository.terms"},
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
         # the writes (settling or declining an approval reads its pending call and deletes

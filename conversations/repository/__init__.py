@@ -18,6 +18,14 @@ from django.db import connection
 from django.db.backends.utils import CursorWrapper
 
 from conversations.models import Conversation
+from conversations.repository.terms import (
+    DATE_OR_TIME,
+    QUERY_TERMS_MAX,
+    Term,
+    asks_when,
+    query_terms,
+    term,
+)
 from conversations.utils.ids import parse_uid
 from conversations.utils.invisible_text import escape_invisible, escape_invisible_within
 from conversations.utils.string_utils import (
@@ -51,7 +59,6 @@ __all__ = [
 ]
 
 QUERY_MAX_CHARS = 256
-QUERY_TERMS_MAX = 8
 # The newest visible messages a search walks: every term is checked on each, and a term no
 # index can narrow (no run of three letters or digits, not a CJK pair) is only ever checked
 # on these, so no query walks more. They also give each term's frequency, hence its weight.
@@ -64,24 +71,34 @@ FREQUENT_TERM_HITS = 10
 SEARCH_CANDIDATES = 50
 # Candidates with one rare term (or a form of it): at most this many per term, the newest.
 TERM_CANDIDATES = 50
-# A run of this many letters or digits has a trigram, so the trigram index serves its term.
-TRIGRAM_TERM_MIN_CHARS = 3
-# What a term found only in another form (`_form`) weighs, beside 1 as written.
+# Of a query of more than QUERY_TERMS_MAX terms, a term's matches among the newest messages are
+# counted up to this many (a word in most of them stops the count early; forty frequent words
+# took 150 ms counted in full): terms found at least this often are alike, the later left out
+# first.
+COUNTED_HITS = 50
+# Rare terms looked up so: at most this many, the rarest (each lookup walks the index and sorts
+# its term's messages: eight rare words of a long question took 210 ms at 1M messages).
+RARE_LOOKUPS = 3
+# What a term found only in another form (its stem, half a CJK run's pieces) weighs, beside 1
+# as written.
 FORM_WEIGHT = 0.5
-# Terms whose first positions lie closer than this many characters count double (relevance
-# times 2); each doubling of the distance beyond halves the bonus (1.5 up to 3 times this,
-# 1.25 up to 7 times...), so two wordings of the same fact rank alike, newest first.
+# BM25's term-frequency saturation (k1) and document-length normalisation (b): a term found
+# twice weighs more than once but not twice as much, and a long message's matches weigh less
+# than a message of average length (the average of the newest SEARCH_WINDOW messages). The
+# length ratio is coarse on purpose, a power of two and never under 1 (a message up to twice
+# the average counts as average, up to four times as twice): two wordings of one fact score
+# alike, and the newest (a correction) ranks first.
+BM25_K1 = 1.2
+BM25_B = 0.75
+LENGTH_STEP = 4
+# Two or more terms whose first positions lie closer than NEAR_CHARS characters multiply the
+# score by 1 + NEAR_BONUS; each doubling of the distance beyond halves the bonus (up to 3
+# times NEAR_CHARS apart 1 + NEAR_BONUS / 2, up to 7 times 1 + NEAR_BONUS / 4...).
+NEAR_BONUS = 1.0
 NEAR_CHARS = 16
-# Word endings a term of letters is cut at to find its other forms (longest first), leaving
-# at least STEM_MIN_CHARS: "allergy" and "allergic" both find "allerg".
-STEM_SUFFIXES = (
-    "ations", "ation", "ments", "ment", "ings", "ing", "ions", "ion", "ies", "ied", "ers", "er",
-    "ed", "es", "ic", "ly", "s", "y", "e",
-)  # fmt: skip
-STEM_MIN_CHARS = 4
-# A run of this many CJK characters or more is also found by half its two-character pieces
-# ("妹妹婚礼" in "妹妹的婚礼": 妹妹 and 婚礼 of 妹妹, 妹婚, 婚礼).
-CJK_RUN_MIN_CHARS = 4
+# A question that asks when (`asks_when`) scores a message holding a date or a time
+# (`DATE_OR_TIME`) 1 + WHEN_BONUS times as high.
+WHEN_BONUS = 0.5
 TIME_BOUND_FORMAT = (
     "an ISO 8601 date or datetime in UTC, such as 2026-06-14 or 2026-06-14T09:30:00Z"
 )
@@ -161,8 +178,9 @@ NOT_FOUND_MESSAGE = "no such thread or message"
 #           only when partial matches are ranked (else all alike).
 #   partial only when `every` holds less than a page and there are several terms: the
 #           window's messages with any term (or a form of it), and for each term found in
-#           fewer than FREQUENT_TERM_HITS of them (a rare one) and served by an index, the
-#           newest TERM_CANDIDATES of all the user's messages with it (`_LOOKUP_TEMPLATE`).
+#           fewer than FREQUENT_TERM_HITS of them (a rare one) and served by an index, of the
+#           RARE_LOOKUPS rarest, the newest TERM_CANDIDATES of all the user's messages with it
+#           (`_LOOKUP_TEMPLATE`).
 #   scored  each candidate's terms found (as written or in another form), their weights (a
 #           form match weighs FORM_WEIGHT, a CJK run's times the share of its characters
 #           found), and how close together they are (the span of their first positions);
@@ -207,6 +225,8 @@ _LOOKUP_TEMPLATE = """    UNION
        AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
        AND (SELECT count(*) FROM every) < %(limit)s
        AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
+       AND {n} IN (SELECT p.n FROM probed p INNER JOIN terms t ON t.n = p.n WHERE t.served
+                   ORDER BY p.hits, p.n LIMIT %(rare_lookups)s)
        AND m.id NOT IN (SELECT id FROM every)
 {visible_message}
        AND (%(like_{n})s::text IS NULL
@@ -226,7 +246,9 @@ def _found_sql(text: str) -> str:
     )
 
 
-_SEARCH_TEMPLATE = """
+# The user's visible threads and newest visible messages (the window), as every search
+# statement begins (see the comment above).
+_WINDOW_CTES = """
 WITH visible AS MATERIALIZED (
     SELECT array_agg(c.id) AS ids
     FROM conversations_conversation c
@@ -246,7 +268,11 @@ newest AS MATERIALIZED (
         LIMIT %(window)s
     ) m
     WHERE m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
-),
+)"""
+
+_SEARCH_TEMPLATE = (
+    _WINDOW_CTES
+    + """,
 terms AS MATERIALIZED (
     SELECT t.n::int AS n, t.bare, t.form, t.anchor, string_to_array(t.grams, ' ') AS grams,
            string_to_array(t.bare, NULL) AS chars, t.slot, t.served
@@ -315,11 +341,19 @@ partial AS MATERIALIZED (
       AND EXISTS (SELECT 1 FROM terms t WHERE {found_w})
 {lookups}
 ),
+lengths AS MATERIALIZED (
+    SELECT avg(LENGTH(x.u))::float8 AS average FROM newest x
+),
 scored AS MATERIALIZED (
     SELECT m.id, m.created_at, f.found, f.relevance, f.terms, f.at
     FROM (SELECT id FROM every UNION SELECT id FROM partial) k
     INNER JOIN conversations_message m ON m.id = k.id
     CROSS JOIN LATERAL (SELECT UPPER(m.content) AS u OFFSET 0) up
+    CROSS JOIN LATERAL (
+        SELECT %(length_step)s::float8 ^ GREATEST(floor(ln(GREATEST(LENGTH(up.u), 1)::float8
+                   / COALESCE(NULLIF((SELECT average FROM lengths), 0), GREATEST(LENGTH(up.u), 1)))
+                   / ln(%(length_step)s::float8)), 0) AS ratio
+    ) dl
     CROSS JOIN LATERAL (
         SELECT count(*) AS found, array_agg(t.n ORDER BY t.n) AS terms,
                (array_agg(p.at ORDER BY t.n))[1] AS at,
@@ -328,16 +362,28 @@ scored AS MATERIALIZED (
                                    ELSE %(form_weight)s::float8 * (
                                        SELECT count(*) FILTER (WHERE STRPOS(up.u, c) > 0)
                                        FROM unnest(t.chars) c)::float8 / cardinality(t.chars)
-                              END)
-                 * (1 + 2 ^ -floor(ln(1 + (max(p.at) - min(p.at)) / %(near_chars)s::float8)
-                                   / ln(2))) AS relevance
+                              END
+                   * p.tf * (%(k1)s::float8 + 1)
+                   / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * dl.ratio)))
+                 * (1 + CASE WHEN count(*) > 1
+                             THEN %(near_bonus)s::float8 * 2 ^ -floor(
+                                 ln(1 + (max(p.at) - min(p.at)) / %(near_chars)s::float8) / ln(2))
+                             ELSE 0 END)
+                 * count(*) / cardinality((SELECT array_agg(n) FROM terms))
+                 * CASE WHEN %(asks_when)s AND up.u ~ %(date_or_time)s
+                        THEN 1 + %(when_bonus)s::float8 ELSE 1 END AS relevance
         FROM terms t
         INNER JOIN weights wt ON wt.n = t.n
         CROSS JOIN LATERAL (SELECT STRPOS(up.u, t.bare) AS bare_at) b
         CROSS JOIN LATERAL (
+            SELECT CASE WHEN b.bare_at > 0 THEN t.bare ELSE t.anchor END AS seen
+        ) s
+        CROSS JOIN LATERAL (
             SELECT b.bare_at,
                    CASE WHEN b.bare_at > 0 THEN b.bare_at
-                        ELSE GREATEST(STRPOS(up.u, t.anchor), 1) END AS at
+                        ELSE GREATEST(STRPOS(up.u, t.anchor), 1) END AS at,
+                   GREATEST((LENGTH(up.u) - LENGTH(REPLACE(up.u, s.seen, '')))
+                            / LENGTH(s.seen), 1)::float8 AS tf
         ) p
         WHERE p.bare_at > 0 OR {found_up}
     ) f
@@ -348,7 +394,7 @@ SELECT c.thread_id, LEFT(c.title, %(title_chars)s), m.id, m.role, yuxi_utc_iso(m
        hit.at, LENGTH(m.content), hit.terms
 FROM (
     SELECT * FROM scored
-    ORDER BY found DESC, relevance DESC, created_at DESC, id DESC
+    ORDER BY relevance DESC, created_at DESC, id DESC
     LIMIT %(limit)s
 ) hit
 INNER JOIN conversations_message m ON m.id = hit.id
@@ -356,8 +402,9 @@ INNER JOIN conversations_conversation c ON c.id = m.conversation_id
 WHERE c.user_id = %(owner)s AND c.parent_id IS NULL AND c.status = 'active'
   AND NOT (c.source IN ('agent_call', 'agent_evaluation'))
   AND m.message_type = 'text' AND m.role IN ('user', 'assistant')
-ORDER BY hit.found DESC, hit.relevance DESC, hit.created_at DESC, hit.id DESC
+ORDER BY hit.relevance DESC, hit.created_at DESC, hit.id DESC
 """
+)
 
 
 def _search_sql(terms: int) -> str:
@@ -392,6 +439,51 @@ def _search_sql(terms: int) -> str:
 # the largest, of QUERY_TERMS_MAX.
 SEARCH_SQLS = tuple(_search_sql(terms) for terms in range(1, QUERY_TERMS_MAX + 1))
 SEARCH_SQL = SEARCH_SQLS[-1]
+
+# For a query of more than QUERY_TERMS_MAX terms, which to keep: each term's matches (its form's
+# pattern: itself or its stem) among the newest visible messages, and, for a term found in none
+# of them that an index serves, whether any older visible message has it (one index probe). A
+# term no index serves, or a CJK run of three or more characters (found by half its pieces,
+# which no index probe can tell cheaply), not found among the newest, counts as found nowhere;
+# so does an index-served one past the first QUERY_TERMS_MAX of them (each probe walks the
+# index: eighty CJK pairs took 160 ms).
+TERM_COUNTS_SQL = (
+    _WINDOW_CTES
+    + f""",
+terms AS MATERIALIZED (
+    SELECT t.n::int AS n, t.form, t.lookup, t.pairs
+    FROM unnest(UPPER(%(forms)s::text)::text[], UPPER(%(lookups)s::text)::text[],
+                %(pairs)s::text[])
+         WITH ORDINALITY AS t (form, lookup, pairs, n)
+),
+counted AS MATERIALIZED (
+    SELECT t.n, t.lookup, t.pairs, h.hits,
+           row_number() OVER (PARTITION BY h.hits = 0 AND (t.lookup IS NOT NULL OR
+                                                           t.pairs IS NOT NULL)
+                              ORDER BY t.n) AS turn
+    FROM terms t
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS hits FROM (
+            SELECT 1 FROM newest x WHERE x.u LIKE t.form LIMIT %(counted_hits)s
+        ) found
+    ) h
+)
+SELECT t.n, t.hits,
+       CASE WHEN t.hits > 0 THEN TRUE
+            WHEN t.turn > %(probes)s THEN FALSE
+            WHEN t.lookup IS NOT NULL THEN EXISTS (
+                SELECT 1 FROM conversations_message m
+                WHERE UPPER(m.content) LIKE t.lookup
+{_VISIBLE_MESSAGE})
+            WHEN t.pairs IS NOT NULL THEN EXISTS (
+                SELECT 1 FROM conversations_message m
+                WHERE yuxi_cjk_bigrams(UPPER(m.content)) && ARRAY[t.pairs]
+{_VISIBLE_MESSAGE})
+            ELSE FALSE END AS anywhere
+FROM counted t
+ORDER BY t.n
+"""
+)
 
 # The thread, and the anchor's timestamp when it is a visible message of that thread (NULL
 # when there is no anchor or it is not), in one round trip. The timestamp is plain UTC: the
@@ -550,17 +642,6 @@ def _text(value: object, name: str) -> str:
     return value
 
 
-def _is_cjk_pair(text: str) -> bool:
-    """Whether `text` is two caseless CJK-range characters, one element of `CjkBigrams`."""
-    return len(text) == 2 and _is_cjk(text)
-
-
-def _like_pattern(text: str) -> str:
-    """`text` as a LIKE pattern matching it literally anywhere (backslash is LIKE's escape)."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
-
-
 def _quoted_array_text(values: list[str]) -> str | None:
     """Strings in PostgreSQL's array text form, every element quoted; None for none."""
     if not values:
@@ -569,85 +650,16 @@ def _quoted_array_text(values: list[str]) -> str | None:
     return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
 
 
-def _terms(query: str) -> list[str]:
-    """The query's terms in order: whitespace separates them, a pair of double quotes keeps
-    what it encloses as one term (its ends stripped), and a last `"` without a partner is a
-    literal character. Raises HistoryQueryError unless there are 1 to QUERY_TERMS_MAX."""
-    parts = query.split('"')
-    if len(parts) % 2 == 0:  # an odd number of quotes: the last one is literal
-        parts[-2:] = [parts[-2] + '"' + parts[-1]]
-    terms: list[str] = []
-    for index, part in enumerate(parts):
-        if index % 2:  # between a pair of quotes
-            terms += [part.strip()] if part.strip() else []
-        else:
-            terms += part.split()
-    if not terms:
-        raise HistoryQueryError("query must contain a term (it is blank)")
-    if len(terms) > QUERY_TERMS_MAX:
-        raise HistoryQueryError(f"query must have at most {QUERY_TERMS_MAX} terms")
-    return terms
+def _array_item(value: str | None) -> str:
+    """One element of an array in PostgreSQL's text form: quoted, or NULL for None or ''."""
+    if not value:
+        return "NULL"
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _has_trigram(text: str) -> bool:
-    """Whether `text` holds a run of TRIGRAM_TERM_MIN_CHARS letters or digits: pg_trgm takes
-    trigrams of a LIKE pattern only from such runs, so only then can its index narrow it."""
-    run = 0
-    for char in text:
-        run = run + 1 if char.isalnum() else 0
-        if run >= TRIGRAM_TERM_MIN_CHARS:
-            return True
-    return False
-
-
-def _is_cjk(text: str) -> bool:
-    """Whether every character of `text` is a caseless CJK-range one."""
-    return all(ord(char) >= 0x2E80 for char in text) and text.upper() == text == text.lower()
-
-
-def _stem(term: str) -> str | None:
-    """A term of ASCII letters cut at its first STEM_SUFFIXES ending that leaves at least
-    STEM_MIN_CHARS, so that other forms of the word are found; None when none applies."""
-    if not (term.isascii() and term.isalpha()) or len(term) <= STEM_MIN_CHARS:
-        return None
-    word = term.lower()
-    for suffix in STEM_SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= STEM_MIN_CHARS:
-            return term[: len(word) - len(suffix)]
-    return None
-
-
-def _cjk_bigrams(term: str) -> list[str] | None:
-    """The distinct two-character pieces of a run of CJK_RUN_MIN_CHARS or more CJK characters,
-    overlapping (`妹妹婚礼`: 妹妹, 妹婚, 婚礼); None for any other term."""
-    if len(term) < CJK_RUN_MIN_CHARS or not _is_cjk(term):
-        return None
-    return list(dict.fromkeys(term[i : i + 2] for i in range(len(term) - 1)))
-
-
-class _Term(NamedTuple):
-    """A distinct term of a query and how the search statement finds it."""
-
-    bare: str  # as written
-    form: str  # LIKE pattern of its other forms (and itself)
-    anchor: str  # what a match of another form is placed by
-    grams: list[str] | None  # a CJK run's bigrams, half of which are another form of it
-    lookup: str | None  # LIKE pattern the trigram index serves for its candidates
-    lookup_pairs: list[str]  # CJK pairs the bigram index serves (any of them) for them
-
-
-def _term(text: str) -> _Term:
-    """How a term is found: as written; also by its `_stem` (a word of letters) or by half of
-    its `_cjk_bigrams` (a CJK run), its other forms; through which index, if any."""
-    stem, grams = _stem(text), _cjk_bigrams(text)
-    if stem is not None:  # a stem has a trigram whenever its word has one
-        return _Term(text, _like_pattern(stem), stem, None, _like_pattern(stem), [])
-    if grams is not None:
-        return _Term(text, _like_pattern(text), grams[0], grams, None, grams)
-    if _is_cjk_pair(text):
-        return _Term(text, _like_pattern(text), text, None, None, [text])
-    lookup = _like_pattern(text) if _has_trigram(text) else None
-    return _Term(text, _like_pattern(text), text, None, lookup, [])
+def _grams_text(found: Term) -> str:
+    """A CJK run's bigrams as one space-separated array element (NULL for another term)."""
+    return _array_item(" ".join(found.grams or []))
 
 
 def _term_params(terms: list[str]) -> dict[str, Any]:
@@ -657,7 +669,7 @@ def _term_params(terms: list[str]) -> dict[str, Any]:
     CJK pairs and each CJK run's bigrams the bigram index serves, and the forms only checked
     (every pattern's when one may be left to the filter, else those no index serves); for the
     rare terms' candidates, each term's own lookup. The unused conditions NULL."""
-    found = [_term(text) for text in dict.fromkeys(terms)]
+    found = [term(text) for text in terms]
     trigram = [t for t in found if t.lookup is not None]
     pairs = [t.bare for t in found if t.grams is None and t.lookup_pairs]
     unserved = [t for t in found if t.lookup is None and not t.lookup_pairs]
@@ -666,12 +678,12 @@ def _term_params(terms: list[str]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for n in range(1, QUERY_TERMS_MAX + 1):
         params[f"pattern_{n}"] = trigram[n - 1].lookup if n <= len(trigram) else None
-        term = found[n - 1] if n <= len(found) else None
-        params[f"like_{n}"] = term.lookup if term else None
-        params[f"pairs_{n}"] = _quoted_array_text(term.lookup_pairs) if term else None
-        params[f"grams_{n}"] = _quoted_array_text(term.grams or []) if term else None
+        each = found[n - 1] if n <= len(found) else None
+        params[f"like_{n}"] = each.lookup if each else None
+        params[f"pairs_{n}"] = _quoted_array_text(each.lookup_pairs) if each else None
+        params[f"grams_{n}"] = _quoted_array_text(each.grams or []) if each else None
     slots = [str(trigram.index(t) + 1) if t in trigram else "NULL" for t in found]
-    grams = ['"' + " ".join(t.grams) + '"' if t.grams else "NULL" for t in found]
+    grams = [_grams_text(t) for t in found]
     checked = [t.form for t in (found if probed else unserved) if t.grams is None]
     return {
         **params,
@@ -687,6 +699,38 @@ def _term_params(terms: list[str]) -> dict[str, Any]:
         "indexed": len(unserved) < len(found),
         "several": len(found) > 1,
     }
+
+
+def _most_informative(
+    cursor: CursorWrapper, owner: int, terms: list[str], since: str | None, until: str | None
+) -> list[str]:
+    """QUERY_TERMS_MAX of `terms`, in query order: the terms found in none of the user's
+    visible messages are left out first (the last first), then the most frequent among the
+    newest of them (`TERM_COUNTS_SQL`; the later first on a tie)."""
+    found = [term(text) for text in terms]
+    rows = _fetch(
+        cursor,
+        TERM_COUNTS_SQL,
+        {
+            "owner": owner,
+            "since": since,
+            "until": until,
+            "window": SEARCH_WINDOW,
+            "probes": QUERY_TERMS_MAX,
+            "counted_hits": COUNTED_HITS,
+            "forms": _quoted_array_text([t.form for t in found]),
+            "lookups": "{" + ",".join(_array_item(t.lookup) for t in found) + "}",
+            # a CJK pair's own bigram (a run's pieces are not probed: see the statement)
+            "pairs": "{"
+            + ",".join(
+                _array_item(t.bare if t.grams is None and t.lookup_pairs else None) for t in found
+            )
+            + "}",
+        },
+    )
+    first_left_out = sorted(rows, key=lambda row: (row[2], -row[1], -row[0]))
+    left_out = {n for n, _, _ in first_left_out[: len(terms) - QUERY_TERMS_MAX]}
+    return [text for n, text in enumerate(terms, 1) if n not in left_out]
 
 
 def _time_bound(value: object, name: str) -> str | None:
@@ -741,10 +785,14 @@ def search_thread_messages(
     until: str | date | None = None,
 ) -> dict[str, Any]:
     """The visible messages of `uid` that best match `query`, created from `since` (inclusive)
-    until `until` (exclusive): any term matches (case-insensitive, literal; see `_terms`);
-    more distinct terms first, then rarer terms and terms closer together, then newest.
+    until `until` (exclusive). The query may be keywords or a question as written
+    (`query_terms`: punctuation around words and stop words dropped); any term matches
+    (case-insensitive, literal, or another form of it); ranked by a BM25-like score (rarer
+    terms in the user's messages weigh more, a long message's matches less), terms close
+    together counting more, then newest.
 
-    One SQL query; it never touches ToolCall. Each hit names the terms it contains
+    One SQL query (two when more than QUERY_TERMS_MAX terms are left: which to keep is
+    counted first); it never touches ToolCall. Each hit names the terms it contains
     (`matched_terms`, in query order) and is cut to a snippet around the first of them; hits
     are kept in rank order while the serialized response stays within its cap.
     """
@@ -752,29 +800,41 @@ def search_thread_messages(
     query = _text(query, "query")
     if len(query) > QUERY_MAX_CHARS:
         raise HistoryQueryError(f"query must be at most {QUERY_MAX_CHARS} characters")
-    terms = list(dict.fromkeys(_terms(query)))
+    terms = query_terms(query)
+    if not terms:
+        raise HistoryQueryError("query must contain a term (it is blank)")
     limit = _limit(limit, SEARCH_LIMIT_MAX)
     since_at, until_at = _time_bound(since, "since"), _time_bound(until, "until")
     if since_at is not None and until_at is not None and since_at >= until_at:
         raise HistoryQueryError("since must be earlier than until")
 
-    params = {
-        "owner": owner,
-        "limit": limit,
-        "since": since_at,
-        "until": until_at,
-        "window": SEARCH_WINDOW,
-        "frequent_hits": FREQUENT_TERM_HITS,
-        "candidates": SEARCH_CANDIDATES,
-        "term_candidates": TERM_CANDIDATES,
-        "form_weight": FORM_WEIGHT,
-        "near_chars": NEAR_CHARS,
-        "title_chars": TITLE_MAX_BYTES + 1,
-        "lead_chars": SNIPPET_LEAD_BYTES,
-        "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
-        **_term_params(terms),
-    }
     with connection.cursor() as cursor:
+        if len(terms) > QUERY_TERMS_MAX:
+            terms = _most_informative(cursor, owner, terms, since_at, until_at)
+        params = {
+            "owner": owner,
+            "limit": limit,
+            "since": since_at,
+            "until": until_at,
+            "window": SEARCH_WINDOW,
+            "frequent_hits": FREQUENT_TERM_HITS,
+            "candidates": SEARCH_CANDIDATES,
+            "term_candidates": TERM_CANDIDATES,
+            "rare_lookups": RARE_LOOKUPS,
+            "form_weight": FORM_WEIGHT,
+            "k1": BM25_K1,
+            "b": BM25_B,
+            "length_step": LENGTH_STEP,
+            "near_bonus": NEAR_BONUS,
+            "near_chars": NEAR_CHARS,
+            "asks_when": asks_when(query),
+            "date_or_time": DATE_OR_TIME,
+            "when_bonus": WHEN_BONUS,
+            "title_chars": TITLE_MAX_BYTES + 1,
+            "lead_chars": SNIPPET_LEAD_BYTES,
+            "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
+            **_term_params(terms),
+        }
         rows = _fetch(cursor, SEARCH_SQLS[len(terms) - 1], params)
 
     hits: list[dict[str, Any]] = []
