@@ -151,11 +151,14 @@ def test_a_chat_over_the_teams_bearer_token(client, ada):
     assert wrong.status_code == 401
 
 
-def test_the_teams_api_keeps_its_routes_names_and_answers(client):
+def test_the_teams_api_keeps_its_routes_names_and_answers(client, ada):
     assert reverse("api:ping") == "/api/ping"
     assert client.get("/api/ping").json() == {"pong": True}
     form = client.post("/api/echo", "a=1", content_type="application/x-www-form-urlencoded")
     assert form.status_code == 200 and form.json()["body"] == "a=1"
+    # The memory API's documents are for logged-in users only.
+    assert client.get("/memory/api/openapi.json").status_code == 302
+    client.force_login(ada)
     paths = client.get("/memory/api/openapi.json").json()["paths"]
     assert paths and all(path.startswith("/memory/api/") for path in paths)
     refused = client.post("/memory/api/chat/", "a=1", content_type="text/plain")
