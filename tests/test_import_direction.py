@@ -121,6 +121,9 @@ LAYERS = {
         {"memory_app.runtime"},
         # the page's template filters (leaves the templates load)
         {"memory_app.templatetags", "memory_app.templatetags.page_text"},
+        # the HTTP API's parts: the shapes and how an error is answered, then the operations
+        {"memory_app.api.schemas", "memory_app.api.errors"},
+        {"memory_app.api.chat", "memory_app.api.memory", "memory_app.api.threads"},
         # the edges: HTTP, admin, commands, and the app configuration that wires signals
         {
             "memory_app.apps",
