@@ -137,6 +137,9 @@ LAYERS = {
         },
         # the per-user staff pages (the admin serves them; they link the mixin's records)
         {"memory_app.user_pages"},
+        # the staff pages: the ledger's cells, the pages that show them, then the admin package
+        {"memory_app.admin.ledger"},
+        {"memory_app.admin.user_config", "memory_app.admin.runs"},
         {
             "memory_app.admin",
             "memory_app.management.commands.chat",
