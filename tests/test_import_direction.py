@@ -121,6 +121,9 @@ LAYERS = {
         {"memory_app.runtime"},
         # the page's template filters (leaves the templates load)
         {"memory_app.templatetags", "memory_app.templatetags.page_text"},
+        # the HTTP API's parts: the shapes and how an error is answered, then the operations
+        {"memory_app.api.schemas", "memory_app.api.errors"},
+        {"memory_app.api.chat", "memory_app.api.memory", "memory_app.api.threads"},
         # the edges: HTTP, admin, commands, and the app configuration that wires signals
         {
             "memory_app.apps",
@@ -134,6 +137,9 @@ LAYERS = {
         },
         # the per-user staff pages (the admin serves them; they link the mixin's records)
         {"memory_app.user_pages"},
+        # the staff pages: the ledger's cells, the pages that show them, then the admin package
+        {"memory_app.admin.ledger"},
+        {"memory_app.admin.user_config", "memory_app.admin.runs"},
         {
             "memory_app.admin",
             "memory_app.management.commands.chat",

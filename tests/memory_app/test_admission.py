@@ -452,12 +452,12 @@ def test_more_streams_at_once_than_places_each_open_and_finish_through_the_site(
 def test_the_stream_endpoint_is_found_by_a_url_name_the_api_declares_not_by_its_function():
     # The name admission reverses is the one the API gives its streamed chat route, stated
     # once; renaming the view's function (django-ninja's default name) cannot break it.
-    from memory_app.api import api
+    from memory_app.api.chat import router
     from memory_app.api_edge import STREAM_CHAT_URL_NAME
 
     [operation] = [
         operation
-        for path, view in api.default_router.path_operations.items()
+        for path, view in router.path_operations.items()
         if path.rstrip("/").endswith("chat/stream")
         for operation in view.operations
     ]

@@ -1,98 +1,62 @@
-"""Read-only staff pages for the memory switch and the memory ledger, and what the memory app
-adds to the run and user pages: whether a run may write memory now (the memory app owns that
-rule, so the conversations app never imports it), the run's memory events, and a user's links.
+"""The staff page of a user's memory config: the two switches, the writes waiting for the
+user's decision, MEMORY.md as the agent reads it beside the ledger, where each line came from
+and the kept versions; and the per-user pages (`memory_app.user_pages`) it serves.
+
+Each panel reads through the same selectors the user's own API uses, and a workspace the
+app refuses to read is reported in words, never with its path.
 """
 
 import uuid
 
 from django.contrib import admin
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import URLPattern, path
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from conversations.admin import (
-    AgentRunAdmin,
-    ThreadFilter,
-    UserColumns,
-    id_cell,
-    name_cell,
-    related_list,
-    time_cell,
-)
+from conversations.admin import UserColumns, id_cell, name_cell, time_cell
 from conversations.admin_base import (
     FIELD_EXCERPT_BYTES,
     ReadOnlyAdmin,
     UserFilter,
     change_link,
     changelist_link,
-    changelist_url,
-    format_timestamp,
     render_excerpt,
     render_text,
-    user_link,
     user_name_lookup,
     users_named,
 )
-from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.models import AgentRun, Conversation
 from conversations.selectors import first_related, pending_approvals
 from conversations.utils.string_utils import truncate_utf8
+from memory_app.admin.ledger import (
+    TOGGLE_KINDS,
+    ChangeFilter,
+    event_actor,
+    event_provenance,
+    kind_label,
+    ledger_url,
+)
 from memory_app.conf import setting
 from memory_app.credentials import find_credentials
-from memory_app.models import MemoryEvent, MemoryEventKind, UserConfig
+from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
     EARLIER,
     MEMORY_PROMPT_MAX_BYTES,
     LineOrigin,
     MemoryVersion,
     MemoryVersionNotFound,
-    ledger_events,
     list_memory_versions,
     memory_lines,
-    memory_write_refusal,
     read_memory_for_prompt,
     read_memory_version,
-    remember_calls_for,
     user_ledger,
 )
 from memory_app.user_pages import ERASE_URL_NAME, erase_page, find_user, user_page
-from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, INITIAL_VERSION_KIND
+from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
-
-__all__ = ["AgentRunWithMemoryAdmin", "MemoryEventAdmin", "UserConfigAdmin"]
-
-
-def _changelist_url(model: type, query: str) -> str:
-    return f"{changelist_url(model)}?{query}"
-
-
-def _provenance(event: MemoryEvent, calls: list[ToolCall]) -> SafeString | str:
-    """The run, thread and remember_memory call(s) behind an event, as links."""
-    if event.run is None:
-        return "— (not an agent run)" if event.actor_id else "— (its run is gone)"
-    parts = [
-        change_link(AgentRun, event.run.pk, f"run {event.run.run_id}"),
-        change_link(Conversation, event.run.conversation_id, event.run.conversation.thread_id),
-    ]
-    if len(calls) == 1:
-        parts.append(change_link(ToolCall, calls[0].pk, f"{calls[0].name} call"))
-    elif calls:
-        parts.append(
-            changelist_link(
-                ToolCall,
-                {"thread": event.run.conversation_id, "q": calls[0].name},
-                f"one of {len(calls)} {calls[0].name} calls of this run",
-            )
-        )
-    return format_html_join(" · ", "{}", ((part,) for part in parts))
-
-
-def _actor(event: MemoryEvent) -> SafeString | str:
-    if event.actor_id is None:
-        return "the agent" if event.run_id else "—"
-    return user_link(event.actor_id, name_cell(event.actor.get_username()))
 
 
 @admin.register(UserConfig)
@@ -259,8 +223,8 @@ class UserConfigAdmin(UserColumns, ReadOnlyAdmin):
                 "entry": entry,
                 "event_link": change_link(MemoryEvent, entry.event.pk, f"#{entry.event.pk}"),
                 "created": time_cell(entry.event.created_at),
-                "actor": _actor(entry.event),
-                "provenance": _provenance(entry.event, entry.tool_calls),
+                "actor": event_actor(entry.event),
+                "provenance": event_provenance(entry.event, entry.tool_calls),
                 "version": _replaced_version(entry.event, kept),
                 "toggle": entry.event.kind in TOGGLE_KINDS,
             }
@@ -271,10 +235,8 @@ class UserConfigAdmin(UserColumns, ReadOnlyAdmin):
             {
                 "page": page,
                 "rows": rows,
-                "all_url": _changelist_url(MemoryEvent, f"user={obj.user_id}"),
-                "changes_url": _changelist_url(
-                    MemoryEvent, f"user={obj.user_id}&change={ChangeFilter.FILE}"
-                ),
+                "all_url": ledger_url(f"user={obj.user_id}"),
+                "changes_url": ledger_url(f"user={obj.user_id}&change={ChangeFilter.FILE}"),
                 "toggles": sum(row["toggle"] for row in rows),
             },
         )
@@ -352,47 +314,6 @@ class UserConfigAdmin(UserColumns, ReadOnlyAdmin):
         return render_to_string("admin/memory_app/userconfig/versions.html", context)
 
 
-# The ledger kinds that only flip a setting (the memory switch, approval of each write).
-TOGGLE_KINDS = (
-    MemoryEventKind.SWITCH_ON,
-    MemoryEventKind.SWITCH_OFF,
-    MemoryEventKind.APPROVAL_ON,
-    MemoryEventKind.APPROVAL_OFF,
-)
-
-
-def kind_label(kind: str) -> str:
-    """A ledger kind (or a version's `initial`) in words, as staff read it."""
-    if kind == INITIAL_VERSION_KIND:
-        return "Initial (no recorded change wrote it)"
-    try:
-        return str(MemoryEventKind(kind).label)
-    except ValueError:
-        return kind
-
-
-class ChangeFilter(admin.SimpleListFilter):
-    """Memory events by what they changed: the file, or only a setting."""
-
-    title = "what changed"
-    parameter_name = "change"
-    FILE = "file"
-    SETTING = "setting"
-
-    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list:
-        return [
-            (self.FILE, "the file (switch and approval toggles hidden)"),
-            (self.SETTING, "switch and approval toggles only"),
-        ]
-
-    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
-        if self.value() == self.FILE:
-            return queryset.exclude(kind__in=TOGGLE_KINDS)
-        if self.value() == self.SETTING:
-            return queryset.filter(kind__in=TOGGLE_KINDS)
-        return queryset
-
-
 _VERSIONS_REFUSED = (
     "Refused: the versions directory or a directory above it is a symlink or not a directory, "
     "so no version is listed, and every change that would keep one is refused until staff "
@@ -455,154 +376,3 @@ APPROVAL_TEXT_SHOWN_BYTES = 512
 def _capped(text: str | None) -> SafeString:
     size = None if text is None else len(text.encode("utf-8"))
     return render_excerpt(text, size, APPROVAL_TEXT_SHOWN_BYTES)
-
-
-def _is_uuid(term: str) -> bool:
-    try:
-        uuid.UUID(term)
-    except ValueError:
-        return False
-    return True
-
-
-@admin.register(MemoryEvent)
-class MemoryEventAdmin(UserColumns, ReadOnlyAdmin):
-    list_display = (
-        "event_column",
-        "created",
-        "user_column",
-        "kind_column",
-        "actor_column",
-        "run_column",
-        "thread_column",
-        "size_bytes",
-        "hashes",
-    )
-    list_filter = (UserFilter, ThreadFilter, ChangeFilter, "kind")
-    user_lookup = "user_id"
-    thread_lookup = "run__conversation_id"
-    search_fields = (user_name_lookup("user"), "run__run_id")
-    search_help_text = "An exact user name or run id."
-    ordering = ("-id",)
-    fields = (
-        "id",
-        "user_link",
-        "kind",
-        "actor_link",
-        "provenance",
-        "before_sha256",
-        "after_sha256",
-        "size_bytes",
-        "created",
-    )
-    help_texts = {
-        "kind": "agent_added / agent_replaced: the agent's remember_memory; user_edited / "
-        "user_cleared: the user or staff through the memory API; switch_on / switch_off: the "
-        "memory switch.",
-        "actor_link": "Who made the change; empty when the agent wrote.",
-        "provenance": "The agent run behind the change, its thread, and its remember_memory "
-        "tool call when it can be told apart.",
-        "before_sha256": "SHA-256 of MEMORY.md before the change; it equals the previous "
-        "event's after hash unless the file changed without a recorded event.",
-        "after_sha256": "SHA-256 of MEMORY.md after the change (switch events: the file as "
-        "it was).",
-        "size_bytes": "Size of MEMORY.md after the change, in bytes.",
-    }
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return ledger_events()
-
-    def search_filter(self, term: str) -> Q:
-        runs = AgentRun.objects.filter(run_id=term) if _is_uuid(term) else AgentRun.objects.none()
-        return Q(user_id__in=users_named(term)) | Q(run_id__in=list(runs.values_list("pk")))
-
-    @admin.display(description="event", ordering="id")
-    def event_column(self, obj: MemoryEvent) -> str:
-        return f"#{obj.pk}"
-
-    @admin.display(description="change", ordering="kind")
-    def kind_column(self, obj: MemoryEvent) -> str:
-        return kind_label(obj.kind)
-
-    @admin.display(description="when", ordering="id")
-    def created(self, obj: MemoryEvent) -> SafeString:
-        return time_cell(obj.created_at)
-
-    @admin.display(description="by")
-    def actor_column(self, obj: MemoryEvent) -> SafeString | str:
-        return _actor(obj)
-
-    @admin.display(description="run")
-    def run_column(self, obj: MemoryEvent) -> SafeString | str:
-        if obj.run is None:
-            return "—"
-        return change_link(AgentRun, obj.run.pk, id_cell(obj.run.run_id))
-
-    @admin.display(description="thread")
-    def thread_column(self, obj: MemoryEvent) -> SafeString | str:
-        if obj.run is None:
-            return "—"
-        return change_link(
-            Conversation, obj.run.conversation_id, id_cell(obj.run.conversation.thread_id)
-        )
-
-    @admin.display(description="hash before → after")
-    def hashes(self, obj: MemoryEvent) -> SafeString:
-        """The start of each SHA-256, one per line (the whole hashes in the tooltip)."""
-        return format_html(
-            '<span class="yuxi-hash" title="{} → {}">{}…<br>→ {}…</span>',
-            obj.before_sha256,
-            obj.after_sha256,
-            obj.before_sha256[:12],
-            obj.after_sha256[:12],
-        )
-
-    @admin.display(description="by")
-    def actor_link(self, obj: MemoryEvent) -> SafeString | str:
-        return _actor(obj)
-
-    @admin.display(description="run · thread · tool call")
-    def provenance(self, obj: MemoryEvent) -> SafeString | str:
-        return _provenance(obj, remember_calls_for([obj]).get(obj.pk, []))
-
-
-# The run page gains what only the memory app can say about a run.
-admin.site.unregister(AgentRun)
-
-
-@admin.register(AgentRun)
-class AgentRunWithMemoryAdmin(AgentRunAdmin):
-    """The run page plus whether its worker may write memory now, and the run's memory events."""
-
-    fields = (*AgentRunAdmin.fields, "memory_write", "memory_events")
-    help_texts = {
-        **AgentRunAdmin.help_texts,
-        "memory_write": "The memory app's one rule, checked now: a running top-level chat or "
-        "resume run, its worker holding an unexpired lease, an active user with memory on.",
-        "memory_events": "Changes to the user's memory this run made.",
-    }
-
-    @admin.display(description="memory write allowed now?")
-    def memory_write(self, obj: AgentRun) -> SafeString:
-        refusal = memory_write_refusal(obj)
-        if refusal is None:
-            return format_html("<strong>{}</strong>", "yes: its worker may write memory now")
-        return format_html("<strong>{}</strong> {}", "no:", refusal)
-
-    @admin.display(description="memory events")
-    def memory_events(self, obj: AgentRun) -> SafeString:
-        related = first_related(ledger_events().filter(run_id=obj.pk).order_by("id"))
-        return related_list(
-            related,
-            [
-                change_link(
-                    MemoryEvent,
-                    event.pk,
-                    f"#{event.pk} {kind_label(event.kind)} · {format_timestamp(event.created_at)}",
-                )
-                for event in related.rows
-            ],
-            empty="none",
-            more_url=_changelist_url(MemoryEvent, f"q={obj.run_id}") if related.rows else "",
-            more_text="all memory events of this run",
-        )
