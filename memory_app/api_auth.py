@@ -26,8 +26,6 @@ from ninja.utils import check_csrf
 
 from memory_app.conf import setting
 
-__all__ = ["CSRF_FAILED_MESSAGE", "ConfiguredAuth", "SessionCsrfAuth", "configured_auths"]
-
 logger = logging.getLogger("yuxi.memory")
 
 # The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.

@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from conversations.models import AgentRun, Conversation, Message
 from conversations.services import add_message
-from memory_app.api import CSRF_FAILED_MESSAGE
+from memory_app.api_auth import CSRF_FAILED_MESSAGE
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.runtime import agent_run
 from tests.database import unreachable_database

@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
-from memory_app.api import CSRF_FAILED_MESSAGE
+from memory_app.api_auth import CSRF_FAILED_MESSAGE
 from memory_app.llm import ScriptedChatModel
 from memory_app.models import UserConfig
 from memory_app.runtime import graphs

@@ -9,7 +9,7 @@ from django.test import Client
 from django.test.client import MULTIPART_CONTENT, encode_multipart
 
 from conversations.models import Message
-from memory_app.api import CSRF_FAILED_MESSAGE
+from memory_app.api_auth import CSRF_FAILED_MESSAGE
 from memory_app.models import MemoryEvent, UserConfig
 from tests.factories import UserConfigFactory
 
