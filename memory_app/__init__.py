@@ -14,11 +14,14 @@ __version__ = "0.2.0"
 # test pins a copy).
 PUBLIC_API: dict[str, tuple[str, ...]] = {
     "memory_app.admission": ("StreamAdmission", "STREAM_OPENINGS_AT_ONCE", "OPENING_HOLD_SECONDS"),
+    "memory_app.api_auth": ("SessionCsrfAuth",),
     "memory_app.api_edge": (
         "ApiEdgeMiddleware",
         "not_found",
         "server_error",
         "API_UNAVAILABLE_MESSAGE",
+        "URL_NAMESPACE",
+        "API_NAMESPACE",
     ),
     "memory_app.conf": ("setting", "DEFAULTS"),
     "memory_app.context": ("build_agent_input_context", "AgentInputContext"),

@@ -26,6 +26,10 @@ from ninja.utils import check_csrf
 
 from memory_app.conf import setting
 
+__all__ = [
+    "SessionCsrfAuth",
+]
+
 logger = logging.getLogger("yuxi.memory")
 
 # The 403 of an unsafe request without a valid CSRF token: what to send, and where it comes from.

@@ -40,6 +40,8 @@ __all__ = [
     "not_found",
     "server_error",
     "API_UNAVAILABLE_MESSAGE",
+    "URL_NAMESPACE",
+    "API_NAMESPACE",
 ]
 
 # The apps' URL namespace (`memory_app.urls`' `app_name`), and the API's inside it

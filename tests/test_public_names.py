@@ -29,11 +29,14 @@ _CHECK_ID = re.compile(r"\.[EWI]\d{3}$")
 # in the app, and `docs/python-api.md` says it in words.
 MEMORY_APP_PUBLIC = {
     "memory_app.admission": ("StreamAdmission", "STREAM_OPENINGS_AT_ONCE", "OPENING_HOLD_SECONDS"),
+    "memory_app.api_auth": ("SessionCsrfAuth",),
     "memory_app.api_edge": (
         "ApiEdgeMiddleware",
         "not_found",
         "server_error",
         "API_UNAVAILABLE_MESSAGE",
+        "URL_NAMESPACE",
+        "API_NAMESPACE",
     ),
     "memory_app.conf": ("setting", "DEFAULTS"),
     "memory_app.context": ("build_agent_input_context", "AgentInputContext"),
