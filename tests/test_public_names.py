@@ -293,3 +293,31 @@ def test_the_runtimes_public_list_is_small():
     assert len(runtime.__all__) == len(set(runtime.__all__)) <= 30
     for name in runtime.__all__:
         assert getattr(runtime, name) is not None
+
+
+def _listed_in_python_api_doc() -> dict[str, set[str]]:
+    """The names `docs/python-api.md`'s tables give by module: the apps' tables (module, names,
+    what for) and the runtime's (names, what)."""
+    listed: dict[str, set[str]] = {}
+    text = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    runtime_table = False
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not line.startswith("| ") or len(cells) < 2:
+            runtime_table = False
+            continue
+        if cells[0] == "`from memory_app.runtime import ...`":
+            runtime_table = True
+        elif runtime_table:
+            listed.setdefault("memory_app.runtime", set()).update(re.findall(r"`(\w+)`", cells[0]))
+        elif re.fullmatch(r"`(?:memory_app|conversations)[\w.]*`", cells[0]) and len(cells) == 3:
+            module = cells[0].strip("`")
+            listed.setdefault(module, set()).update(re.findall(r"`(\w+)`", cells[1]))
+    return listed
+
+
+def test_the_python_api_document_lists_exactly_each_apps_public_names():
+    listed = _listed_in_python_api_doc()
+    for package, _ in APPS.values():
+        for module, names in package.PUBLIC_API.items():
+            assert listed.get(module) == set(names), module
