@@ -34,15 +34,7 @@ from conversations.conf import setting
 from conversations.utils.connections import DATABASE_WAIT_SECONDS, transaction_pooled
 
 __all__ = [
-    "CHECKPOINT_TABLES",
-    "async_checkpointer",
-    "checkpoint_exists",
     "checkpointer",
-    "close_async_checkpointer",
-    "close_checkpointer",
-    "delete_checkpoints",
-    "delete_user_checkpoints",
-    "setup_checkpoint_tables",
 ]
 
 # The tables `PostgresSaver.setup()` creates, each keyed by `thread_id` (our checkpoint key).

@@ -8,7 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-__all__ = ["DEFAULTS", "setting"]
+__all__ = [
+    "setting",
+    "DEFAULTS",
+]
 
 DEFAULTS: Mapping[str, Any] = {
     # How long a worker's claim on an AgentRun lasts before it must renew it.

@@ -15,6 +15,14 @@ from django.db.models.functions import Upper
 from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.string_utils import truncate_utf8
 
+__all__ = [
+    "Conversation",
+    "Message",
+    "ToolCall",
+    "AgentRun",
+    "VISIBLE_THREAD",
+]
+
 # Most of a title that a conversation's name (`str()`) carries.
 TITLE_IN_NAME_BYTES = 80
 

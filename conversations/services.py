@@ -23,6 +23,12 @@ from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.prepared import columns_of, instance_from_row
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
 
+__all__ = [
+    "add_message",
+    "record_tool_call",
+    "complete_tool_call",
+]
+
 # A thread's title is its first message, cut to this many bytes.
 THREAD_TITLE_MAX_BYTES = 256
 

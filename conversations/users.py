@@ -14,15 +14,6 @@ from django.db.models import Exists, OuterRef, Q
 
 from conversations.models import ErasureFence
 
-__all__ = [
-    "active_user_q",
-    "active_user_sql",
-    "has_is_active",
-    "user_label",
-    "username_field",
-    "users_named",
-]
-
 
 def username_field() -> str:
     """The user model's `USERNAME_FIELD` (`username`, `email`, ...)."""

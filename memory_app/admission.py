@@ -30,7 +30,11 @@ from django.urls import NoReverseMatch, reverse
 
 from memory_app.api_edge import API_NAMESPACE, STREAM_CHAT_URL_NAME
 
-__all__ = ["OPENING_HOLD_SECONDS", "STREAM_OPENINGS_AT_ONCE", "StreamAdmission"]
+__all__ = [
+    "StreamAdmission",
+    "STREAM_OPENINGS_AT_ONCE",
+    "OPENING_HOLD_SECONDS",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -26,7 +26,9 @@ from ninja.utils import check_csrf
 
 from memory_app.conf import setting
 
-__all__ = ["CSRF_FAILED_MESSAGE", "ConfiguredAuth", "SessionCsrfAuth", "configured_auths"]
+__all__ = [
+    "SessionCsrfAuth",
+]
 
 logger = logging.getLogger("yuxi.memory")
 

@@ -36,15 +36,12 @@ from django.utils.deprecation import MiddlewareMixin
 from django.views import defaults
 
 __all__ = [
-    "API_NAMESPACE",
-    "STREAM_CHAT_URL_NAME",
-    "URL_NAMESPACE",
-    "API_UNAVAILABLE_MESSAGE",
-    "JSON_CONTENT_TYPE",
     "ApiEdgeMiddleware",
-    "api_path_prefix",
     "not_found",
     "server_error",
+    "API_UNAVAILABLE_MESSAGE",
+    "URL_NAMESPACE",
+    "API_NAMESPACE",
 ]
 
 # The apps' URL namespace (`memory_app.urls`' `app_name`), and the API's inside it

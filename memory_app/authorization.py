@@ -32,16 +32,6 @@ from conversations.runs import (
 from conversations.users import active_user_sql
 from memory_app.models import UserConfig
 
-__all__ = [
-    "MemoryGrant",
-    "MemoryRunRefused",
-    "MemoryState",
-    "authorize_memory_run",
-    "grant_memory_run",
-    "memory_run_refusal",
-    "read_memory_state",
-]
-
 
 class MemoryRunRefused(Exception):
     """The run may not use memory now; `.reason` says why, for people (it holds no secret)."""

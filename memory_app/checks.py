@@ -22,14 +22,6 @@ from django.urls import NoReverseMatch, Resolver404, resolve
 from conversations.conf import setting as conversations_setting
 from memory_app.conf import setting
 
-__all__ = [
-    "dependency_apps_check",
-    "deploy_model_check",
-    "host_settings_check",
-    "page_needs_check",
-    "workspace_root_problem",
-]
-
 POSTGRESQL_ENGINE = "django.db.backends.postgresql"
 LOCALE_MIDDLEWARE = "django.middleware.locale.LocaleMiddleware"
 POOL_MODES = ("session", "transaction")

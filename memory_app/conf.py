@@ -7,7 +7,10 @@ from typing import Any
 
 from conversations import conf
 
-__all__ = ["DEFAULTS", "DEFAULT_AGENT_INSTRUCTIONS", "setting"]
+__all__ = [
+    "setting",
+    "DEFAULTS",
+]
 
 # The role prompt of the chat agent (`YUXI_AGENT_INSTRUCTIONS`). The memory rules are not in
 # it: the memory middleware adds them, whatever the role says.

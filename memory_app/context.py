@@ -15,6 +15,11 @@ from memory_app.workspace import (
     WorkspaceUnavailable,
 )
 
+__all__ = [
+    "build_agent_input_context",
+    "AgentInputContext",
+]
+
 logger = logging.getLogger(__name__)
 
 # How much of each of AGENTS.md and USER.md reaches the prompt.

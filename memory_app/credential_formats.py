@@ -53,8 +53,6 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["ACCESS_TOKEN_PLUGINS", "API_KEY_PLUGINS", "PASSWORD_PLUGINS", "PRIVATE_KEY_PLUGINS"]
-
 
 class GitHubFineGrainedTokenDetector(RegexBasedDetector):
     """GitHub fine-grained personal access tokens."""

@@ -9,16 +9,6 @@ it imports nothing of the app.
 import re
 from collections.abc import Iterator
 
-__all__ = [
-    "PASSWORD_WORD",
-    "WORD_REACH",
-    "bare_pins",
-    "is_postal_pin",
-    "payment_cards",
-    "payment_codes",
-    "resident_ids",
-]
-
 # How far before a number (or a string) its word may stand, in characters.
 WORD_REACH = 32
 # A password or PIN word, English (whole words) or Chinese.

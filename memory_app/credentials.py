@@ -55,18 +55,6 @@ from memory_app.credential_numbers import (
     resident_ids,
 )
 
-__all__ = [
-    "CredentialFinding",
-    "CredentialKind",
-    "CredentialValue",
-    "credential_kinds",
-    "credential_values",
-    "find_credentials",
-    "produced_credential",
-    "repeat_needles",
-    "stated_credential_in",
-]
-
 
 class CredentialKind(StrEnum):
     """What a finding looks like; `label` says it in words for a refusal or a warning."""

@@ -14,22 +14,6 @@ from django.db import Error as DatabaseError
 from memory_app.credentials import CredentialKind
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
-__all__ = [
-    "ConflictReason",
-    "MemoryAccessDenied",
-    "MemoryApprovalRequired",
-    "MemoryConflict",
-    "MemoryFileTooLarge",
-    "MemoryInputError",
-    "MemoryInvisibleText",
-    "MemoryLineNotFound",
-    "MemorySensitiveContent",
-    "MemoryUnavailable",
-    "MemoryVersionNotFound",
-    "MemoryWriteError",
-    "memory_errors",
-]
-
 
 class MemoryWriteError(Exception):
     """Base of every refusal or failure of a memory write."""

@@ -46,15 +46,6 @@ from memory_app.models import MemoryEvent, MemoryEventKind
 from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, read_memory_version
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 
-__all__ = [
-    "EARLIER",
-    "LineOrigin",
-    "MemoryLines",
-    "Origin",
-    "memory_line_origins",
-    "memory_lines",
-]
-
 # The origin of a line no recorded change can be shown to have brought.
 EARLIER = "earlier"
 # The changes the agent makes: by "agent", whoever decided them.

@@ -20,17 +20,6 @@ from memory_app.errors import MemoryUnavailable, memory_errors
 from memory_app.models import MemoryEvent
 from memory_app.workspace import MEMORY_LOCK_RELPATH, Workspace
 
-__all__ = [
-    "MEMORY_LOCK_PREFIX",
-    "CallerSettings",
-    "file_fence",
-    "hold_memory_locks",
-    "memory_lock_key",
-    "record_event",
-    "restore_lock_timeout",
-    "take_memory_lock",
-]
-
 # Advisory lock names are this prefix plus the uid, hashed by PostgreSQL (see `_LOCK_SQL`).
 MEMORY_LOCK_PREFIX = "yuxi-memory:"
 

@@ -14,8 +14,6 @@ from django.db import connection
 
 from memory_app.models import LoginSession
 
-__all__ = ["delete_user_sessions", "record_login_session", "recorded_on_login"]
-
 
 def record_login_session(*, user: Any, session_key: str) -> None:
     """Remember that `session_key` is a session of `user` (one INSERT; a key already recorded

@@ -13,20 +13,6 @@ from conversations.utils.invisible_text import INVISIBLE_CHARACTERS
 from memory_app.credentials import CredentialFinding, find_credentials
 from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
 
-__all__ = [
-    "LINE_ENDING",
-    "MEMORY_BULLET_MARKERS",
-    "INVISIBLE_CHARACTERS_WARNING",
-    "MEMORY_FILE_MAX_BYTES",
-    "MemoryFile",
-    "memory_etag",
-    "memory_file_from",
-    "read_memory_file",
-    "split_lines",
-    "unbulleted",
-    "write_warnings",
-]
-
 # Largest MEMORY.md accepted as a source and produced as a result, in UTF-8 bytes.
 MEMORY_FILE_MAX_BYTES = 131072
 

@@ -27,15 +27,8 @@ from memory_app.tools import RunBoundTool, build_memory_tools
 from memory_app.workspace import WorkspaceError, WorkspaceUnavailable
 
 __all__ = [
-    "MemoryPrompt",
-    "MEMORY_BLOCK_BEGIN",
-    "MEMORY_BLOCK_END",
-    "MEMORY_INVALID_ENCODING_NOTE",
-    "MEMORY_RULES",
-    "MEMORY_WRITE_APPROVAL_RULE",
     "YuxiMemoryMiddleware",
     "injected_memory",
-    "render_memory_prompt",
 ]
 
 logger = logging.getLogger(__name__)

@@ -7,6 +7,11 @@ from django.db.models import Q
 
 from conversations.utils.db_functions import ClockTimestamp
 
+__all__ = [
+    "UserConfig",
+    "MemoryEvent",
+]
+
 
 class UserConfig(models.Model):
     """The one switch for the memory capability; no row means memory is off."""

@@ -20,65 +20,28 @@ from conversations.utils.invisible_text import escape_invisible_within
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.credentials import find_credentials
 from memory_app.errors import MemoryVersionNotFound
-from memory_app.line_origins import (
-    EARLIER,
-    LineOrigin,
-    MemoryLines,
-    Origin,
-    memory_line_origins,
-    memory_lines,
-)
-from memory_app.memory_file import (
-    MEMORY_FILE_MAX_BYTES,
-    MemoryFile,
-    memory_etag,
-    memory_file_from,
-    read_memory_file,
-)
+from memory_app.line_origins import memory_line_origins, memory_lines
+from memory_app.memory_file import MemoryFile, memory_etag, read_memory_file
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
-from memory_app.user_data import export_chunks_async, export_user_data
-from memory_app.versions import (
-    MemoryVersion,
-    list_memory_versions,
-    read_memory_version,
-    version_sha256,
-)
+from memory_app.user_data import export_user_data
+from memory_app.versions import list_memory_versions, read_memory_version
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 
+# The module's public list (the memory app's `PUBLIC_API` entry).
 __all__ = [
-    "EARLIER",
-    "LEDGER_EVENTS_SHOWN",
-    "MEMORY_FILE_MAX_BYTES",
-    "MEMORY_PROMPT_MAX_BYTES",
-    "REMEMBER_MEMORY_TOOL",
-    "LedgerEntry",
-    "LedgerPage",
-    "CredentialLine",
-    "LineOrigin",
-    "MemoryLines",
-    "MemoryFile",
-    "MemorySnapshot",
-    "MemoryVersion",
-    "MemoryVersionNotFound",
-    "Origin",
-    "export_chunks_async",
-    "export_user_data",
-    "credential_lines",
-    "ledger_events",
-    "list_memory_versions",
     "memory_enabled",
-    "memory_etag",
-    "memory_file_from",
-    "memory_line_origins",
-    "memory_lines",
-    "memory_write_refusal",
     "read_memory_file",
     "read_memory_for_prompt",
-    "read_memory_version",
-    "remember_calls_for",
+    "memory_write_refusal",
     "user_ledger",
-    "version_sha256",
+    "export_user_data",
+    "list_memory_versions",
+    "read_memory_version",
+    "memory_line_origins",
+    "memory_lines",
+    "MemoryFile",
+    "memory_etag",
 ]
 
 # How much of MEMORY.md reaches the prompt (and the admin preview that shows the same view).

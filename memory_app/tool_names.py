@@ -7,14 +7,6 @@ results lookback hides); they are taken from there. A leaf: it imports nothing o
 
 from conversations.repository import LOOKBACK_TOOL_NAMES
 
-__all__ = [
-    "MEMORY_TOOL_NAMES",
-    "READ_THREAD_MESSAGES_TOOL",
-    "REMEMBER_MEMORY_TOOL",
-    "SEARCH_THREAD_MESSAGES_TOOL",
-    "SUBAGENT_TOOL_NAME",
-]
-
 # The agent's one memory write tool.
 REMEMBER_MEMORY_TOOL = "remember_memory"
 # History lookback: find the user's past messages by text, and read one past thread.

@@ -29,17 +29,6 @@ from memory_app.errors import (
 )
 from memory_app.services import MEMORY_ARG_MAX_BYTES, MemoryWriteStatus
 
-__all__ = [
-    "MEMORY_REFUSALS",
-    "MemoryRefusal",
-    "ToolResult",
-    "ToolStatus",
-    "decided_write_not_run",
-    "memory_error_result",
-    "memory_refusal",
-    "written_result",
-]
-
 
 class ToolStatus(StrEnum):
     """Every status a tool result can carry (the `status` the model sees)."""

@@ -32,7 +32,6 @@ from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.errors import MemoryUnavailable, MemoryWriteError
 from memory_app.services import MEMORY_ARG_MAX_BYTES, remember_tool_call
 from memory_app.tool_names import (
-    MEMORY_TOOL_NAMES,
     READ_THREAD_MESSAGES_TOOL,
     REMEMBER_MEMORY_TOOL,
     SEARCH_THREAD_MESSAGES_TOOL,
@@ -45,21 +44,12 @@ from memory_app.tool_results import (
 )
 
 __all__ = [
-    "JSON_MAX_DEPTH",
-    "MEMORY_TOOL_NAMES",
-    "ReadThreadMessagesArguments",
-    "RememberMemoryArguments",
-    "SearchThreadMessagesArguments",
-    "StrictArguments",
-    "ToolResult",
-    "RunBoundTool",
-    "ToolStatus",
     "build_memory_tools",
-    "is_storable_json",
-    "lease_lost_refusal",
-    "make_read_thread_messages_tool",
     "make_remember_memory_tool",
     "make_search_thread_messages_tool",
+    "make_read_thread_messages_tool",
+    "ToolResult",
+    "ToolStatus",
 ]
 
 logger = logging.getLogger(__name__)

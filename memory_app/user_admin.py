@@ -28,7 +28,9 @@ from memory_app.models import MemoryEvent
 from memory_app.services import erase_user
 from memory_app.user_data import erasure_counts
 
-__all__ = ["MEMORY_FIELD", "ErasingUserAdminMixin", "user_records"]
+__all__ = [
+    "ErasingUserAdminMixin",
+]
 
 # The read-only field the mixin adds to a user's change page.
 MEMORY_FIELD = "memory_and_history"

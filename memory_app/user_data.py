@@ -40,19 +40,6 @@ from memory_app.workspace import (
     WorkspaceError,
 )
 
-__all__ = [
-    "ERASURE_RUN_ERROR",
-    "EXPORT_CHUNK_BYTES",
-    "EXPORT_SPOOL_MEMORY_BYTES",
-    "ErasureReport",
-    "erase_user",
-    "delete_checkpoints_of_deleted_user",
-    "erasure_counts",
-    "export_chunks_async",
-    "export_user_data",
-    "remove_workspace_of_deleted_user",
-]
-
 logger = logging.getLogger("yuxi.memory")
 
 # The export is spooled in memory up to this size, then on disk.

@@ -23,8 +23,6 @@ from memory_app.services import erase_user
 from memory_app.user_admin import user_records
 from memory_app.user_data import erasure_counts
 
-__all__ = ["ERASE_URL_NAME", "USER_PAGE_SECTIONS", "erase_page", "find_user", "user_page"]
-
 # The erase page's URL name in the admin's namespace.
 ERASE_URL_NAME = "yuxi_user_erase"
 # The sections of a user's page: the config admin's display method and its heading.

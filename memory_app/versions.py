@@ -27,25 +27,6 @@ from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent, MemoryEventKind
 from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspaceError
 
-__all__ = [
-    "EMPTY_SHA256",
-    "FILE_CHANGING_KINDS",
-    "INITIAL_VERSION_KIND",
-    "MEMORY_VERSIONS_DIR",
-    "KeptVersions",
-    "MEMORY_VERSIONS_LISTED",
-    "MemoryVersion",
-    "discard_new",
-    "forget_kept_versions",
-    "keep_replaced",
-    "kept_version_hashes",
-    "list_memory_versions",
-    "prune",
-    "read_memory_version",
-    "version_relpath",
-    "version_sha256",
-]
-
 logger = logging.getLogger("yuxi.memory")
 
 # Where a user's kept versions live, each named by the SHA-256 (hex) of its bytes.

@@ -27,27 +27,9 @@ from memory_app import selectors
 from memory_app.api_edge import URL_NAMESPACE
 from memory_app.conf import setting
 from memory_app.errors import MemoryVersionNotFound
+from memory_app.line_origins import LineOrigin
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.tool_names import MEMORY_TOOL_NAMES
-
-__all__ = [
-    "OTHER_TOOL",
-    "THREADS_SHOWN",
-    "TOOL_STATES",
-    "MESSAGES_SHOWN",
-    "MessagesView",
-    "PAGE_LANGUAGES",
-    "SEARCH_HITS",
-    "approvals_fragment",
-    "memory_fragment",
-    "search_fragment",
-    "messages_fragment",
-    "page",
-    "page_languages",
-    "lines_read_in_full",
-    "threads_fragment",
-    "version_diff_fragment",
-]
 
 # Threads one load of the page's thread list shows (a "more" button loads the next ones).
 THREADS_SHOWN = 30
@@ -62,7 +44,7 @@ TOOL_STATES = ("running", "success", "pending", "declined", "error")
 OTHER_TOOL = "*"
 
 
-def lines_read_in_full(lines: list[selectors.LineOrigin]) -> int:
+def lines_read_in_full(lines: list[LineOrigin]) -> int:
     """How many of the file's first lines (each with its line ending) lie wholly within the
     `MEMORY_PROMPT_MAX_BYTES` the agent reads; the panel marks the cut after them."""
     end = 0

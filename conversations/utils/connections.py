@@ -22,13 +22,9 @@ from psycopg import pq
 from conversations.conf import setting
 
 __all__ = [
-    "DATABASE_WAIT_SECONDS",
+    "release_connection",
     "direct_connection",
     "in_worker_thread",
-    "prepared_cursor",
-    "release_connection",
-    "server_cursor",
-    "transaction_pooled",
 ]
 
 # The longest a wait for a database connection lasts (seconds), a direct one's or a

@@ -4,6 +4,10 @@ never sent whole)."""
 from django.db.models import DateTimeField, Func, TextField
 from django.db.models.functions import Cast, Left, Length
 
+__all__ = [
+    "ClockTimestamp",
+]
+
 
 class ClockTimestamp(Func):
     """PostgreSQL's wall clock at evaluation time (unlike `now()`, frozen at transaction start).

@@ -1,6 +1,8 @@
 """The one rule for a user id given as data (tool contexts, URLs, workspace paths)."""
 
-__all__ = ["parse_uid"]
+__all__ = [
+    "parse_uid",
+]
 
 
 def parse_uid(value: object) -> int | None:

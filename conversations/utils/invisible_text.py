@@ -21,14 +21,6 @@ A leaf: it imports nothing of either app.
 import re
 import unicodedata
 
-__all__ = [
-    "INVISIBLE_CHARACTERS",
-    "escape_invisible",
-    "escape_invisible_within",
-    "folded_for_detection",
-    "invisible_characters",
-]
-
 # What memory never takes from an agent and never shows a model raw.
 INVISIBLE_CHARACTERS = re.compile(
     "[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069\u200b\u2060\ufeff\u180e]"

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-__all__ = ["EVENT_LOGGER", "KeyValueFormatter", "quiet_event_logs"]
+__all__ = [
+    "KeyValueFormatter",
+]
 
 # The parent of the app's event loggers (`yuxi.runs`, `yuxi.memory`), at INFO in `LOGGING`.
 EVENT_LOGGER = "yuxi"

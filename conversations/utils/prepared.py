@@ -30,8 +30,6 @@ from django.db.models.query import ModelIterable, ValuesIterable
 
 from conversations.utils.connections import prepared_cursor
 
-__all__ = ["PreparedQuery", "columns_of", "instance_from_row"]
-
 
 def columns_of(model: type[Model], *, table: str = "") -> str:
     """Every column of `model` in its fields' order (as `instance_from_row` takes them), as

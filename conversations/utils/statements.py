@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from django.db import connection
 from django.db.backends.signals import connection_created
 
-__all__ = ["StatementCount", "count_statements"]
+__all__ = [
+    "count_statements",
+]
 
 _CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
 

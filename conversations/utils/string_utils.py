@@ -1,5 +1,10 @@
 """Text helpers shared by every module that caps or stores text."""
 
+__all__ = [
+    "truncate_utf8",
+    "is_storable_text",
+]
+
 # What `is_storable_text` asks of a text, in the words of every refusal of one it rejects (a
 # lone surrogate is no NUL: the message names both, so neither is reported as the other).
 STORABLE_TEXT_REQUIREMENT = "valid Unicode text (no NUL character, no lone surrogate)"

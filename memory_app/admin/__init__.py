@@ -3,10 +3,7 @@ the per-user pages (`user_config`), the memory ledger (`ledger`), and the run pa
 with the memory app's rule (`runs`).
 
 Django's admin autodiscovery imports this package, and importing a module registers its
-admin: each is imported here. The run admin is the one name the documents give a host.
+admin: each is imported here. A host imports none of them: the pages are registered for it.
 """
 
-from memory_app.admin import ledger, user_config  # noqa: F401 (registers their admins)
-from memory_app.admin.runs import AgentRunWithMemoryAdmin
-
-__all__ = ["AgentRunWithMemoryAdmin"]
+from memory_app.admin import ledger, runs, user_config  # noqa: F401 (registers their admins)

@@ -41,12 +41,10 @@ from memory_app.admin.ledger import (
 )
 from memory_app.conf import setting
 from memory_app.credentials import find_credentials
+from memory_app.line_origins import EARLIER, LineOrigin
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
-    EARLIER,
     MEMORY_PROMPT_MAX_BYTES,
-    LineOrigin,
-    MemoryVersion,
     MemoryVersionNotFound,
     list_memory_versions,
     memory_lines,
@@ -55,7 +53,7 @@ from memory_app.selectors import (
     user_ledger,
 )
 from memory_app.user_pages import ERASE_URL_NAME, erase_page, find_user, user_page
-from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS
+from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, MemoryVersion
 from memory_app.workspace import WorkspaceError, WorkspacePathRefused
 
 

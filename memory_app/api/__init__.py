@@ -29,8 +29,6 @@ from memory_app.api.errors import EXCEPTION_HANDLERS, error_response
 from memory_app.api_auth import ConfiguredAuth
 from memory_app.api_edge import API_NAMESPACE
 
-__all__ = ["api", "api_urls"]
-
 
 class _MemoryApi(NinjaAPI):
     def get_openapi_operation_id(self, operation: Operation) -> str:

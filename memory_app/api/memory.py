@@ -33,6 +33,8 @@ from memory_app.api.schemas import (
     SettingsBody,
     SettingsOut,
 )
+from memory_app.line_origins import Origin
+from memory_app.versions import version_sha256
 
 router = Router()
 
@@ -164,7 +166,7 @@ def delete_memory_versions(request: HttpRequest) -> Any:
 def get_memory_version(request: HttpRequest, sha256: str) -> Any:
     """One kept version's text, checked against its hash; `sha256` is the bare hex or the
     ETag form `sha256:<hex>`."""
-    sha256 = selectors.version_sha256(sha256)
+    sha256 = version_sha256(sha256)
     data = selectors.read_memory_version(user=request.auth, sha256=sha256)
     return {"sha256": sha256, "text": data.decode("utf-8"), "size_bytes": len(data)}
 
@@ -213,7 +215,7 @@ def get_memory_lines(request: HttpRequest, response: HttpResponse) -> Any:
     return shaped
 
 
-def _origin_json(origin: selectors.Origin) -> dict[str, Any]:
+def _origin_json(origin: Origin) -> dict[str, Any]:
     """An origin as `LineChangeOut` or `EarlierOut` shows it (`at` as the API writes times)."""
     if "at" not in origin:
         return {"kind": origin["kind"]}

@@ -28,6 +28,7 @@ from memory_app.api.schemas import (
     ThreadPageOut,
     ThreadStatusIn,
 )
+from memory_app.user_data import export_chunks_async
 
 router = Router()
 
@@ -119,7 +120,7 @@ def get_export(request: HttpRequest) -> Any:
     """Everything stored about you, as one JSON attachment (read from one consistent snapshot)."""
     chunks = selectors.export_user_data(user=request.auth)
     if isinstance(request, ASGIRequest):  # else Django would hold the whole export in memory
-        chunks = selectors.export_chunks_async(chunks)
+        chunks = export_chunks_async(chunks)
     response = StreamingHttpResponse(chunks, content_type="application/json")
     response["Content-Disposition"] = (
         f'attachment; filename="yuxi-export-user-{request.auth.pk}.json"'

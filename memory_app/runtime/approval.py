@@ -34,16 +34,6 @@ from memory_app.services import (
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tool_results import ToolResult, ToolStatus, memory_refusal
 
-__all__ = [
-    "APPROVAL_DECISIONS",
-    "ApprovalGate",
-    "approval_middleware",
-    "decision_command",
-    "is_declined",
-    "proposed_write",
-    "refuse_unfit_decision",
-]
-
 # What the user may decide about a proposed memory write.
 APPROVAL_DECISIONS = ("approve", "edit", "reject")
 

@@ -27,7 +27,9 @@ from langchain.agents.middleware import (
 from langchain.agents.middleware.types import ExtendedModelResponse
 from langgraph.types import Command
 
-__all__ = ["ModelCallLimit"]
+__all__ = [
+    "ModelCallLimit",
+]
 
 
 class ModelCallLimit(ModelCallLimitMiddleware):

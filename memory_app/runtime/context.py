@@ -16,8 +16,6 @@ from langchain_core.messages import SystemMessage, ToolMessage
 from conversations.runs import ToolRuntimeContext
 from memory_app.middleware import MemoryPrompt
 
-__all__ = ["RunCalls", "RunContext"]
-
 
 class RunCalls:
     """One run's tool calls as its guard sees them: the ids refused for unusable arguments,

@@ -29,8 +29,6 @@ from memory_app.services import normalize_memory_text
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult, ToolStatus
 
-__all__ = ["TURN_HOLDS_CREDENTIAL", "stated_credential", "stated_credential_refusal"]
-
 # What a memory write in a turn whose message holds a credential is told (`{kind}`: its label).
 TURN_HOLDS_CREDENTIAL = (
     "memory never stores credentials: this message holds {kind}, so nothing from it is saved; "

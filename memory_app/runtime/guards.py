@@ -49,19 +49,6 @@ from memory_app.runtime.replies import (
 )
 from memory_app.tools import ToolResult, ToolStatus, lease_lost_refusal
 
-__all__ = [
-    "ConnectionRelease",
-    "CredentialRefusal",
-    "LeaseGuard",
-    "ModelErrors",
-    "ReplyCheck",
-    "RunMiddleware",
-    "RunSystemMessage",
-    "StartedCalls",
-    "UniqueToolCallIds",
-    "run_guards",
-]
-
 ModelHandler = Callable[[ModelRequest], ModelResponse]
 AsyncModelHandler = Callable[[ModelRequest], Awaitable[ModelResponse]]
 ToolHandler = Callable[[ToolCallRequest], ToolMessage | Command]

@@ -10,8 +10,6 @@ from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 
-__all__ = ["REPLY_TAGS", "highlight", "markdown"]
-
 register = template.Library()
 
 # CommonMark with tables and strikethrough; raw HTML in a reply is shown as text, never parsed

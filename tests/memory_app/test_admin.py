@@ -12,11 +12,11 @@ from django.urls import reverse
 from conversations.admin_base import FIELD_EXCERPT_BYTES
 from conversations.models import AgentRun, ToolCall
 from memory_app.admin.user_config import LINE_ORIGINS_SHOWN, LINE_TEXT_SHOWN_BYTES
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
 from memory_app.selectors import (
     LEDGER_EVENTS_SHOWN,
-    MEMORY_FILE_MAX_BYTES,
     MEMORY_PROMPT_MAX_BYTES,
     read_memory_file,
 )

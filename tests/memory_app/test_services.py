@@ -17,6 +17,7 @@ from django.utils import timezone
 from conversations.models import AgentRun, Message
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app import workspace as workspace_module
+from memory_app.locks import memory_lock_key
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.services import (
     MEMORY_ARG_MAX_BYTES,
@@ -29,7 +30,6 @@ from memory_app.services import (
     MemoryUnavailable,
     MemoryWriteError,
     MemoryWriteResult,
-    memory_lock_key,
     normalize_memory_text,
     remember_memory,
 )

@@ -5,9 +5,10 @@ import hashlib
 import pytest
 from django.db import connection
 
+from memory_app.locks import memory_lock_key
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
-    MEMORY_FILE_MAX_BYTES,
     MemoryFile,
     memory_enabled,
     read_memory_file,
@@ -20,7 +21,6 @@ from memory_app.services import (
     MemoryInputError,
     MemoryUnavailable,
     clear_memory,
-    memory_lock_key,
     remember_memory,
     set_memory_enabled,
     write_memory_file,

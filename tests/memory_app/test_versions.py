@@ -13,12 +13,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory_app import workspace as workspace_module
+from memory_app.errors import MemoryVersionNotFound
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
 from memory_app.selectors import (
-    MEMORY_FILE_MAX_BYTES,
-    MemoryVersion,
-    MemoryVersionNotFound,
     list_memory_versions,
     read_memory_file,
     read_memory_for_prompt,
@@ -36,7 +35,7 @@ from memory_app.services import (
     write_memory_file,
 )
 from memory_app.tools import make_remember_memory_tool
-from memory_app.versions import EMPTY_SHA256, MEMORY_VERSIONS_DIR
+from memory_app.versions import EMPTY_SHA256, MEMORY_VERSIONS_DIR, MemoryVersion
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from tests.concurrency import race
 from tests.factories import (

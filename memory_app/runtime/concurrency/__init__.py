@@ -12,19 +12,3 @@ turn's own steps. None of them knows a run, a graph or a model.
 - `settling` — `opened`, `to_the_end` and `settled`: an open, close or cancel awaited so that
   nothing stops it halfway.
 """
-
-from memory_app.runtime.concurrency.loop import Job, on_database, on_process_loop, run_sync
-from memory_app.runtime.concurrency.relay import iterate_sync, relay
-from memory_app.runtime.concurrency.settling import opened, settled, to_the_end
-
-__all__ = [
-    "Job",
-    "iterate_sync",
-    "on_database",
-    "on_process_loop",
-    "opened",
-    "relay",
-    "run_sync",
-    "settled",
-    "to_the_end",
-]

@@ -11,8 +11,6 @@ import queue
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["CallerThread"]
-
 R = TypeVar("R")
 
 

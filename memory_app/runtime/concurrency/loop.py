@@ -44,20 +44,6 @@ from langsmith.utils import tracing_is_enabled
 from conversations.utils.connections import in_worker_thread
 from memory_app.runtime.concurrency.caller_thread import CallerThread
 
-__all__ = [
-    "CANCELLED_BY_INTERRUPT",
-    "Job",
-    "cancel_reason",
-    "inline_unless_tracing",
-    "logger",
-    "loop_of_process",
-    "on_database",
-    "on_process_loop",
-    "process_loop",
-    "run_sync",
-    "until_finished",
-]
-
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")

@@ -17,8 +17,6 @@ from typing import Any, TypeVar
 
 from memory_app.runtime.concurrency.loop import Job, loop_of_process, run_sync, until_finished
 
-__all__ = ["RELAY_AHEAD", "iterate_sync", "relay"]
-
 T = TypeVar("T")
 
 

@@ -11,8 +11,6 @@ from typing import TypeVar
 
 from memory_app.runtime.concurrency.loop import logger
 
-__all__ = ["opened", "settled", "to_the_end"]
-
 T = TypeVar("T")
 
 
