@@ -44,7 +44,7 @@ from conversations.models import (
 )
 from conversations.repository import READ_RESPONSE_MAX_BYTES, HistoryNotFound, read_thread_messages
 from conversations.repository import to_json as history_json
-from conversations.runs import db_clock
+from conversations.runs.leases import db_clock
 from conversations.selectors import (
     RELATED_ROWS_SHOWN,
     RelatedRows,

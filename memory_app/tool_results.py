@@ -29,17 +29,6 @@ from memory_app.errors import (
 )
 from memory_app.services import MEMORY_ARG_MAX_BYTES, MemoryWriteStatus
 
-__all__ = [
-    "MEMORY_REFUSALS",
-    "MemoryRefusal",
-    "ToolResult",
-    "ToolStatus",
-    "decided_write_not_run",
-    "memory_error_result",
-    "memory_refusal",
-    "written_result",
-]
-
 
 class ToolStatus(StrEnum):
     """Every status a tool result can carry (the `status` the model sees)."""
@@ -161,6 +150,14 @@ def memory_refusal(exc: MemoryWriteError) -> MemoryRefusal:
         if kind in MEMORY_REFUSALS:
             return MEMORY_REFUSALS[kind]
     return MEMORY_REFUSALS[MemoryUnavailable]
+
+
+# What the model is told of a memory write the user declined (or left undecided until it
+# expired): stored as the call's output and as its tool message, so every stored call is
+# answered. The conversations app stores it as given (`decline_approval`).
+DECLINED_RESULT = ToolResult(
+    ToolStatus.REJECTED, "The user declined this memory write; nothing was saved."
+).to_json()
 
 
 def decided_write_not_run(ended: str) -> ToolResult:
