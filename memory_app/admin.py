@@ -13,8 +13,8 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from conversations.admin import (
-    AgentRunAdmin,
+from conversations.admin.agent_run import AgentRunAdmin
+from conversations.admin.columns import (
     ThreadFilter,
     UserColumns,
     id_cell,

@@ -183,12 +183,19 @@ LAYERS = {
         {"conversations.runs"},
         # the read-only admin base both apps' admins build on
         {"conversations.admin_base"},
+        # the staff pages: the columns and filters they share, then one module per model's page
+        {"conversations.admin.columns"},
         {
-            "conversations.admin",
+            "conversations.admin.conversation",
+            "conversations.admin.message",
+            "conversations.admin.tool_call",
+            "conversations.admin.agent_run",
             "conversations.management",
             "conversations.management.commands",
             "conversations.management.commands.fail_expired_runs",
         },
+        # the package Django's admin autodiscovery imports: it imports the pages
+        {"conversations.admin"},
     ],
     "yuxi_site": [
         {"yuxi_site", "yuxi_site.moved", "yuxi_site.utils"},
