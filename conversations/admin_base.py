@@ -22,12 +22,9 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from conversations.users import users_named as users_named
 from conversations.utils.db_functions import byte_length, text_prefix
 from conversations.utils.string_utils import truncate_utf8
 
-# `users_named as users_named` above: the apps' admins still reach this internal name here,
-# until they import it from its owner, `conversations.users` (then it goes).
 __all__ = [
     "ReadOnlyAdmin",
 ]

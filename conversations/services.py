@@ -399,12 +399,8 @@ def delete_user_conversations(*, user_id: int) -> dict[str, int]:
     return counts
 
 
-# A memory write the user did not approve: its tool call's `error`, and the tool result the
-# model is given for it (so every stored call is answered).
+# The `error` of a tool call the user did not approve.
 DECLINED = "declined"
-DECLINED_RESULT = json.dumps(
-    {"status": "rejected", "message": "The user declined this memory write; nothing was saved."}
-)
 
 
 def settle_pending_call(
@@ -431,13 +427,14 @@ def settle_pending_call(
     )
 
 
-def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
+def decline_approval(*, run: AgentRun, key: str, error: str, result: str) -> bool:
     """Decide the interrupted `run`'s pending write as declined, without a model.
 
     In one transaction: a `resume` run that `resumes` it, finished `cancelled` with `error`
     (unique, so a racing decision either came first, and this returns False, or finds it
-    decided); the pending call settled `declined` and its declining tool result
-    stored; the checkpoints under `key` deleted.
+    decided); the pending call settled `declined` and answered with the tool result `result`
+    (the text belongs to the app whose tool asked for the approval; so every stored call is
+    answered), as its output and as a stored tool message; the checkpoints under `key` deleted.
     """
     try:
         with transaction.atomic():
@@ -457,12 +454,12 @@ def decline_approval(*, run: AgentRun, key: str, error: str) -> bool:
                 RunMessage(
                     role=Message.Role.TOOL,
                     message_type=Message.Type.TOOL_RESULT,
-                    content=DECLINED_RESULT,
+                    content=result,
                     metadata={"tool_call_id": call.tool_call_id, "name": call.name},
                 )
                 for call in pending
             ]
-            pending.update(status=ToolCall.Status.DECLINED, error=DECLINED, output=DECLINED_RESULT)
+            pending.update(status=ToolCall.Status.DECLINED, error=DECLINED, output=result)
             record_run_messages(
                 conversation=run.conversation, run_id=str(closing.run_id), messages=results
             )

@@ -30,13 +30,18 @@ class MemoryAppConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
         from django.db.models.signals import post_delete, pre_delete
 
+        from conversations.runs.reaping import answer_expired_approvals_with
         from memory_app import checks  # noqa: F401 - registers the host settings check
         from memory_app.login_sessions import recorded_on_login
+        from memory_app.tool_results import DECLINED_RESULT
         from memory_app.user_data import (
             delete_checkpoints_of_deleted_user,
             remove_workspace_of_deleted_user,
         )
 
+        # The conversations app's reaper declines memory writes whose approval expired; their
+        # calls are answered as a declined write is (the text is this app's).
+        answer_expired_approvals_with(DECLINED_RESULT)
         # Erasure deletes a user's sessions by the keys recorded at each login.
         user_logged_in.connect(recorded_on_login, dispatch_uid="memory_app.login_sessions")
         # Whatever deletes a user (the host's own admin, a script), nothing of their memory

@@ -22,9 +22,9 @@ from functools import cache
 from django.db import connection
 
 from conversations.models import AgentRun
-from conversations.runs import (
-    RunContextInvalid,
-    ToolRuntimeContext,
+from conversations.runs import ToolRuntimeContext
+from conversations.runs.errors import RunContextInvalid
+from conversations.runs.tool_lock import (
     run_matching_context,
     run_matching_context_reading,
     tool_run_refusal,

@@ -152,6 +152,14 @@ def memory_refusal(exc: MemoryWriteError) -> MemoryRefusal:
     return MEMORY_REFUSALS[MemoryUnavailable]
 
 
+# What the model is told of a memory write the user declined (or left undecided until it
+# expired): stored as the call's output and as its tool message, so every stored call is
+# answered. The conversations app stores it as given (`decline_approval`).
+DECLINED_RESULT = ToolResult(
+    ToolStatus.REJECTED, "The user declined this memory write; nothing was saved."
+).to_json()
+
+
 def decided_write_not_run(ended: str) -> ToolResult:
     """The result of a decided memory write whose resume run `ended` ("cancelled", "failed")
     before the write ran: the decision was spent, nothing was saved."""

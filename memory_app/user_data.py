@@ -21,10 +21,11 @@ import psycopg
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 
-from conversations import checkpoints, runs
+from conversations import checkpoints
 from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import AgentRun, ErasureFence
+from conversations.runs.reaping import fail_user_runs
 from conversations.users import has_is_active
 from conversations.utils.connections import direct_connection, server_cursor
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
@@ -303,7 +304,7 @@ def _fence(user_id: int) -> None:
             ErasureFence.objects.get_or_create(user_id=user_id)
             if has_is_active():  # the host's own login refuses them too
                 users.update(is_active=False)
-        runs.fail_user_runs(user_id=user_id, error=ERASURE_RUN_ERROR)
+        fail_user_runs(user_id=user_id, error=ERASURE_RUN_ERROR)
 
 
 def _delete_everything(user_id: int) -> dict[str, int]:

@@ -7,7 +7,8 @@ import factory
 from django.contrib.auth import get_user_model
 
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from conversations.runs import ToolRuntimeContext, db_clock
+from conversations.runs import ToolRuntimeContext
+from conversations.runs.leases import db_clock
 from memory_app.models import MemoryEvent, UserConfig
 
 

@@ -174,16 +174,34 @@ LAYERS = {
         # the writes (settling or declining an approval reads its pending call and deletes
         # its checkpoints)
         {"conversations.services"},
-        # run identity and leases (its reaper declines expired approvals through the writes)
+        # run identity and leases, part by part: the refusals and the run row, the context its
+        # tools receive and the lease rule, then starting, finishing, the run-for-tool check and
+        # the lease keeper; the reaper (it declines expired approvals through the writes)
+        {"conversations.runs.errors", "conversations.runs.rows"},
+        {"conversations.runs.context", "conversations.runs.leases"},
+        {
+            "conversations.runs.starting",
+            "conversations.runs.finishing",
+            "conversations.runs.tool_lock",
+            "conversations.runs.keeper",
+        },
+        {"conversations.runs.reaping"},
         {"conversations.runs"},
         # the read-only admin base both apps' admins build on
         {"conversations.admin_base"},
+        # the staff pages: the columns and filters they share, then one module per model's page
+        {"conversations.admin.columns"},
         {
-            "conversations.admin",
+            "conversations.admin.conversation",
+            "conversations.admin.message",
+            "conversations.admin.tool_call",
+            "conversations.admin.agent_run",
             "conversations.management",
             "conversations.management.commands",
             "conversations.management.commands.fail_expired_runs",
         },
+        # the package Django's admin autodiscovery imports: it imports the pages
+        {"conversations.admin"},
     ],
     "yuxi_site": [
         {"yuxi_site", "yuxi_site.moved", "yuxi_site.utils"},

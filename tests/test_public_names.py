@@ -177,9 +177,7 @@ BEING_SPLIT = {
     "memory_app.llm",
     "memory_app.services",
     "memory_app.workspace",
-    "conversations.admin",
     "conversations.repository",
-    "conversations.runs",
     "conversations.selectors",
 }
 

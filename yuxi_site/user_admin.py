@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from conversations.admin import related_list
+from conversations.admin.columns import related_list
 from conversations.admin_base import format_timestamp
 from conversations.selectors import first_related
 from memory_app.user_admin import ErasingUserAdminMixin

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from conversations.admin import ThreadFilter, UserColumns, id_cell, name_cell, time_cell
+from conversations.admin.columns import ThreadFilter, UserColumns, id_cell, name_cell, time_cell
 from conversations.admin_base import (
     ReadOnlyAdmin,
     UserFilter,
@@ -23,9 +23,9 @@ from conversations.admin_base import (
     changelist_url,
     user_link,
     user_name_lookup,
-    users_named,
 )
 from conversations.models import AgentRun, Conversation, ToolCall
+from conversations.users import users_named
 from memory_app.models import MemoryEvent, MemoryEventKind
 from memory_app.selectors import ledger_events, remember_calls_for
 from memory_app.versions import INITIAL_VERSION_KIND

@@ -9,7 +9,8 @@ from django.contrib import admin
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from conversations.admin import AgentRunAdmin, related_list
+from conversations.admin.agent_run import AgentRunAdmin
+from conversations.admin.columns import related_list
 from conversations.admin_base import change_link, format_timestamp
 from conversations.models import AgentRun
 from conversations.selectors import first_related

@@ -16,7 +16,7 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from conversations.admin import UserColumns, id_cell, name_cell, time_cell
+from conversations.admin.columns import UserColumns, id_cell, name_cell, time_cell
 from conversations.admin_base import (
     FIELD_EXCERPT_BYTES,
     ReadOnlyAdmin,
@@ -26,10 +26,10 @@ from conversations.admin_base import (
     render_excerpt,
     render_text,
     user_name_lookup,
-    users_named,
 )
 from conversations.models import AgentRun, Conversation
 from conversations.selectors import first_related, pending_approvals
+from conversations.users import users_named
 from conversations.utils.string_utils import truncate_utf8
 from memory_app.admin.ledger import (
     TOGGLE_KINDS,

@@ -15,7 +15,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 
 from conversations import checkpoints, runs, services
 from conversations.models import AgentRun, ToolCall
-from conversations.runs import RunError
+from conversations.runs.errors import RunError
 from conversations.utils.connections import release_connection
 from memory_app.runtime.agent_phase import call_outcome, run_messages
 from memory_app.runtime.concurrency.loop import cancel_reason, logger, on_database

@@ -16,6 +16,9 @@ from django.db import IntegrityError, transaction
 from conversations import runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
+from conversations.runs.rows import checkpoint_key
+from conversations.runs.starting import start_run_with_messages
+from conversations.runs.tool_lock import TOOL_RUN_TYPES
 from conversations.users import active_user_q
 from conversations.utils.string_utils import (
     STORABLE_TEXT_REQUIREMENT,
@@ -32,6 +35,7 @@ from memory_app.runtime.errors import (
 )
 from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES
 from memory_app.runtime.turns import AgentRunHandle, Turn
+from memory_app.tool_results import DECLINED_RESULT
 
 
 def check_message(message: object) -> None:
@@ -138,7 +142,7 @@ def _claim(
     opening = (
         [] if message is None else [services.RunMessage(role=Message.Role.USER, content=message)]
     )
-    run, stored = runs.start_run_with_messages(
+    run, stored = start_run_with_messages(
         user_id=user_id,
         conversation=conversation,
         request_id=request_id,
@@ -173,7 +177,10 @@ def _decline_undecided(conversation: Conversation) -> None:
     for run in selectors.undecided_interrupts(conversation_id=conversation.pk):
         run.conversation = conversation
         services.decline_approval(
-            run=run, key=runs.checkpoint_key(run), error=DECLINED_BY_MESSAGE_ERROR
+            run=run,
+            key=checkpoint_key(run),
+            error=DECLINED_BY_MESSAGE_ERROR,
+            result=DECLINED_RESULT,
         )
 
 
@@ -242,7 +249,7 @@ def open_resume_turn(*, user_id: int, thread_id: str, resume: object) -> Turn:
         handle=handle,
         message=None,
         user_message=None,
-        checkpoint_key=runs.checkpoint_key(interrupted),
+        checkpoint_key=checkpoint_key(interrupted),
         decision=decision,
         approval=approval,
     )
@@ -276,7 +283,7 @@ def open_agent_run(
     *, user_id: int, thread_id: str | None, request_id: str | None, run_type: str
 ) -> Turn:
     """The open of `agent_run` and `aagent_run`: the entry checks, the thread, the run claimed."""
-    if run_type not in runs.TOOL_RUN_TYPES:
+    if run_type not in TOOL_RUN_TYPES:
         raise ValueError("agent_run serves top-level chat or resume runs")
     conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message="")
     handle, _ = _claim(

@@ -31,7 +31,7 @@ import json, sys, time
 import django
 django.setup()
 from conversations.models import Message
-from conversations.runs import db_clock
+from conversations.runs.leases import db_clock
 from conversations.selectors import recent_dialogue
 from memory_app.runtime import chat
 

@@ -1,5 +1,6 @@
 """The process's lease keeper: one thread, one statement per beat, busy is not lost."""
 
+import os
 from datetime import timedelta
 
 import psycopg
@@ -7,6 +8,7 @@ import pytest
 
 from conversations import runs
 from conversations.models import AgentRun
+from conversations.runs.keeper import LeaseKeeper
 from conversations.utils.db_functions import ClockTimestamp
 from tests.concurrency import row_locked_elsewhere
 from tests.factories import ConversationFactory
@@ -30,7 +32,7 @@ def lease_of(run: AgentRun):
 
 
 def test_one_beat_renews_every_run_the_process_holds_in_one_statement(monkeypatch):
-    keeper = runs.LeaseKeeper()
+    keeper = LeaseKeeper()
     held = [started(f"w{i}") for i in range(5)]
     before = {run.pk: lease_of(run) for run in held}
     statements = []
@@ -56,7 +58,7 @@ def test_one_beat_renews_every_run_the_process_holds_in_one_statement(monkeypatc
 
 
 def test_a_row_a_tool_holds_is_busy_and_an_expired_or_taken_one_is_lost():
-    keeper = runs.LeaseKeeper()
+    keeper = LeaseKeeper()
     locked, expired, taken, fine = (started(f"w{i}") for i in range(4))
     AgentRun.objects.filter(pk=expired.pk).update(
         lease_expires_at=ClockTimestamp() - timedelta(seconds=1)
@@ -75,7 +77,7 @@ def test_a_row_a_tool_holds_is_busy_and_an_expired_or_taken_one_is_lost():
 
 def test_the_keeper_sets_lease_lost_and_its_tools_stay_refused_after_unregister(settings):
     settings.AGENT_RUN_LEASE_SECONDS = 30
-    keeper = runs.LeaseKeeper()
+    keeper = LeaseKeeper()
     run = started()
     lost = keeper.register(run_id=str(run.run_id), worker_id=run.worker_id)
     AgentRun.objects.filter(pk=run.pk).update(worker_id="another-worker")
@@ -90,6 +92,6 @@ def test_the_keeper_sets_lease_lost_and_its_tools_stay_refused_after_unregister(
 def test_a_forked_process_gets_its_own_keeper(monkeypatch):
     parent = runs.lease_keeper()
     assert runs.lease_keeper() is parent
-    monkeypatch.setattr(runs.os, "getpid", lambda: parent.pid + 1)
+    monkeypatch.setattr(os, "getpid", lambda: parent.pid + 1)
     child = runs.lease_keeper()
     assert child is not parent and child.pid == parent.pid + 1

@@ -1,19 +1,21 @@
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.utils import timezone
 
 from conversations import runs
-from conversations.models import AgentRun
-from conversations.runs import (
-    LeaseNotHeld,
-    RunContextInvalid,
-    RunNotFound,
-)
+from conversations.models import AgentRun, Message, ToolCall
+from conversations.runs import finishing, keeper, reaping
+from conversations.runs.errors import LeaseNotHeld, RunContextInvalid, RunNotFound
+from conversations.runs.leases import LEASE_VALID_SQL, db_clock
+from conversations.runs.reaping import EXPIRED_LEASE_ERROR, STALE_PENDING_ERROR, fail_user_runs
+from conversations.runs.tool_lock import tool_run_refusal
+from conversations.services import DECLINED
 from conversations.utils.db_functions import ClockTimestamp
 from tests.concurrency import race, row_locked_elsewhere
-from tests.factories import AgentRunFactory, ConversationFactory, context_for
+from tests.factories import AgentRunFactory, ConversationFactory, ToolCallFactory, context_for
 
 pytestmark = pytest.mark.django_db
 
@@ -49,9 +51,9 @@ def test_create_run_refuses_another_users_conversation():
 def test_claim_sets_owner_start_and_lease_from_the_database_clock(settings):
     settings.AGENT_RUN_LEASE_SECONDS = 30
     run = AgentRunFactory()
-    before = runs.db_clock()
+    before = db_clock()
     claimed = runs.claim_run(worker_id="w1", run_id=run.run_id)
-    after = runs.db_clock()
+    after = db_clock()
     assert claimed.status == AgentRun.Status.RUNNING
     assert claimed.worker_id == "w1"
     assert before <= claimed.started_at <= after
@@ -106,7 +108,7 @@ def test_owner_renews_an_unexpired_lease_from_the_database_clock(settings):
     run = _claimed()
     renewed = runs.renew_lease(run_id=run.run_id, worker_id="w1", lease_seconds=120)
     assert renewed.lease_expires_at > run.lease_expires_at
-    assert renewed.lease_expires_at > runs.db_clock() + timedelta(seconds=110)
+    assert renewed.lease_expires_at > db_clock() + timedelta(seconds=110)
 
 
 def test_renew_by_another_worker_is_refused_and_changes_nothing():
@@ -238,10 +240,10 @@ def test_lock_run_for_tool_refuses_subagent_and_expired_runs():
 
 def test_tool_run_refusal_explains_why_without_locking():
     run = _claimed()
-    assert runs.tool_run_refusal(run, "w1") is None
-    assert runs.tool_run_refusal(run, "w2") == "run is leased to another worker"
+    assert tool_run_refusal(run, "w1") is None
+    assert tool_run_refusal(run, "w2") == "run is leased to another worker"
     pending = AgentRunFactory()
-    assert runs.tool_run_refusal(pending, None) == "run is pending, not running"
+    assert tool_run_refusal(pending, None) == "run is pending, not running"
 
 
 def _age(run: AgentRun, seconds: int) -> None:
@@ -279,7 +281,7 @@ def test_fail_expired_runs_fails_a_stale_pending_run_and_leaves_a_fresh_one(sett
     stale.refresh_from_db()
     fresh.refresh_from_db()
     assert stale.status == AgentRun.Status.FAILED
-    assert stale.error == runs.STALE_PENDING_ERROR
+    assert stale.error == STALE_PENDING_ERROR
     assert stale.finished_at is not None
     assert (fresh.status, fresh.error, fresh.finished_at) == ("pending", "", None)
     assert runs.claim_run(worker_id="w1", run_id=stale.run_id) is None
@@ -291,7 +293,35 @@ def test_fail_expired_runs_says_why_a_lapsed_lease_failed():
     _expire(run)
     assert runs.fail_expired_runs() == 1
     run.refresh_from_db()
-    assert (run.status, run.error) == ("failed", runs.EXPIRED_LEASE_ERROR)
+    assert (run.status, run.error) == ("failed", EXPIRED_LEASE_ERROR)
+
+
+def _expired_approval(settings) -> ToolCall:
+    """The pending call of an interrupted run left undecided past `MEMORY_APPROVAL_TTL_SECONDS`."""
+    run = AgentRunFactory(status=AgentRun.Status.INTERRUPTED)
+    AgentRun.objects.filter(pk=run.pk).update(
+        finished_at=ClockTimestamp() - timedelta(seconds=settings.MEMORY_APPROVAL_TTL_SECONDS + 5)
+    )
+    return ToolCallFactory(
+        message__conversation=run.conversation,
+        message__metadata={"run_id": str(run.run_id)},
+        status=ToolCall.Status.PENDING,
+        output="",
+    )
+
+
+def test_the_reaper_answers_an_expired_approval_with_the_text_it_was_given(settings, monkeypatch):
+    call = _expired_approval(settings)
+    monkeypatch.setattr(reaping, "_expired_approval_result", None)
+    with pytest.raises(ImproperlyConfigured, match="answer_expired_approvals_with"):
+        runs.fail_expired_runs()
+    given = '{"status": "rejected", "message": "as the tool\'s own app words it"}'
+    reaping.answer_expired_approvals_with(given)
+    assert runs.fail_expired_runs() == 1
+    call.refresh_from_db()
+    assert (call.status, call.error, call.output) == ("declined", DECLINED, given)
+    answer = Message.objects.get(role=Message.Role.TOOL, metadata__tool_call_id=call.tool_call_id)
+    assert answer.content == call.output
 
 
 _GOOD_CONTEXT = {
@@ -333,7 +363,7 @@ def test_fail_user_runs_fails_only_that_users_pending_and_running_runs_in_one_up
     done = AgentRunFactory(user=running.user, status=AgentRun.Status.SUCCEEDED)
     other = AgentRunFactory(status=AgentRun.Status.RUNNING, worker_id="w2")
     with django_assert_num_queries(1):
-        assert runs.fail_user_runs(user_id=running.user_id, error="gone") == 2
+        assert fail_user_runs(user_id=running.user_id, error="gone") == 2
     for run in (running, pending):
         run.refresh_from_db()
         assert (run.status, run.error, run.worker_id) == ("failed", "gone", None)
@@ -343,5 +373,5 @@ def test_fail_user_runs_fails_only_that_users_pending_and_running_runs_in_one_up
 
 
 def test_the_one_lease_valid_fragment_is_in_every_lease_statement():
-    for sql in (runs._FINISHED_CTE, runs._RENEW_SQL, runs._STILL_HELD_SQL):
-        assert runs._LEASE_VALID_SQL in sql
+    for sql in (finishing._FINISHED_CTE, keeper._RENEW_SQL, keeper._STILL_HELD_SQL):
+        assert LEASE_VALID_SQL in sql

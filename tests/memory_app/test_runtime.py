@@ -11,6 +11,7 @@ from pydantic import Field
 from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.repository import read_thread_messages
+from conversations.runs.keeper import LeaseKeeper
 from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
 from conversations.utils.db_functions import ClockTimestamp
 from memory_app import runtime
@@ -388,7 +389,7 @@ KEEPER_WAIT_SECONDS = 5 * LONG_LEASE_SECONDS
 def watch_keeper_renewals(monkeypatch, *, fail_first: bool = False) -> queue.Queue:
     """Every beat of the lease keeper, as `("renewed", {run_id: lease_expires_at})` or
     `("failed", None)` (a database blip, when `fail_first`), in order."""
-    real_renew = runs.LeaseKeeper._renew
+    real_renew = LeaseKeeper._renew
     events: queue.Queue = queue.Queue()
     failed = []
 
@@ -407,7 +408,7 @@ def watch_keeper_renewals(monkeypatch, *, fail_first: bool = False) -> queue.Que
         events.put(("renewed", {str(k): v for k, v in leases.items()}))
         return renewed, busy
 
-    monkeypatch.setattr(runs.LeaseKeeper, "_renew", renew)
+    monkeypatch.setattr(LeaseKeeper, "_renew", renew)
     return events
 
 

@@ -13,7 +13,8 @@ from langchain.agents.middleware import HumanInTheLoopMiddleware
 
 from conversations import checkpoints, runs
 from conversations.models import AgentRun, Message, ToolCall
-from conversations.services import DECLINED, DECLINED_RESULT
+from conversations.runs.reaping import EXPIRED_APPROVAL_ERROR, EXPIRED_LEASE_ERROR
+from conversations.services import DECLINED
 from conversations.utils.db_functions import ClockTimestamp
 from memory_app.middleware import MEMORY_WRITE_APPROVAL_RULE
 from memory_app.models import MemoryEvent
@@ -43,6 +44,11 @@ from tests.memory_app.models import RecordingModel, tool_reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REMEMBER = "remember that I drink oolong tea"
+# What a declined memory write's call stores, as output and as its tool message, whichever path
+# declined it (a new message, expiry): the memory app's text, stored by the conversations app.
+DECLINED_OUTPUT = (
+    '{"status": "rejected", "message": "The user declined this memory write; nothing was saved."}'
+)
 
 
 def approval_user(**kwargs):
@@ -366,7 +372,7 @@ def test_a_new_message_declines_the_pending_approval_first(agents_file):
     # One model call for the new message: declining needed none.
     assert len(model.calls) == 2
     row = pending_row(interrupted)
-    assert row.status == "declined" and row.error == DECLINED
+    assert (row.status, row.error, row.output) == ("declined", DECLINED, DECLINED_OUTPUT)
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     # The declined call is answered before the new message, in the stored history.
     kinds = list(
@@ -374,7 +380,7 @@ def test_a_new_message_declines_the_pending_approval_first(agents_file):
             "role", "content"
         )
     )
-    assert kinds[2] == ("tool", DECLINED_RESULT) and kinds[3] == ("user", "hello")
+    assert kinds[2] == ("tool", DECLINED_OUTPUT) and kinds[3] == ("user", "hello")
     closing = AgentRun.objects.get(resumes__run_id=interrupted.run_id)
     assert closing.run_type == "resume" and closing.status == "cancelled"
     with pytest.raises(ChatNothingToResume):
@@ -393,10 +399,14 @@ def test_an_expired_approval_is_declined_by_fail_expired_runs(settings, agents_f
     assert checkpoints.checkpoint_exists(interrupted.run_id)
     assert runs.fail_expired_runs() == 1
     row = pending_row(interrupted)
-    assert row.status == "declined" and row.error == DECLINED
+    assert (row.status, row.error, row.output) == ("declined", DECLINED, DECLINED_OUTPUT)
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
     closing = AgentRun.objects.get(resumes__run_id=interrupted.run_id)
-    assert closing.error == runs.EXPIRED_APPROVAL_ERROR
+    assert closing.error == EXPIRED_APPROVAL_ERROR
+    answer = Message.objects.get(
+        conversation__thread_id=interrupted.thread_id, metadata__run_id=str(closing.run_id)
+    )
+    assert (answer.role, answer.content) == ("tool", DECLINED_OUTPUT)
     assert runs.fail_expired_runs() == 0
 
 
@@ -520,7 +530,7 @@ def test_fail_expired_runs_drops_the_checkpoints_of_a_resume_whose_worker_died()
     )
     assert runs.fail_expired_runs() == 1
     dead.refresh_from_db()
-    assert dead.status == "failed" and dead.error == runs.EXPIRED_LEASE_ERROR
+    assert dead.status == "failed" and dead.error == EXPIRED_LEASE_ERROR
     assert not checkpoints.checkpoint_exists(interrupted.run_id)
 
 

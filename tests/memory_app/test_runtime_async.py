@@ -15,6 +15,7 @@ from langchain_core.messages import HumanMessage
 
 from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
+from conversations.runs.keeper import LeaseKeeper
 from conversations.utils.connections import direct_connection, in_worker_thread
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime import (
@@ -180,7 +181,7 @@ def test_a_lease_lost_mid_run_stops_an_async_turn_before_its_next_model_call(
     def lose_the_lease(step):
         run = AgentRun.objects.get(run_type="chat")
         lost = runs.lease_keeper().lost_event(str(run.run_id))
-        monkeypatch.setattr(runs.LeaseKeeper, "_renew", renewal_fails)
+        monkeypatch.setattr(LeaseKeeper, "_renew", renewal_fails)
         runs.lease_keeper()._wake.set()  # beat now rather than a third of a lease from now
         assert lost.wait(60)
 

@@ -11,7 +11,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 
-from conversations import runs
+from conversations.runs.keeper import LeaseKeeper
 from memory_app.runtime.context import RunContext
 from memory_app.runtime.errors import LeaseLost, ModelFailure
 from memory_app.runtime.graphs import GraphShape, shared_graph
@@ -111,7 +111,7 @@ def test_the_lease_guard_stops_model_calls_and_refuses_tools_once_the_lease_is_l
 ):
     ctx = context_for(memory_run())
     lost = {ctx.run_id}
-    monkeypatch.setattr(runs.LeaseKeeper, "lease_lost", lambda keeper, run_id: run_id in lost)
+    monkeypatch.setattr(LeaseKeeper, "lease_lost", lambda keeper, run_id: run_id in lost)
     with pytest.raises(LeaseLost):
         _invoke(_agent(RecordingModel(), LeaseGuard(ctx)), mode, ctx)
     # A tool call the model asked for before the loss is refused, not run.

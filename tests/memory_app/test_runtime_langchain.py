@@ -16,6 +16,7 @@ from pydantic import Field
 
 from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
+from conversations.runs.keeper import LeaseKeeper
 from conversations.utils.statements import count_statements
 from memory_app import runtime
 from memory_app.middleware import MEMORY_RULES, YuxiMemoryMiddleware
@@ -291,7 +292,7 @@ def test_a_lease_lost_mid_run_stops_it_before_its_next_model_call_and_refuses_it
     def lose_the_lease(step):
         run = AgentRun.objects.get(run_type="chat")
         lost = runs.lease_keeper().lost_event(str(run.run_id))
-        monkeypatch.setattr(runs.LeaseKeeper, "_renew", renewal_fails)
+        monkeypatch.setattr(LeaseKeeper, "_renew", renewal_fails)
         runs.lease_keeper()._wake.set()  # beat now rather than a third of a lease from now
         assert lost.wait(KEEPER_WAIT_SECONDS)
 

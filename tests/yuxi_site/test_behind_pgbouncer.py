@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from conversations import runs
 from conversations.models import AgentRun
+from conversations.runs.keeper import LeaseKeeper
 from conversations.utils.connections import DATABASE_WAIT_SECONDS
 from memory_app.runtime import chat
 from tests.database import Relay, through_pgbouncer
@@ -84,7 +84,7 @@ def test_an_approval_turn_and_its_approval_keep_their_checkpoint(transaction_poo
 
 def test_the_lease_keeper_renews_beat_after_beat(transaction_pooled):
     run = RunningAgentRunFactory(worker_id="w1")
-    keeper = runs.LeaseKeeper()
+    keeper = LeaseKeeper()
     try:
         # psycopg prepares a statement at its 5th run by default; the beats after it must work.
         for _ in range(8):

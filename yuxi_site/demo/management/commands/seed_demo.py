@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
-from conversations.runs import db_clock
+from conversations.runs.leases import db_clock
 from memory_app.models import UserConfig
 from memory_app.services import erase_user
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
