@@ -5,6 +5,7 @@ import hashlib
 import pytest
 from django.db import connection
 
+from memory_app.locks import memory_lock_key
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.selectors import (
     MEMORY_FILE_MAX_BYTES,
@@ -20,7 +21,6 @@ from memory_app.services import (
     MemoryInputError,
     MemoryUnavailable,
     clear_memory,
-    memory_lock_key,
     remember_memory,
     set_memory_enabled,
     write_memory_file,
