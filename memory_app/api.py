@@ -866,9 +866,10 @@ def _on_memory_error(request: HttpRequest, exc: services.MemoryWriteError) -> Ht
             412, gettext_noop("the memory changed since you read it: GET it again and retry")
         )
     if isinstance(exc, services.MemoryFileTooLarge):
-        return _error(413, f"the memory may be at most {services.MEMORY_FILE_MAX_BYTES} bytes")
+        too_large = gettext("the memory may be at most %(limit)s bytes")
+        return _error(413, too_large % {"limit": services.MEMORY_FILE_MAX_BYTES})
     if isinstance(exc, services.MemoryInputError):
-        return _error(400, str(exc))
+        return _error(400, exc.localized())
     if isinstance(exc, services.MemoryAccessDenied):
         return _error(403, gettext_noop("your memory cannot be changed now"))
     logger.warning("a memory request found the memory unavailable: %s", exc)

@@ -198,4 +198,7 @@ def refuse_unfit_decision(
         raise  # a database or file failure is no reason about the decision
     except MemoryWriteError as exc:
         reason = memory_refusal(exc).reason
-        raise ChatDecisionRefused(reason if reason is not None else str(exc)) from exc
+        if reason is not None:
+            raise ChatDecisionRefused(reason) from exc
+        # The write's own message, which a person reads in their language too.
+        raise ChatDecisionRefused(exc.template, **exc.params) from exc

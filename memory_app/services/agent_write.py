@@ -18,6 +18,7 @@ from conversations.runs import ToolRuntimeContext
 from memory_app.authorization import MemoryRunRefused, grant_memory_run, read_memory_state
 from memory_app.credentials import repeat_needles, stated_credential_in
 from memory_app.errors import (
+    USER_INACTIVE,
     MemoryAccessDenied,
     MemoryApprovalRequired,
     MemoryInvisibleText,
@@ -91,7 +92,7 @@ def _remember_locked(
         refusal = _never_kept(ctx.uid, content, replaces)
         if refusal is not None:
             raise refusal
-        raise MemoryApprovalRequired("needs the user's approval")
+        raise MemoryApprovalRequired(gettext_noop("needs the user's approval"))
     turn = conversation_selectors.turn_message(conversation_id=run.conversation_id)
     _refuse_stated_credential(run.user_id, content, turn=turn)
     with file_fence(workspace):
@@ -142,7 +143,7 @@ def check_memory_write(*, user_id: int, content: object, replaces: object) -> Me
     with memory_errors():
         state = read_memory_state(workspace.uid)
         if not state.user_active:
-            raise MemoryAccessDenied("the user is missing or inactive")
+            raise MemoryAccessDenied(USER_INACTIVE)
         if not state.enabled:
             raise MemoryAccessDenied(MEMORY_OFF)
         _refuse_stated_credential(workspace.uid, content)
@@ -208,7 +209,7 @@ def remember_tool_call(
     content, replaces = checked_write_arguments(content, replaces)
     uid = getattr(ctx, "uid", None)
     if not isinstance(uid, str) or not uid:
-        raise MemoryAccessDenied("the run context has no user")
+        raise MemoryAccessDenied(gettext_noop("the run context has no user"))
     with memory_errors():
         # Only a transaction this call opens may skip the WAL flush of a write that changed
         # nothing.

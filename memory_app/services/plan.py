@@ -11,10 +11,17 @@ import unicodedata
 from dataclasses import dataclass
 from enum import StrEnum
 
+from django.utils.translation import gettext_noop
+
 from conversations.utils.invisible_text import invisible_characters
-from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
+from conversations.utils.string_utils import is_storable_text
 from memory_app.credentials import credential_kinds, produced_credential
 from memory_app.errors import (
+    NOT_STORABLE_TEXT,
+    NOT_TEXT,
+    OVER_BYTES,
+    RESULT_OVER_BYTES,
+    STORABLE_TEXT,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
@@ -55,13 +62,13 @@ def normalize_memory_text(text: str) -> str:
 
 def _checked_argument(value: object, name: str, *, require_text: bool) -> str:
     if not isinstance(value, str):
-        raise MemoryInputError(f"{name} must be text")
+        raise MemoryInputError(NOT_TEXT, name=name)
     if not is_storable_text(value):
-        raise MemoryInputError(f"{name} must be {STORABLE_TEXT_REQUIREMENT}")
+        raise MemoryInputError(NOT_STORABLE_TEXT, name=name, requirement=STORABLE_TEXT)
     if len(value.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
-        raise MemoryInputError(f"{name} is over {MEMORY_ARG_MAX_BYTES} bytes")
+        raise MemoryInputError(OVER_BYTES, name=name, limit=MEMORY_ARG_MAX_BYTES)
     if require_text and not value.strip():
-        raise MemoryInputError(f"{name} is empty")
+        raise MemoryInputError(gettext_noop("%(name)s is empty"), name=name)
     return value
 
 
@@ -135,7 +142,9 @@ def planned_write(
     the file ("AKIAZ3MSJV" + "4WWZ2XJ5QN", "gym locker 7350" made "bank PIN 7350"), or content
     may stand under a line ending in "password is"."""
     if too_large:
-        raise MemoryFileTooLarge(f"MEMORY.md is over {MEMORY_FILE_MAX_BYTES} bytes")
+        raise MemoryFileTooLarge(
+            gettext_noop("MEMORY.md is over %(limit)s bytes"), limit=MEMORY_FILE_MAX_BYTES
+        )
     current = _decode_memory(data)
     if replaces is None:
         appended = _appended(current, content)
@@ -151,7 +160,7 @@ def planned_write(
         raise MemorySensitiveContent(kind)
     encoded = result.encode("utf-8")
     if len(encoded) > MEMORY_FILE_MAX_BYTES:
-        raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+        raise MemoryFileTooLarge(RESULT_OVER_BYTES, limit=MEMORY_FILE_MAX_BYTES)
     return status, encoded
 
 
@@ -161,7 +170,10 @@ def checked_write_arguments(content: object, replaces: object) -> tuple[str, str
     content = normalize_memory_text(_checked_argument(content, "content", require_text=True))
     # NFC can grow a text (some characters recompose into longer forms): cap what is written.
     if len(content.encode("utf-8")) > MEMORY_ARG_MAX_BYTES:
-        raise MemoryInputError(f"content is over {MEMORY_ARG_MAX_BYTES} bytes once normalized")
+        raise MemoryInputError(
+            gettext_noop("content is over %(limit)s bytes once normalized"),
+            limit=MEMORY_ARG_MAX_BYTES,
+        )
     # Memory never keeps a credential: refused before any lock, so nothing is written, kept
     # as a version or recorded (and a decision to write one is refused before it is spent).
     # Checked before invisible characters, so content holding both is refused as sensitive.

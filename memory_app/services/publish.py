@@ -19,7 +19,7 @@ from django.db import transaction
 from conversations.models import AgentRun
 from memory_app import versions
 from memory_app.authorization import MemoryState, read_memory_state
-from memory_app.errors import MemoryAccessDenied, memory_errors
+from memory_app.errors import USER_INACTIVE, MemoryAccessDenied, memory_errors
 from memory_app.locks import (
     CallerSettings,
     file_fence,
@@ -98,7 +98,7 @@ def user_write(user_id: int) -> Iterator[tuple[Workspace, CallerSettings, Memory
         state = read_memory_state(workspace.uid)
         if not state.user_active:
             # Checked before the flock, whose file would recreate an erased workspace.
-            raise MemoryAccessDenied("the user is missing or inactive")
+            raise MemoryAccessDenied(USER_INACTIVE)
         with file_fence(workspace):
             yield workspace, held, state
 

@@ -7,6 +7,8 @@ row; apart from the file writes, since a switch never changes MEMORY.md.
 
 from collections.abc import Callable
 
+from django.utils.translation import gettext_noop
+
 from memory_app.authorization import MemoryState
 from memory_app.errors import MemoryInputError
 from memory_app.models import MemoryEventKind, UserConfig
@@ -57,7 +59,7 @@ def _set_setting(
     reads its value from the state read there); a change gets the ledger event `kinds[0]`
     (now on) or `kinds[1]` (now off)."""
     if not isinstance(enabled, bool):
-        raise MemoryInputError("enabled must be true or false")
+        raise MemoryInputError(gettext_noop("enabled must be true or false"))
     with user_write(user.pk) as (workspace, held, state):
         config, _ = UserConfig.objects.update_or_create(
             user_id=workspace.uid, defaults={field: enabled}

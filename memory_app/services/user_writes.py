@@ -10,10 +10,17 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 
-from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT, is_storable_text
+from django.utils.translation import gettext_noop
+
+from conversations.utils.string_utils import is_storable_text
 from memory_app import versions
 from memory_app.credentials import CredentialFinding
 from memory_app.errors import (
+    NOT_STORABLE_TEXT,
+    NOT_TEXT,
+    OVER_BYTES,
+    RESULT_OVER_BYTES,
+    STORABLE_TEXT,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
@@ -38,12 +45,12 @@ from memory_app.workspace import MEMORY_RELPATH, DigestedRead
 
 def _checked_user_text(text: object) -> bytes:
     if not isinstance(text, str):
-        raise MemoryInputError("text must be text")
+        raise MemoryInputError(NOT_TEXT, name="text")
     if not is_storable_text(text):
-        raise MemoryInputError(f"text must be {STORABLE_TEXT_REQUIREMENT}")
+        raise MemoryInputError(NOT_STORABLE_TEXT, name="text", requirement=STORABLE_TEXT)
     encoded = text.encode("utf-8")
     if len(encoded) > MEMORY_FILE_MAX_BYTES:
-        raise MemoryFileTooLarge(f"text is over {MEMORY_FILE_MAX_BYTES} bytes")
+        raise MemoryFileTooLarge(OVER_BYTES, name="text", limit=MEMORY_FILE_MAX_BYTES)
     return encoded
 
 
@@ -123,7 +130,7 @@ def write_memory_file(*, user, text: str, if_match: str, actor) -> MemoryFile:
 def _if_current(if_match: object) -> Callable[[str], None]:
     """The check, made under the locks, that the user acted on the version still current."""
     if not isinstance(if_match, str):
-        raise MemoryInputError("if_match must be the etag that was read")
+        raise MemoryInputError(gettext_noop("if_match must be the etag that was read"))
 
     def accept(current_etag: str) -> None:
         if current_etag != if_match:
@@ -134,7 +141,7 @@ def _if_current(if_match: object) -> Callable[[str], None]:
 
 def _line_number(number: object) -> int:
     if isinstance(number, bool) or not isinstance(number, int):
-        raise MemoryInputError("number must be a line number")
+        raise MemoryInputError(gettext_noop("number must be a line number"))
     return number
 
 
@@ -147,7 +154,7 @@ def _file_lines(current: DigestedRead, number: int) -> list[str]:
         text = None
     lines = [] if text is None else split_lines(text)
     if not 1 <= number <= len(lines):
-        raise MemoryLineNotFound(f"MEMORY.md has no line {number}")
+        raise MemoryLineNotFound(gettext_noop("MEMORY.md has no line %(number)s"), number=number)
     return lines
 
 
@@ -181,9 +188,9 @@ def edit_memory_line(*, user, number: int, text: str, if_match: str, actor) -> M
     number = _line_number(number)
     _checked_user_text(text)
     if not text.strip():
-        raise MemoryInputError("text is empty: forget the line instead")
+        raise MemoryInputError(gettext_noop("text is empty: forget the line instead"))
     if "\n" in text or "\r" in text:
-        raise MemoryInputError("text must be one line")
+        raise MemoryInputError(gettext_noop("text must be one line"))
     accept = _if_current(if_match)
 
     def with_line(current: DigestedRead) -> bytes:
@@ -193,7 +200,7 @@ def edit_memory_line(*, user, number: int, text: str, if_match: str, actor) -> M
         lines[number - 1] = text + old[len(old.rstrip("\r\n")) :]
         data = "".join(lines).encode("utf-8")
         if len(data) > MEMORY_FILE_MAX_BYTES:
-            raise MemoryFileTooLarge(f"the result would be over {MEMORY_FILE_MAX_BYTES} bytes")
+            raise MemoryFileTooLarge(RESULT_OVER_BYTES, limit=MEMORY_FILE_MAX_BYTES)
         return data
 
     warnings = tuple(replace(found, line=number) for found in write_warnings(text))
