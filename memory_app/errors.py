@@ -48,7 +48,7 @@ class LocalizedError(Exception):
     text and no params, `localized()` is that text's catalogue entry, if any.
     """
 
-    def __init__(self, template: str, /, **params: object) -> None:
+    def __init__(self, template: str = "", /, **params: object) -> None:
         self.template = template
         self.params = params
         if any(isinstance(value, Promise) for value in params.values()):

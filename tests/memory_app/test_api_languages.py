@@ -121,8 +121,9 @@ def test_a_bad_decision_is_refused_in_chinese_with_the_number_in_it(session):
     )
     english = chat(session, {"thread_id": "thread-x", "resume": too_long}, ENGLISH)
     assert english.json() == {"error": f"content is longer than {CHAT_MESSAGE_MAX_BYTES} bytes"}
-    maybe = chat(session, {"thread_id": "thread-x", "resume": {"decision": "maybe"}}, CHINESE)
-    assert maybe.json() == {"error": "decision 必须是以下之一：approve, edit, reject"}
+    approve = {"decision": "approve", "content": "x"}
+    stray = chat(session, {"thread_id": "thread-x", "resume": approve}, CHINESE)
+    assert stray.json() == {"error": "content 和 replaces 只能与 edit 决定一起发送"}
 
 
 @pytest.mark.django_db(transaction=True)
