@@ -38,13 +38,12 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 from django.db.models import QuerySet  # noqa: E402
 
-from memory_app import services  # noqa: E402
 from memory_app.credentials import credential_kinds, produced_credential  # noqa: E402
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES  # noqa: E402
 from memory_app.models import UserConfig  # noqa: E402
 from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.selectors import read_memory_file  # noqa: E402
-from memory_app.services import remember_memory, write_memory_file  # noqa: E402
+from memory_app.services import agent_write, plan, remember_memory, write_memory_file  # noqa: E402
 from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
 from memory_app.workspace import Workspace  # noqa: E402
 
@@ -207,25 +206,21 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
     """`remember_memory` with its credential checks taken out: the content's, the produced
     lines', and the look through the turn's and the user's recent messages (their two queries
     included): what the detector costs."""
-    turn_message = services.conversation_selectors.turn_message
-    real = (
-        services.credential_kinds,
-        services.produced_credential,
-        services._refuse_stated_credential,
-    )
-    services.credential_kinds = lambda content: []
-    services.produced_credential = lambda text, start, end: None
-    services._refuse_stated_credential = lambda user_id, content, turn=None: None
-    services.conversation_selectors.turn_message = lambda conversation_id: None
+    turn_message = agent_write.conversation_selectors.turn_message
+    real = (plan.credential_kinds, plan.produced_credential, agent_write._refuse_stated_credential)
+    plan.credential_kinds = lambda content: []
+    plan.produced_credential = lambda text, start, end: None
+    agent_write._refuse_stated_credential = lambda user_id, content, turn=None: None
+    agent_write.conversation_selectors.turn_message = lambda conversation_id: None
     try:
         remember_memory(ctx, fact)
     finally:
         (
-            services.credential_kinds,
-            services.produced_credential,
-            services._refuse_stated_credential,
+            plan.credential_kinds,
+            plan.produced_credential,
+            agent_write._refuse_stated_credential,
         ) = real
-        services.conversation_selectors.turn_message = turn_message
+        agent_write.conversation_selectors.turn_message = turn_message
 
 
 # What the produced lines of an append are read with: the file's last lines before it.

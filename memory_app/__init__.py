@@ -86,6 +86,7 @@ PUBLIC_API: dict[str, tuple[str, ...]] = {
         "set_memory_write_approval",
         "write_memory_file",
         "delete_memory_line",
+        "edit_memory_line",
         "clear_memory",
         "restore_memory_version",
         "forget_memory_versions",

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from detect_secrets.plugins.base import RegexBasedDetector
+from django.utils.translation import gettext_noop
 
 from conversations.utils.invisible_text import folded_for_detection
 from memory_app.credential_formats import (
@@ -72,14 +73,15 @@ class CredentialKind(StrEnum):
         return _LABELS[self]
 
 
+# Marked for the catalogue: a refusal a person reads names the kind in their language.
 _LABELS = {
-    CredentialKind.PRIVATE_KEY: "a private key",
-    CredentialKind.API_KEY: "an API key",
-    CredentialKind.ACCESS_TOKEN: "an access token",
-    CredentialKind.PASSWORD: "a password or PIN",
-    CredentialKind.PAYMENT_CARD: "a payment card number",
-    CredentialKind.RESIDENT_ID: "a resident identity number",
-    CredentialKind.SECRET: "a secret key or token",
+    CredentialKind.PRIVATE_KEY: gettext_noop("a private key"),
+    CredentialKind.API_KEY: gettext_noop("an API key"),
+    CredentialKind.ACCESS_TOKEN: gettext_noop("an access token"),
+    CredentialKind.PASSWORD: gettext_noop("a password or PIN"),
+    CredentialKind.PAYMENT_CARD: gettext_noop("a payment card number"),
+    CredentialKind.RESIDENT_ID: gettext_noop("a resident identity number"),
+    CredentialKind.SECRET: gettext_noop("a secret key or token"),
 }
 
 

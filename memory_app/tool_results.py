@@ -27,7 +27,7 @@ from memory_app.errors import (
     MemoryUnavailable,
     MemoryWriteError,
 )
-from memory_app.services import MEMORY_ARG_MAX_BYTES, MemoryWriteStatus
+from memory_app.services.plan import MEMORY_ARG_MAX_BYTES, MemoryWriteStatus
 
 
 class ToolStatus(StrEnum):

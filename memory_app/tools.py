@@ -30,7 +30,8 @@ from conversations.utils.connections import in_worker_thread, release_connection
 from conversations.utils.string_utils import is_storable_text
 from memory_app.authorization import MemoryRunRefused, authorize_memory_run
 from memory_app.errors import MemoryUnavailable, MemoryWriteError
-from memory_app.services import MEMORY_ARG_MAX_BYTES, remember_tool_call
+from memory_app.services.agent_write import remember_tool_call
+from memory_app.services.plan import MEMORY_ARG_MAX_BYTES
 from memory_app.tool_names import (
     READ_THREAD_MESSAGES_TOOL,
     REMEMBER_MEMORY_TOOL,

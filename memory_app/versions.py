@@ -20,6 +20,7 @@ from functools import cache
 from django.db import connection
 from django.db.models import OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext_noop
 
 from memory_app.conf import setting
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
@@ -86,7 +87,9 @@ def version_sha256(name: str) -> str:
         name = name[len(_ETAG_PREFIX) :]
     if not isinstance(name, str) or not _SHA256_HEX.fullmatch(name):
         raise MemoryVersionNotFound(
-            "a version is named by the SHA-256 (hex) of its bytes, bare or as sha256:<hex>"
+            gettext_noop(
+                "a version is named by the SHA-256 (hex) of its bytes, bare or as sha256:<hex>"
+            )
         )
     return name
 
@@ -314,5 +317,5 @@ def read_memory_version(*, user, sha256: str) -> bytes:
     relpath = version_relpath(sha256)
     data, too_large = Workspace.for_user(user.pk).read_bounded(relpath, MEMORY_FILE_MAX_BYTES)
     if too_large or not _keepable(data) or hashlib.sha256(data).hexdigest() != sha256:
-        raise MemoryVersionNotFound("no such version is kept")
+        raise MemoryVersionNotFound(gettext_noop("no such version is kept"))
     return data

@@ -94,8 +94,15 @@ LAYERS = {
         {"memory_app.login_sessions", "memory_app.line_origins"},
         # export and erasure: leaves and the conversations app only
         {"memory_app.user_data"},
-        # the memory write and the reads
-        {"memory_app.services", "memory_app.selectors"},
+        # the memory write and the reads: what an agent's write makes of the file and the
+        # publish every writer shares; the agent's write, the user's writes, the switches
+        {"memory_app.services.plan", "memory_app.services.publish", "memory_app.selectors"},
+        {
+            "memory_app.services.agent_write",
+            "memory_app.services.user_writes",
+            "memory_app.services.switches",
+        },
+        {"memory_app.services"},
         # what the agent is given: what a tool call answers, then the tools
         {"memory_app.tool_results"},
         {"memory_app.tools"},

@@ -101,6 +101,7 @@ MEMORY_APP_PUBLIC = {
         "set_memory_write_approval",
         "write_memory_file",
         "delete_memory_line",
+        "edit_memory_line",
         "clear_memory",
         "restore_memory_version",
         "forget_memory_versions",
@@ -175,7 +176,6 @@ APPS = {
 # packages right now, which apply the same rule there (their `__all__` is not yet their list).
 BEING_SPLIT = {
     "memory_app.llm",
-    "memory_app.services",
     "memory_app.workspace",
     "conversations.repository",
     "conversations.selectors",

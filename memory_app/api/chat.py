@@ -14,7 +14,6 @@ from typing import Any
 from asgiref.sync import async_to_sync, sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, StreamingHttpResponse
-from django.utils.translation import gettext
 from ninja import Router, Status
 
 from conversations.utils.connections import release_connection
@@ -39,7 +38,7 @@ def _refusal(exc: ChatError) -> Status:
     status, text = http_error(exc)
     if (status, text) == INTERNAL_ERROR:
         raise exc
-    return Status(status, {"error": gettext(text)})
+    return Status(status, {"error": text})  # already in the request's language
 
 
 @router.post(

@@ -22,6 +22,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 from memory_app.api_edge import API_UNAVAILABLE_MESSAGE
 from memory_app.errors import (
     ConflictReason,
+    LocalizedError,
     MemoryAccessDenied,
     MemoryApprovalRequired,
     MemoryConflict,
@@ -65,6 +66,9 @@ class MemoryHttpError:
     status: int
     message: str | None
     logged: str | None = None
+    # What the message's named placeholders stand for (`%(limit)s`), filled in after it is
+    # translated.
+    params: tuple[tuple[str, object], ...] = ()
 
 
 _STALE = MemoryHttpError(
@@ -88,7 +92,9 @@ MEMORY_HTTP_ERRORS: dict[type[Exception] | ConflictReason, MemoryHttpError] = {
     MemoryInvisibleText: _REFUSED_INPUT,
     MemoryInputError: _REFUSED_INPUT,
     MemoryFileTooLarge: MemoryHttpError(
-        413, f"the memory may be at most {MEMORY_FILE_MAX_BYTES} bytes"
+        413,
+        gettext_noop("the memory may be at most %(limit)s bytes"),
+        params=(("limit", MEMORY_FILE_MAX_BYTES),),
     ),
     MemoryApprovalRequired: _DENIED,
     MemoryAccessDenied: _DENIED,
@@ -119,9 +125,10 @@ def memory_http_error(exc: AnyMemoryError) -> MemoryHttpError:
 def memory_error_text(exc: AnyMemoryError, row: MemoryHttpError) -> str:
     """The `error` text of `exc`'s answer, in the request's language: its row's message, else
     the error's own."""
-    if row.message is not None:
-        return gettext(row.message)
-    return gettext(str(exc))
+    if row.message is None:
+        return exc.localized() if isinstance(exc, LocalizedError) else str(exc)
+    message = gettext(row.message)
+    return message % dict(row.params) if row.params else message
 
 
 def _on_memory_error(request: HttpRequest, exc: AnyMemoryError) -> HttpResponse:

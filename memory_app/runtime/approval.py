@@ -26,11 +26,8 @@ from conversations.selectors import PendingApproval
 from memory_app.errors import MemoryUnavailable, MemoryWriteError
 from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused
-from memory_app.services import (
-    check_memory_write,
-    holds_what_memory_never_keeps,
-    normalize_memory_text,
-)
+from memory_app.services.agent_write import check_memory_write, holds_what_memory_never_keeps
+from memory_app.services.plan import normalize_memory_text
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tool_results import ToolResult, ToolStatus, memory_refusal
 
@@ -191,4 +188,7 @@ def refuse_unfit_decision(
         raise  # a database or file failure is no reason about the decision
     except MemoryWriteError as exc:
         reason = memory_refusal(exc).reason
-        raise ChatDecisionRefused(reason if reason is not None else str(exc)) from exc
+        if reason is not None:
+            raise ChatDecisionRefused(reason) from exc
+        # The write's own message, which a person reads in their language too.
+        raise ChatDecisionRefused(exc.template, **exc.params) from exc

@@ -25,7 +25,7 @@ from langchain_core.messages.tool import ToolCall as LangChainToolCall
 
 from memory_app.credentials import CredentialKind, credential_kinds, stated_credential_in
 from memory_app.errors import MemorySensitiveContent
-from memory_app.services import normalize_memory_text
+from memory_app.services.plan import normalize_memory_text
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.tools import ToolResult, ToolStatus
 

@@ -6,15 +6,17 @@ A leaf of the runtime package: it imports nothing of the runtime but its limits.
 """
 
 from django.db import DatabaseError
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 
+from memory_app.errors import LocalizedError
 from memory_app.runtime.limits import MAX_MODEL_CALLS
 from memory_app.workspace import WorkspaceUnavailable
 
 
-class ChatError(Exception):
-    """Base of the Chat service's refusals."""
+class ChatError(LocalizedError):
+    """Base of the Chat service's refusals: `str(exc)` in English, `localized()` in the
+    active language (`LocalizedError`)."""
 
 
 class ChatInputError(ChatError):
@@ -96,8 +98,9 @@ INTERNAL_ERROR = (500, "internal error")
 
 
 def http_error(exc: BaseException) -> tuple[int, str]:
-    """(HTTP status, text) for `exc`, from `CHAT_HTTP_ERRORS`; `INTERNAL_ERROR` otherwise."""
+    """(HTTP status, text) for `exc`, from `CHAT_HTTP_ERRORS`, the text in the active language
+    (the error's own message `localized()`); `INTERNAL_ERROR` otherwise."""
     for kind, status, text in CHAT_HTTP_ERRORS:
         if isinstance(exc, kind):
-            return status, str(exc) if text is None else text
+            return status, exc.localized() if text is None else gettext(text)
     return INTERNAL_ERROR

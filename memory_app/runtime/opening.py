@@ -12,6 +12,7 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
+from django.utils.translation import gettext_lazy, gettext_noop
 
 from conversations import runs, selectors, services
 from conversations.models import AgentRun, Conversation, Message
@@ -21,10 +22,10 @@ from conversations.runs.starting import start_run_with_messages
 from conversations.runs.tool_lock import TOOL_RUN_TYPES
 from conversations.users import active_user_q
 from conversations.utils.string_utils import (
-    STORABLE_TEXT_REQUIREMENT,
     is_storable_text,
     storable_text_problem,
 )
+from memory_app.errors import NOT_STORABLE_TEXT, NOT_TEXT, STORABLE_TEXT
 from memory_app.runtime.approval import APPROVAL_DECISIONS, refuse_unfit_decision
 from memory_app.runtime.errors import (
     ChatDecisionInvalid,
@@ -37,15 +38,18 @@ from memory_app.runtime.limits import CHAT_MESSAGE_MAX_BYTES
 from memory_app.runtime.turns import AgentRunHandle, Turn
 from memory_app.tool_results import DECLINED_RESULT
 
+# A message or a decision's text over `CHAT_MESSAGE_MAX_BYTES` (`name` the field).
+LONGER_THAN = gettext_noop("%(name)s is longer than %(limit)s bytes")
+
 
 def check_message(message: object) -> None:
     """Refuse (`ChatInputError`) a message that is not non-empty, storable, bounded text."""
     if not isinstance(message, str) or not message.strip():
-        raise ChatInputError("message must be non-empty text")
+        raise ChatInputError(gettext_noop("message must be non-empty text"))
     if not is_storable_text(message):
-        raise ChatInputError(f"message must be {STORABLE_TEXT_REQUIREMENT}")
+        raise ChatInputError(NOT_STORABLE_TEXT, name="message", requirement=STORABLE_TEXT)
     if len(message.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
-        raise ChatInputError(f"message is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
+        raise ChatInputError(LONGER_THAN, name="message", limit=CHAT_MESSAGE_MAX_BYTES)
 
 
 # What a user may send about a pending approval, beside the decision itself.
@@ -58,29 +62,39 @@ def check_decision(resume: object) -> dict[str, Any]:
     else is `ChatDecisionInvalid`. (Whether it can be carried out is `refuse_unfit_decision`'s
     say, once the pending write is known.)"""
     if not isinstance(resume, dict) or not set(resume) <= _DECISION_KEYS:
-        raise ChatDecisionInvalid("resume must be an object with decision, content and replaces")
+        raise ChatDecisionInvalid(
+            gettext_noop("resume must be an object with decision, content and replaces")
+        )
     decision = resume.get("decision")
     if decision not in APPROVAL_DECISIONS:
-        raise ChatDecisionInvalid(f"decision must be one of {', '.join(APPROVAL_DECISIONS)}")
+        raise ChatDecisionInvalid(
+            gettext_noop("decision must be one of %(decisions)s"),
+            decisions=", ".join(APPROVAL_DECISIONS),
+        )
     if decision != "edit":
         if set(resume) != {"decision"}:
-            raise ChatDecisionInvalid("content and replaces go only with the edit decision")
+            raise ChatDecisionInvalid(
+                gettext_noop("content and replaces go only with the edit decision")
+            )
         return {"decision": decision}
     content, replaces = resume.get("content"), resume.get("replaces")
     if content is None:
-        raise ChatDecisionInvalid("content is required for an edit")
+        raise ChatDecisionInvalid(gettext_noop("content is required for an edit"))
     for name, value in (("content", content), ("replaces", replaces)):
         if value is None:
             continue
         if not isinstance(value, str):
-            raise ChatDecisionInvalid(f"{name} must be text")
+            raise ChatDecisionInvalid(NOT_TEXT, name=name)
         problem = storable_text_problem(value)
         if problem is not None:
             raise ChatDecisionInvalid(
-                f"{name} must be {STORABLE_TEXT_REQUIREMENT}: it holds {problem}"
+                gettext_noop("%(name)s must be %(requirement)s: it holds %(problem)s"),
+                name=name,
+                requirement=STORABLE_TEXT,
+                problem=gettext_lazy(problem),
             )
         if len(value.encode("utf-8")) > CHAT_MESSAGE_MAX_BYTES:
-            raise ChatDecisionInvalid(f"{name} is longer than {CHAT_MESSAGE_MAX_BYTES} bytes")
+            raise ChatDecisionInvalid(LONGER_THAN, name=name, limit=CHAT_MESSAGE_MAX_BYTES)
     return {"decision": decision, "content": content, "replaces": replaces}
 
 
@@ -222,7 +236,7 @@ def open_resume_turn(*, user_id: int, thread_id: str, resume: object) -> Turn:
     """
     decision = check_decision(resume)
     if not isinstance(thread_id, str):
-        raise ChatInputError("a decision needs the thread_id of its thread")
+        raise ChatInputError(gettext_noop("a decision needs the thread_id of its thread"))
     conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message="")
     approval = selectors.pending_approval(conversation_id=conversation.pk)
     interrupted = (

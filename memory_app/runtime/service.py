@@ -14,6 +14,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, replace
 from typing import Any
 
+from django.utils.translation import gettext_noop
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -80,7 +81,7 @@ class ChatRequest:
     def open(self) -> Turn:
         """A turn for the message, or a resume turn for the decision (exactly one is given)."""
         if (self.message is None) == (self.resume is None):
-            raise ChatInputError("send either a message or a decision (resume)")
+            raise ChatInputError(gettext_noop("send either a message or a decision (resume)"))
         if self.resume is not None:
             return open_resume_turn(
                 user_id=self.user_id, thread_id=self.thread_id, resume=self.resume

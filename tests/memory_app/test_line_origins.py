@@ -4,6 +4,7 @@ private workspace root) and the real ledger in PostgreSQL, after real writes of 
 import pytest
 
 from conversations.models import AgentRun
+from memory_app.errors import MemoryLineNotFound
 from memory_app.line_origins import ORIGIN_EVENTS_PAGE, LineOrigin
 from memory_app.models import MemoryEvent
 from memory_app.runtime import chat
@@ -11,7 +12,6 @@ from memory_app.selectors import memory_line_origins, memory_lines
 from memory_app.services import (
     MemoryConflict,
     MemoryInputError,
-    MemoryLineNotFound,
     clear_memory,
     delete_memory_line,
     forget_memory_versions,

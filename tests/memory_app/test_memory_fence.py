@@ -7,7 +7,6 @@ import time
 import pytest
 from django.db import connection
 
-from memory_app import services as services_module
 from memory_app import workspace as workspace_module
 from memory_app.models import MemoryEvent
 from memory_app.selectors import read_memory_file
@@ -15,6 +14,7 @@ from memory_app.services import (
     MemoryUnavailable,
     MemoryWriteResult,
     hold_memory_locks,
+    publish,
     remember_memory,
     write_memory_file,
 )
@@ -95,13 +95,13 @@ class _Pause:
 def pause_before_ledger(monkeypatch) -> _Pause:
     """Pause the chosen writer after its temp file is durable, before its ledger row."""
     pause = _Pause()
-    real = services_module.record_event
+    real = publish.record_event
 
     def paused(*args, **kwargs):
         pause()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(services_module, "record_event", paused)
+    monkeypatch.setattr(publish, "record_event", paused)
     return pause
 
 

@@ -16,6 +16,7 @@ from conversations.models import AgentRun, Message, ToolCall
 from conversations.runs.reaping import EXPIRED_APPROVAL_ERROR, EXPIRED_LEASE_ERROR
 from conversations.services import DECLINED
 from conversations.utils.db_functions import ClockTimestamp
+from memory_app.errors import MemoryApprovalRequired
 from memory_app.middleware import MEMORY_WRITE_APPROVAL_RULE
 from memory_app.models import MemoryEvent
 from memory_app.runtime import (
@@ -30,12 +31,8 @@ from memory_app.runtime import (
     chat,
     stream_chat,
 )
-from memory_app.services import (
-    MemoryApprovalRequired,
-    remember_tool_call,
-    set_memory_enabled,
-    set_memory_write_approval,
-)
+from memory_app.services import set_memory_enabled, set_memory_write_approval
+from memory_app.services.agent_write import remember_tool_call
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, context_for
 from tests.memory_app.models import RecordingModel, tool_reply
 

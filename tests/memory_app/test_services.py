@@ -17,22 +17,21 @@ from django.utils import timezone
 from conversations.models import AgentRun, Message
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app import workspace as workspace_module
+from memory_app.errors import MemorySensitiveContent
 from memory_app.locks import memory_lock_key
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.services import (
-    MEMORY_ARG_MAX_BYTES,
     MEMORY_FILE_MAX_BYTES,
     MemoryAccessDenied,
     MemoryConflict,
     MemoryFileTooLarge,
     MemoryInputError,
-    MemorySensitiveContent,
     MemoryUnavailable,
     MemoryWriteError,
     MemoryWriteResult,
-    normalize_memory_text,
     remember_memory,
 )
+from memory_app.services.plan import MEMORY_ARG_MAX_BYTES, normalize_memory_text
 from memory_app.workspace import MEMORY_RELPATH, Workspace
 from tests.concurrency import race
 from tests.factories import (

@@ -2,7 +2,7 @@
 
 from memory_app import tool_names
 from memory_app.runtime.subagent import DelegateToSubagentTool
-from memory_app.services import MemoryWriteStatus
+from memory_app.services.plan import MemoryWriteStatus
 from memory_app.tools import ToolStatus, build_memory_tools
 from tests.factories import RunningAgentRunFactory, context_for
 
