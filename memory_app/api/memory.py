@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop
 from ninja import Header, Router, Status
 from ninja.errors import HttpError
 
@@ -39,12 +39,14 @@ from memory_app.versions import version_sha256
 router = Router()
 
 
+# What a file the agent cannot use is told, by `MemoryFile.problem` (`%(limit)s`: the cap).
 _MEMORY_PROBLEMS = {
-    "too_large": (
-        f"MEMORY.md is over {services.MEMORY_FILE_MAX_BYTES} bytes: replace it (PUT) or clear "
-        "it (DELETE)"
+    "too_large": gettext_noop(
+        "MEMORY.md is over %(limit)s bytes: replace it (PUT) or clear it (DELETE)"
     ),
-    "invalid_encoding": "MEMORY.md is not UTF-8 text: replace it (PUT) or clear it (DELETE)",
+    "invalid_encoding": gettext_noop(
+        "MEMORY.md is not UTF-8 text: replace it (PUT) or clear it (DELETE)"
+    ),
 }
 
 
@@ -56,13 +58,20 @@ def _quoted(etag: str) -> str:
     return f'"{etag}"'
 
 
+def _problem_text(problem: str) -> str:
+    """The `error` of a file the agent cannot use, in the request's language."""
+    if problem not in _MEMORY_PROBLEMS:
+        return problem
+    return gettext(_MEMORY_PROBLEMS[problem]) % {"limit": services.MEMORY_FILE_MAX_BYTES}
+
+
 def _memory_state(request: HttpRequest, response: HttpResponse, memory: Any) -> Any:
     response["ETag"] = _quoted(memory.etag)
     if memory.problem is not None:
         return Status(
             409,
             {
-                "error": _MEMORY_PROBLEMS.get(memory.problem, memory.problem),
+                "error": _problem_text(memory.problem),
                 "etag": memory.etag,
                 "size_bytes": memory.size_bytes,
             },

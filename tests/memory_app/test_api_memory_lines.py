@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.test import Client
 
+from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent
 from tests.memory_app.helpers import etag, remember, unsafe_headers
 
@@ -97,6 +98,10 @@ def test_a_file_the_agent_cannot_use_is_a_409_with_its_etag(session, memory_file
     body = response.json()
     assert (body["etag"], body["size_bytes"]) == (etag(data), len(data))
     assert "replace it (PUT) or clear it (DELETE)" in body["error"]
+    chinese = session.get(URL, HTTP_ACCEPT_LANGUAGE="zh-hans").json()["error"]
+    assert "请替换它（PUT）或清空它（DELETE）" in chinese
+    if len(data) > MEMORY_FILE_MAX_BYTES:
+        assert f"超过了 {MEMORY_FILE_MAX_BYTES} 字节" in chinese
 
 
 def test_delete_forgets_that_line_as_your_edit_and_keeps_the_file_it_replaced(
