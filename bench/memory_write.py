@@ -207,7 +207,7 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
     """`remember_memory` with its credential checks taken out: the content's, the produced
     lines', and the look through the turn's and the user's recent messages (their two queries
     included): what the detector costs."""
-    turn_message = services.conversation_selectors.turn_message
+    turn_message = services.stated_messages.turn_message
     real = (
         services.credential_kinds,
         services.produced_credential,
@@ -216,7 +216,7 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
     services.credential_kinds = lambda content: []
     services.produced_credential = lambda text, start, end: None
     services._refuse_stated_credential = lambda user_id, content, turn=None: None
-    services.conversation_selectors.turn_message = lambda conversation_id: None
+    services.stated_messages.turn_message = lambda conversation_id: None
     try:
         remember_memory(ctx, fact)
     finally:
@@ -225,7 +225,7 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
             services.produced_credential,
             services._refuse_stated_credential,
         ) = real
-        services.conversation_selectors.turn_message = turn_message
+        services.stated_messages.turn_message = turn_message
 
 
 # What the produced lines of an append are read with: the file's last lines before it.

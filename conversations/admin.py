@@ -42,14 +42,16 @@ from conversations.models import (
     Message,
     ToolCall,
 )
-from conversations.repository import READ_RESPONSE_MAX_BYTES, HistoryNotFound, read_thread_messages
-from conversations.repository import to_json as history_json
+from conversations.repository import read_thread_messages
+from conversations.repository.arguments import HistoryNotFound
+from conversations.repository.budgets import READ_RESPONSE_MAX_BYTES
+from conversations.repository.budgets import to_json as history_json
 from conversations.runs import db_clock
-from conversations.selectors import (
+from conversations.selectors.approvals import decided_calls
+from conversations.selectors.staff import (
     RELATED_ROWS_SHOWN,
     RelatedRows,
     child_runs,
-    decided_calls,
     message_tool_calls,
     raw_messages_excerpt,
     thread_child_threads,

@@ -21,9 +21,10 @@ import psycopg
 from django.db import DatabaseError, connection, transaction
 from django.db.models.expressions import CombinedExpression
 
-from conversations import checkpoints, selectors, services
+from conversations import checkpoints, services
 from conversations.conf import setting
 from conversations.models import AgentRun, Conversation, Message
+from conversations.selectors.approvals import expired_interrupts
 from conversations.utils.connections import direct_connection, prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
 from conversations.utils.ids import parse_uid
@@ -408,7 +409,7 @@ EXPIRED_APPROVAL_ERROR = "approval expired: the user did not decide in time"
 
 def _decline_expired_approvals() -> int:
     """Decline every approval left undecided longer than `MEMORY_APPROVAL_TTL_SECONDS`."""
-    expired = selectors.expired_interrupts().select_related("conversation")
+    expired = expired_interrupts().select_related("conversation")
     return sum(
         services.decline_approval(run=run, key=checkpoint_key(run), error=EXPIRED_APPROVAL_ERROR)
         for run in expired.order_by("finished_at", "id")

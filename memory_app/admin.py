@@ -37,7 +37,8 @@ from conversations.admin_base import (
     users_named,
 )
 from conversations.models import AgentRun, Conversation, ToolCall
-from conversations.selectors import first_related, pending_approvals
+from conversations.selectors.approvals import pending_approvals
+from conversations.selectors.staff import first_related
 from conversations.utils.string_utils import truncate_utf8
 from memory_app.conf import setting
 from memory_app.credentials import find_credentials

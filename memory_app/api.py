@@ -31,8 +31,9 @@ from ninja import Field, Header, NinjaAPI, Query, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from pydantic import ConfigDict, StrictBool, StrictStr
 
-from conversations import selectors as thread_selectors
 from conversations import services as thread_services
+from conversations.selectors import pages as thread_pages
+from conversations.selectors.approvals import list_user_pending_approvals
 from conversations.utils.connections import release_connection
 from memory_app import selectors, services
 from memory_app.api_auth import CSRF_FAILED_MESSAGE, ConfiguredAuth
@@ -733,15 +734,15 @@ def list_threads(
     request: HttpRequest,
     status: Literal["active", "archived", "deleted"] | None = None,
     cursor: str | None = None,
-    limit: int = Query(20, ge=1, le=thread_selectors.THREAD_PAGE_MAX),
+    limit: int = Query(20, ge=1, le=thread_pages.THREAD_PAGE_MAX),
 ) -> Any:
     """Your threads, most recently updated first: those history lookback sees (active ones), or
     those of `status`; follow `next_cursor` for more."""
     try:
-        page = thread_selectors.list_user_threads(
+        page = thread_pages.list_user_threads(
             user_id=request.auth.pk, status=status, cursor=cursor, limit=limit
         )
-    except thread_selectors.InvalidCursor:
+    except thread_pages.InvalidCursor:
         return Status(400, {"error": gettext(gettext_noop("cursor is not one this list returned"))})
     threads = []
     for thread in page.threads:
@@ -769,7 +770,7 @@ def patch_thread(request: HttpRequest, thread_id: str, body: ThreadStatusIn) -> 
                 user_id=request.auth.pk, thread_id=thread_id, title=body.title
             )
         if body.status is None:
-            return thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
+            return thread_pages.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
         return thread_services.set_thread_status(
             user_id=request.auth.pk, thread_id=thread_id, status=body.status
         )
@@ -788,18 +789,18 @@ def list_thread_messages(
     request: HttpRequest,
     thread_id: str,
     cursor: str | None = None,
-    limit: int = Query(50, ge=1, le=thread_selectors.MESSAGE_PAGE_MAX),
+    limit: int = Query(50, ge=1, le=thread_pages.MESSAGE_PAGE_MAX),
 ) -> Any:
     """A thread's conversation, newest page first (each page oldest first); follow
     `next_cursor` towards its start. Any thread of your list, whatever its status."""
-    thread = thread_selectors.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
+    thread = thread_pages.get_listed_thread(user_id=request.auth.pk, thread_id=thread_id)
     if thread is None:
         return Status(404, {"error": gettext(gettext_noop("no such thread"))})
     try:
-        return thread_selectors.list_thread_messages(
+        return thread_pages.list_thread_messages(
             user_id=request.auth.pk, conversation=thread, cursor=cursor, limit=limit
         )
-    except thread_selectors.InvalidCursor:
+    except thread_pages.InvalidCursor:
         return Status(400, {"error": gettext(gettext_noop("cursor is not one this list returned"))})
 
 
@@ -807,7 +808,7 @@ def list_thread_messages(
 def list_approvals(request: HttpRequest) -> Any:
     """The memory writes waiting for your decision, across your threads (decide with `resume`
     on `/chat/` or `/chat/stream/`)."""
-    return {"approvals": thread_selectors.list_user_pending_approvals(user_id=request.auth.pk)}
+    return {"approvals": list_user_pending_approvals(user_id=request.auth.pk)}
 
 
 @api.get("/export/", response={200: ExportDocument, **_COMMON}, tags=["export"])

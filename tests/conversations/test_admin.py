@@ -463,8 +463,9 @@ def test_conversations_admin_never_imports_the_memory_app():
 
     import conversations
 
-    for module in ("admin.py", "selectors.py"):
-        tree = ast.parse((Path(conversations.__file__).parent / module).read_text())
+    package = Path(conversations.__file__).parent
+    for path in [package / "admin.py", *sorted((package / "selectors").glob("*.py"))]:
+        tree = ast.parse(path.read_text())
         imported = [
             node.module if isinstance(node, ast.ImportFrom) else alias.name
             for node in ast.walk(tree)
