@@ -7,10 +7,13 @@ same server; created and migrated here when missing. So benches on a shared Post
 several checkouts) follow each one's own database and never collide.
 """
 
+import importlib.util
 import os
 import secrets
 import subprocess
 import sys
+import tempfile
+import types
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -54,6 +57,55 @@ def setup_django() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+
+
+# The history repository: one file until it became a package, then a package of modules.
+REPOSITORY = "conversations.repository"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def repository_at(revision: str) -> types.ModuleType:
+    """`conversations.repository` as git `revision` had it, loaded beside the current one:
+    the one file `repository.py` of the old layout, or every module of the package (its own
+    imports of `conversations.repository.*` load that revision's modules, not today's).
+
+    Call after `setup_django()` (the repository imports the models).
+    """
+    path = REPOSITORY.replace(".", "/")
+    files = _git("ls-tree", "-r", "--name-only", revision, "--", f"{path}.py", path).split()
+    if not files:
+        raise SystemExit(f"{revision} has no {path}")
+    package = f"{path}/__init__.py" in files
+    current = {
+        name: sys.modules.pop(name)
+        for name in list(sys.modules)
+        if name == REPOSITORY or name.startswith(f"{REPOSITORY}.")
+    }
+    try:
+        with tempfile.TemporaryDirectory(prefix="repository-") as folder:
+            for name in files:
+                target = Path(folder, name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(_git("show", f"{revision}:{name}"), encoding="utf-8")
+            spec = importlib.util.spec_from_file_location(
+                REPOSITORY,
+                Path(folder, path, "__init__.py") if package else Path(folder, f"{path}.py"),
+                submodule_search_locations=[str(Path(folder, path))] if package else None,
+            )
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[REPOSITORY] = module
+            spec.loader.exec_module(module)
+    finally:
+        for name in list(sys.modules):
+            if name == REPOSITORY or name.startswith(f"{REPOSITORY}."):
+                del sys.modules[name]
+        sys.modules.update(current)
+    return module
 
 
 def bench_user(*, prefix: str, enabled: bool, memory_bytes: int | None = None):

@@ -29,13 +29,11 @@ import json
 import random
 import re
 import statistics
-import subprocess
 import time
-import types
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from benchenv import PROJECT_ROOT, setup_django
+from benchenv import repository_at, setup_django
 
 setup_django()
 
@@ -44,9 +42,9 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
 
-from conversations import repository  # noqa: E402
 from conversations.models import Conversation, Message  # noqa: E402
 from conversations.repository import read_thread_messages, search_thread_messages  # noqa: E402
+from conversations.repository import sql as repository_sql  # noqa: E402
 from conversations.repository.terms import query_terms  # noqa: E402
 
 USERS = 1_000
@@ -271,12 +269,12 @@ def _statement_pattern(sql: str) -> re.Pattern:
 STATEMENTS = {
     **{
         name: _statement_pattern(sql)
-        for name, sql in vars(repository).items()
+        for name, sql in vars(repository_sql).items()
         if name.endswith("_SQL") and name != "SEARCH_SQL"
     },
     **{
         f"SEARCH_{n}_SQL": _statement_pattern(sql)
-        for n, sql in enumerate(repository.SEARCH_SQLS, 1)
+        for n, sql in enumerate(repository_sql.SEARCH_SQLS, 1)
     },
 }
 
@@ -289,20 +287,6 @@ def _statement_name(sql: str) -> str:
     if len(names) != 1:
         raise SystemExit(f"not one repository statement: {names}\n{sql}")
     return names[0].removesuffix("_SQL")
-
-
-def _repository_at(revision: str) -> types.ModuleType:
-    """`conversations.repository` as it was at git `revision`, loaded beside the current one."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:conversations/repository.py"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    module = types.ModuleType(f"repository_{revision}")
-    exec(compile(source, f"{revision}:conversations/repository.py", "exec"), module.__dict__)
-    return module
 
 
 def _bare(conn: psycopg.Connection, statements: list[str]) -> Callable[[], None]:
@@ -369,7 +353,7 @@ def main() -> None:
         help=f"calls of the naive ILIKE per scenario ({NAIVE_RUNS}; 0: none)",
     )
     args = parser.parse_args()
-    before = _repository_at(args.before) if args.before else None
+    before = repository_at(args.before) if args.before else None
     with psycopg.connect(_dsn()) as conn:
         with conn.cursor() as cur:
             seeded = _seeded(cur)

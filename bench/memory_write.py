@@ -206,12 +206,12 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
     """`remember_memory` with its credential checks taken out: the content's, the produced
     lines', and the look through the turn's and the user's recent messages (their two queries
     included): what the detector costs."""
-    turn_message = agent_write.conversation_selectors.turn_message
+    turn_message = agent_write.stated_messages.turn_message
     real = (plan.credential_kinds, plan.produced_credential, agent_write._refuse_stated_credential)
     plan.credential_kinds = lambda content: []
     plan.produced_credential = lambda text, start, end: None
     agent_write._refuse_stated_credential = lambda user_id, content, turn=None: None
-    agent_write.conversation_selectors.turn_message = lambda conversation_id: None
+    agent_write.stated_messages.turn_message = lambda conversation_id: None
     try:
         remember_memory(ctx, fact)
     finally:
@@ -220,7 +220,7 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
             plan.produced_credential,
             agent_write._refuse_stated_credential,
         ) = real
-        agent_write.conversation_selectors.turn_message = turn_message
+        agent_write.stated_messages.turn_message = turn_message
 
 
 # What the produced lines of an append are read with: the file's last lines before it.

@@ -31,15 +31,13 @@ import json
 import math
 import re
 import statistics
-import subprocess
 import time
-import types
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from benchenv import PROJECT_ROOT, setup_django
+from benchenv import repository_at, setup_django
 
 setup_django()
 
@@ -47,7 +45,8 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from conversations.models import Conversation, Message  # noqa: E402
-from conversations.repository import HistoryQueryError, search_thread_messages  # noqa: E402
+from conversations.repository import search_thread_messages  # noqa: E402
+from conversations.repository.arguments import HistoryQueryError  # noqa: E402
 
 SETS_DIR = Path(__file__).resolve().parent / "recall_set"
 # (name, file, the user that holds it: with `-N` appended per conversation when it has several)
@@ -187,21 +186,6 @@ class OkapiBM25:
         return [message_id for message_id, _ in ranked[:LIMIT]]
 
 
-def _repository_at(revision: str) -> types.ModuleType:
-    """`conversations.repository` as it was at git `revision` (one file then), loaded beside
-    the current one."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:conversations/repository.py"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    module = types.ModuleType(f"repository_{revision}")
-    exec(compile(source, f"{revision}:conversations/repository.py", "exec"), module.__dict__)
-    return module
-
-
 def _ours(search: Callable[..., dict]) -> Callable[[int, str], list[int]]:
     def run(uid: int, query: str) -> list[int]:
         try:
@@ -282,7 +266,7 @@ def main() -> None:
     methods: dict[str, Callable] = {}
     if args.before:
         methods[f"before ({args.before})"] = _ours(
-            _repository_at(args.before).search_thread_messages
+            repository_at(args.before).search_thread_messages
         )
     methods["ours (as written)"] = _ours(search_thread_messages)
     methods["full text (OR)"] = _full_text

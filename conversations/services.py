@@ -15,8 +15,9 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Case, F, Q, Value, When
 
-from conversations import checkpoints, selectors
+from conversations import checkpoints
 from conversations.models import AgentRun, Conversation, Message, ToolCall
+from conversations.selectors.approvals import run_calls, run_pending_calls
 from conversations.users import active_user_sql
 from conversations.utils.connections import prepared_cursor
 from conversations.utils.db_functions import ClockTimestamp
@@ -421,7 +422,7 @@ def settle_pending_call(
     settled = Q(status=ToolCall.Status.PENDING)
     if was is not None:
         settled |= Q(status=was[0], error=was[1])
-    calls = selectors.run_calls(AgentRun.objects.filter(run_id=run_id)).filter(settled)
+    calls = run_calls(AgentRun.objects.filter(run_id=run_id)).filter(settled)
     return calls.filter(tool_call_id=tool_call_id, message__conversation=conversation).update(
         input=arguments, output=output, status=status, error=error
     )
@@ -449,7 +450,7 @@ def decline_approval(*, run: AgentRun, key: str, error: str, result: str) -> boo
                 finished_at=ClockTimestamp(),
                 error=error,
             )
-            pending = selectors.run_pending_calls(AgentRun.objects.filter(pk=run.pk))
+            pending = run_pending_calls(AgentRun.objects.filter(pk=run.pk))
             results = [
                 RunMessage(
                     role=Message.Role.TOOL,

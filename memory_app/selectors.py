@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 from conversations.models import AgentRun, ToolCall
-from conversations.selectors import tool_calls_during_runs
+from conversations.selectors.staff import tool_calls_during_runs
 from conversations.utils.ids import parse_uid
 from conversations.utils.invisible_text import escape_invisible_within
 from memory_app.authorization import memory_run_refusal, read_memory_state

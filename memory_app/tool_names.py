@@ -1,11 +1,11 @@
 """The name of every tool the agent may call, each defined once: the names tool calls are
 stored under, the model is offered, and the scripted model and the ledger look for.
 
-The two lookback tools' names belong to the history repository (`LOOKBACK_TOOL_NAMES`, whose
-results lookback hides); they are taken from there. A leaf: it imports nothing of this app.
+The two lookback tools' names belong to the history repository's read (`LOOKBACK_TOOL_NAMES`,
+whose results lookback hides); they are taken from there. A leaf: it imports nothing of this app.
 """
 
-from conversations.repository import LOOKBACK_TOOL_NAMES
+from conversations.repository.read import LOOKBACK_TOOL_NAMES
 
 # The agent's one memory write tool.
 REMEMBER_MEMORY_TOOL = "remember_memory"

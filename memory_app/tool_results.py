@@ -13,7 +13,7 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
-from conversations import repository as history
+from conversations.repository.budgets import to_json as history_json
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from memory_app.errors import (
     ConflictReason,
@@ -71,7 +71,7 @@ class ToolResult:
     def to_json(self) -> str:
         """The JSON text the model sees: the body on success, else `{"status", "message"}`."""
         if self.body is not None:
-            return history.to_json(self.body)
+            return history_json(self.body)
         return json.dumps({"status": self.status, "message": self.message}, ensure_ascii=False)
 
 

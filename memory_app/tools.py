@@ -23,8 +23,16 @@ from langchain_core.tools import BaseTool
 from langgraph.runtime import get_runtime
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from conversations import repository as history
 from conversations import runs as conversation_runs
+from conversations.repository import read_thread_messages, search_thread_messages
+from conversations.repository.arguments import (
+    NOT_FOUND_MESSAGE,
+    QUERY_MAX_CHARS,
+    TIME_BOUND_FORMAT,
+    HistoryNotFound,
+    HistoryQueryError,
+)
+from conversations.repository.budgets import READ_LIMIT_MAX, SEARCH_LIMIT_MAX
 from conversations.runs import ToolRuntimeContext
 from conversations.utils.connections import in_worker_thread, release_connection
 from conversations.utils.string_utils import is_storable_text
@@ -119,22 +127,22 @@ class RememberMemoryArguments(StrictArguments):
 class SearchThreadMessagesArguments(StrictArguments):
     query: str = Field(
         min_length=1,
-        max_length=history.QUERY_MAX_CHARS,
+        max_length=QUERY_MAX_CHARS,
         description=(
             "A few distinctive words, or the user's question as written (case-insensitive; "
             'stop words and punctuation are ignored); rarer words rank higher; "double quotes" '
             "keep an exact phrase together."
         ),
     )
-    limit: int = Field(default=5, ge=1, le=history.SEARCH_LIMIT_MAX)
+    limit: int = Field(default=5, ge=1, le=SEARCH_LIMIT_MAX)
     since: str | None = Field(
         default=None,
-        description=f"Only messages from this moment on (inclusive): {history.TIME_BOUND_FORMAT}.",
+        description=f"Only messages from this moment on (inclusive): {TIME_BOUND_FORMAT}.",
     )
     until: str | None = Field(
         default=None,
         max_length=64,
-        description=f"Only messages before this moment (exclusive): {history.TIME_BOUND_FORMAT}.",
+        description=f"Only messages before this moment (exclusive): {TIME_BOUND_FORMAT}.",
     )
 
 
@@ -145,7 +153,7 @@ class ReadThreadMessagesArguments(StrictArguments):
         ge=1,
         description="Read around this message (from a search hit); omit for the latest.",
     )
-    limit: int = Field(default=20, ge=1, le=history.READ_LIMIT_MAX)
+    limit: int = Field(default=20, ge=1, le=READ_LIMIT_MAX)
     include_tools: bool = False
 
 
@@ -312,10 +320,10 @@ class _HistoryTool(RunBoundTool):
             return ToolResult(ToolStatus.UNAVAILABLE, "history is unavailable right now")
         try:
             body = type(self).read(run.user_id, **arguments.model_dump(exclude_unset=True))
-        except history.HistoryQueryError as exc:
+        except HistoryQueryError as exc:
             return ToolResult(ToolStatus.REJECTED, str(exc))
-        except history.HistoryNotFound:
-            return ToolResult(ToolStatus.NOT_FOUND, history.NOT_FOUND_MESSAGE)
+        except HistoryNotFound:
+            return ToolResult(ToolStatus.NOT_FOUND, NOT_FOUND_MESSAGE)
         except DatabaseError:
             return ToolResult(ToolStatus.UNAVAILABLE, "history is unavailable right now")
         return ToolResult(ToolStatus.OK, body=body)
@@ -336,7 +344,7 @@ class SearchThreadMessagesTool(_HistoryTool):
     )
     args_schema: Any = _schema_of(SearchThreadMessagesArguments)
     arguments: ClassVar[type[StrictArguments]] = SearchThreadMessagesArguments
-    read: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(history.search_thread_messages)
+    read: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(search_thread_messages)
 
 
 class ReadThreadMessagesTool(_HistoryTool):
@@ -347,7 +355,7 @@ class ReadThreadMessagesTool(_HistoryTool):
     )
     args_schema: Any = _schema_of(ReadThreadMessagesArguments)
     arguments: ClassVar[type[StrictArguments]] = ReadThreadMessagesArguments
-    read: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(history.read_thread_messages)
+    read: ClassVar[Callable[..., dict[str, Any]]] = staticmethod(read_thread_messages)
 
 
 def make_remember_memory_tool(ctx: ToolRuntimeContext | None) -> RememberMemoryTool:

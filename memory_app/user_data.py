@@ -22,10 +22,10 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError, connection, transaction
 
 from conversations import checkpoints
-from conversations import selectors as conversation_selectors
 from conversations import services as conversation_services
 from conversations.models import AgentRun, ErasureFence
 from conversations.runs.reaping import fail_user_runs
+from conversations.selectors import export as conversation_export
 from conversations.users import has_is_active
 from conversations.utils.connections import direct_connection, server_cursor
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
@@ -173,9 +173,9 @@ def _write_export(out: IO[bytes], *, user: Any) -> None:
             out.write(b'], "memory_versions": [')
             _write_versions(out, user)
             out.write(b'], "pending_approvals": [')
-            conversation_selectors.write_user_pending_approvals(out, pg, user_id=user_id)
+            conversation_export.write_user_pending_approvals(out, pg, user_id=user_id)
             out.write(b'], "threads": [')
-            conversation_selectors.write_user_threads(out, pg, user_id=user_id)
+            conversation_export.write_user_threads(out, pg, user_id=user_id)
             out.write(b"]}")
         finally:
             pg.rollback()
@@ -236,7 +236,7 @@ def _write_events(out: IO[bytes], pg: psycopg.Connection, user_id: int) -> None:
         "export_events",
         _events_sql(),
         [user_id],
-        fetch_rows=conversation_selectors.EXPORT_FETCH_ROWS,
+        fetch_rows=conversation_export.EXPORT_FETCH_ROWS,
     ) as cursor:
         for index, (event_json,) in enumerate(cursor):
             if index:
@@ -341,7 +341,7 @@ def _delete_everything(user_id: int) -> dict[str, int]:
 
 def erasure_counts(*, user_ids: list[int]) -> dict[str, int]:
     """How many rows erasing these users would delete, by kind: counted set-wise, never listed."""
-    conversations = conversation_selectors.count_user_conversations(user_ids=user_ids)
+    conversations = conversation_export.count_user_conversations(user_ids=user_ids)
     return {
         "users": len(user_ids),
         **conversations,

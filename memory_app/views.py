@@ -20,9 +20,16 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from conversations import repository
-from conversations import selectors as thread_selectors
 from conversations.models import Conversation
+from conversations.repository import search_thread_messages
+from conversations.repository.arguments import HistoryQueryError
+from conversations.repository.budgets import SEARCH_LIMIT_MAX
+from conversations.selectors import pages as thread_pages
+from conversations.selectors.approvals import (
+    PendingApproval,
+    list_user_pending_approvals,
+    pending_approval,
+)
 from memory_app import selectors
 from memory_app.api_edge import URL_NAMESPACE
 from memory_app.conf import setting
@@ -36,7 +43,7 @@ THREADS_SHOWN = 30
 # Messages one load of a conversation shows (scrolling up loads the earlier ones).
 MESSAGES_SHOWN = 30
 # Conversation hits one search shows: the ranked history search's own ceiling.
-SEARCH_HITS = repository.SEARCH_LIMIT_MAX
+SEARCH_HITS = SEARCH_LIMIT_MAX
 # What a tool call is said to be doing while a reply streams (`running`), then its stored
 # statuses: the page's module looks each (tool, state) up in words, never showing the name.
 TOOL_STATES = ("running", "success", "pending", "declined", "error")
@@ -100,13 +107,13 @@ def threads_fragment(request: HttpRequest) -> HttpResponse:
     archived = request.GET.get("status") == Conversation.Status.ARCHIVED
     status = Conversation.Status.ARCHIVED if archived else None
     try:
-        listed = thread_selectors.list_user_threads(
+        listed = thread_pages.list_user_threads(
             user_id=request.user.pk,
             status=status,
             cursor=request.GET.get("cursor"),
             limit=THREADS_SHOWN,
         )
-    except thread_selectors.InvalidCursor:
+    except thread_pages.InvalidCursor:
         return HttpResponseBadRequest()
     return render(
         request,
@@ -126,8 +133,8 @@ class MessagesView:
     write waiting for the user's decision."""
 
     thread: Conversation
-    page: thread_selectors.MessagePage
-    approval: thread_selectors.PendingApproval | None
+    page: thread_pages.MessagePage
+    approval: PendingApproval | None
 
 
 @require_GET
@@ -136,19 +143,19 @@ class MessagesView:
 def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
     """A page of one of the user's threads; without a cursor its newest messages and its
     pending approval, with one the earlier messages (prepended as the reader scrolls up)."""
-    thread = thread_selectors.get_listed_thread(user_id=request.user.pk, thread_id=thread_id)
+    thread = thread_pages.get_listed_thread(user_id=request.user.pk, thread_id=thread_id)
     if thread is None:
         raise Http404("no such thread")
     cursor = request.GET.get("cursor")
     try:
-        listed = thread_selectors.list_thread_messages(
+        listed = thread_pages.list_thread_messages(
             user_id=request.user.pk, conversation=thread, cursor=cursor, limit=MESSAGES_SHOWN
         )
-    except thread_selectors.InvalidCursor:
+    except thread_pages.InvalidCursor:
         return HttpResponseBadRequest()
     approval = None
     if cursor is None:
-        approval = thread_selectors.pending_approval(conversation_id=thread.pk)
+        approval = pending_approval(conversation_id=thread.pk)
     view = MessagesView(thread=thread, page=listed, approval=approval)
     template = "older_messages.html" if cursor is not None else "messages.html"
     return render(request, f"memory_app/fragments/{template}", {"view": view})
@@ -194,7 +201,7 @@ def version_diff_fragment(request: HttpRequest, sha256: str) -> HttpResponse:
 @login_required
 def approvals_fragment(request: HttpRequest) -> HttpResponse:
     """The memory writes waiting for the user's decision, across their threads, in one place."""
-    approvals = thread_selectors.list_user_pending_approvals(user_id=request.user.pk)
+    approvals = list_user_pending_approvals(user_id=request.user.pk)
     return render(request, "memory_app/fragments/approvals.html", {"approvals": approvals})
 
 
@@ -206,8 +213,8 @@ def search_fragment(request: HttpRequest) -> HttpResponse:
     uses (`search_thread_messages`): the same visible messages, budgets and ranking."""
     query = request.GET.get("q", "")
     try:
-        found = repository.search_thread_messages(request.user.pk, query, limit=SEARCH_HITS)
-    except repository.HistoryQueryError:
+        found = search_thread_messages(request.user.pk, query, limit=SEARCH_HITS)
+    except HistoryQueryError:
         return render(
             request, "memory_app/fragments/search.html", {"query": query, "refused": True}
         )

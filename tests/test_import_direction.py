@@ -176,6 +176,27 @@ LAYERS = {
         {"conversations.users"},
         # how lookback reads a query's terms (standard library only)
         {"conversations.repository.terms"},
+        # lookback's statements, its caps and the checks of what a caller passes
+        {
+            "conversations.repository.arguments",
+            "conversations.repository.budgets",
+            "conversations.repository.sql",
+        },
+        # lookback's two calls
+        {"conversations.repository.read", "conversations.repository.search"},
+        # the other reads: the memory writes waiting for a decision, and those that need not
+        # know of them
+        {
+            "conversations.selectors.approvals",
+            "conversations.selectors.staff",
+            "conversations.selectors.stated_messages",
+        },
+        # the chat turn's reads, the thread pages and the export (each shows pending approvals)
+        {
+            "conversations.selectors.dialogue",
+            "conversations.selectors.export",
+            "conversations.selectors.pages",
+        },
         # the owners of lookback, of the other reads and of the checkpoints: none imports another
         {"conversations.checkpoints", "conversations.repository", "conversations.selectors"},
         # the writes (settling or declining an approval reads its pending call and deletes

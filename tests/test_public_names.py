@@ -177,8 +177,6 @@ APPS = {
 BEING_SPLIT = {
     "memory_app.llm",
     "memory_app.workspace",
-    "conversations.repository",
-    "conversations.selectors",
 }
 
 # The public names by module: the apps' lists, and the reference site's old paths (forwarding

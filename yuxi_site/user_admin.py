@@ -23,7 +23,7 @@ from django.utils.safestring import SafeString
 
 from conversations.admin.columns import related_list
 from conversations.admin_base import format_timestamp
-from conversations.selectors import first_related
+from conversations.selectors.staff import first_related
 from memory_app.user_admin import ErasingUserAdminMixin
 
 __all__ = ["SiteGroupAdmin", "SiteUserAdmin", "SuperuserWritesOnly"]

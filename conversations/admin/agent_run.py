@@ -33,7 +33,8 @@ from conversations.admin_base import (
 )
 from conversations.models import AgentRun, Conversation, Message, ToolCall
 from conversations.runs.leases import db_clock
-from conversations.selectors import RELATED_ROWS_SHOWN, child_runs, decided_calls
+from conversations.selectors.approvals import decided_calls
+from conversations.selectors.staff import RELATED_ROWS_SHOWN, child_runs
 from conversations.services import DECLINED
 from conversations.users import users_named
 

@@ -20,7 +20,7 @@ from conversations.admin_base import (
     user_name_lookup,
 )
 from conversations.models import AgentRun, Conversation
-from conversations.selectors import RelatedRows
+from conversations.selectors.staff import RelatedRows
 from conversations.utils.db_functions import byte_length, text_prefix
 
 

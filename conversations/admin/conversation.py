@@ -32,9 +32,11 @@ from conversations.admin_base import (
     user_name_lookup,
 )
 from conversations.models import HIDDEN_SOURCES, AgentRun, Conversation, Message, ToolCall
-from conversations.repository import READ_RESPONSE_MAX_BYTES, HistoryNotFound, read_thread_messages
-from conversations.repository import to_json as history_json
-from conversations.selectors import raw_messages_excerpt, thread_child_threads, thread_runs
+from conversations.repository import read_thread_messages
+from conversations.repository.arguments import HistoryNotFound
+from conversations.repository.budgets import READ_RESPONSE_MAX_BYTES
+from conversations.repository.budgets import to_json as history_json
+from conversations.selectors.staff import raw_messages_excerpt, thread_child_threads, thread_runs
 from conversations.users import users_named
 
 

@@ -27,7 +27,7 @@ from conversations.admin_base import (
     user_name_lookup,
 )
 from conversations.models import AgentRun, Conversation, Message, ToolCall
-from conversations.selectors import message_tool_calls
+from conversations.selectors.staff import message_tool_calls
 from conversations.users import users_named
 
 

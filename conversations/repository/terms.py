@@ -5,7 +5,7 @@ A model often sends the question itself ("When did Caroline go to the support gr
 text is a query: punctuation around words is dropped, a `"quoted phrase"` stays one term, CJK
 text is split at single-character function words, and stop words of both languages are dropped
 unless nothing else is left. Choosing at most `QUERY_TERMS_MAX` of many needs the user's own
-messages, so it is the search statement's caller that does it (`conversations.repository`).
+messages, so it is the search statement's caller that does it (`search.py`).
 Standard library only: no segmenter or stemmer package, the rules are spelled out here.
 """
 

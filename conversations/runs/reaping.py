@@ -5,10 +5,11 @@ user's runs when the user is erased (`fail_user_runs`)."""
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-from conversations import checkpoints, selectors, services
+from conversations import checkpoints, services
 from conversations.models import AgentRun
 from conversations.runs.rows import checkpoint_key
 from conversations.runs.starting import pending_cutoff
+from conversations.selectors.approvals import expired_interrupts
 from conversations.utils.db_functions import ClockTimestamp
 
 # `AgentRun.error` of a run failed by `fail_expired_runs`.
@@ -42,7 +43,7 @@ def _declined_result() -> str:
 
 def _decline_expired_approvals() -> int:
     """Decline every approval left undecided longer than `MEMORY_APPROVAL_TTL_SECONDS`."""
-    expired = selectors.expired_interrupts().select_related("conversation")
+    expired = expired_interrupts().select_related("conversation")
     return sum(
         services.decline_approval(
             run=run,

@@ -13,7 +13,7 @@ from conversations.admin.agent_run import AgentRunAdmin
 from conversations.admin.columns import related_list
 from conversations.admin_base import change_link, format_timestamp
 from conversations.models import AgentRun
-from conversations.selectors import first_related
+from conversations.selectors.staff import first_related
 from memory_app.admin.ledger import kind_label, ledger_url
 from memory_app.models import MemoryEvent
 from memory_app.selectors import ledger_events, memory_write_refusal

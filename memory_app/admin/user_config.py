@@ -28,7 +28,8 @@ from conversations.admin_base import (
     user_name_lookup,
 )
 from conversations.models import AgentRun, Conversation
-from conversations.selectors import first_related, pending_approvals
+from conversations.selectors.approvals import pending_approvals
+from conversations.selectors.staff import first_related
 from conversations.users import users_named
 from conversations.utils.string_utils import truncate_utf8
 from memory_app.admin.ledger import (

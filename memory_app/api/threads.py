@@ -14,8 +14,9 @@ from django.http import HttpRequest, StreamingHttpResponse
 from django.utils.translation import gettext, gettext_noop
 from ninja import Query, Router, Status
 
-from conversations import selectors as thread_selectors
 from conversations import services as thread_services
+from conversations.selectors import approvals as approval_selectors
+from conversations.selectors import pages as thread_selectors
 from memory_app import selectors
 from memory_app.api.schemas import (
     COMMON,
@@ -112,7 +113,7 @@ def list_thread_messages(
 def list_approvals(request: HttpRequest) -> Any:
     """The memory writes waiting for your decision, across your threads (decide with `resume`
     on `/chat/` or `/chat/stream/`)."""
-    return {"approvals": thread_selectors.list_user_pending_approvals(user_id=request.auth.pk)}
+    return {"approvals": approval_selectors.list_user_pending_approvals(user_id=request.auth.pk)}
 
 
 @router.get("/export/", response={200: ExportDocument, **COMMON}, tags=["export"])

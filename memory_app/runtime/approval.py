@@ -22,7 +22,7 @@ from langchain_core.messages.tool import ToolCall as LangChainToolCall
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from conversations.selectors import PendingApproval
+from conversations.selectors.approvals import PendingApproval
 from memory_app.errors import MemoryUnavailable, MemoryWriteError
 from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused

@@ -14,12 +14,14 @@ from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext_lazy, gettext_noop
 
-from conversations import runs, selectors, services
+from conversations import runs, services
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
 from conversations.runs.rows import checkpoint_key
 from conversations.runs.starting import start_run_with_messages
 from conversations.runs.tool_lock import TOOL_RUN_TYPES
+from conversations.selectors.approvals import pending_approval, undecided_interrupts
+from conversations.selectors.dialogue import chat_thread_entry
 from conversations.users import active_user_q
 from conversations.utils.string_utils import (
     is_storable_text,
@@ -128,7 +130,7 @@ def _entry_thread(*, user_id: int, thread_id: str | None, first_message: str) ->
             raise ChatError(_INACTIVE_USER)
         conversation.undecided = False
         return conversation
-    conversation, undecided = selectors.chat_thread_entry(user_id=user_id, thread_id=thread_id)
+    conversation, undecided = chat_thread_entry(user_id=user_id, thread_id=thread_id)
     if conversation is None:
         _refuse_inactive_user(user_id)  # an inactive user is refused as such, not as not found
         raise ChatThreadNotFound("no such thread")
@@ -188,7 +190,7 @@ DECLINED_BY_MESSAGE_ERROR = "declined: the user sent a new message instead of de
 def _decline_undecided(conversation: Conversation) -> None:
     """Decline the thread's undecided approval before a new message: its call answered
     `declined` (so the stored history stays well-formed), its checkpoints deleted."""
-    for run in selectors.undecided_interrupts(conversation_id=conversation.pk):
+    for run in undecided_interrupts(conversation_id=conversation.pk):
         run.conversation = conversation
         services.decline_approval(
             run=run,
@@ -238,9 +240,9 @@ def open_resume_turn(*, user_id: int, thread_id: str, resume: object) -> Turn:
     if not isinstance(thread_id, str):
         raise ChatInputError(gettext_noop("a decision needs the thread_id of its thread"))
     conversation = _entry_thread(user_id=user_id, thread_id=thread_id, first_message="")
-    approval = selectors.pending_approval(conversation_id=conversation.pk)
+    approval = pending_approval(conversation_id=conversation.pk)
     interrupted = (
-        selectors.undecided_interrupts(conversation_id=conversation.pk, run_id=approval.run_id)
+        undecided_interrupts(conversation_id=conversation.pk, run_id=approval.run_id)
         .select_related("conversation")
         .first()
         if approval is not None

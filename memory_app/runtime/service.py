@@ -19,8 +19,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
-from conversations import checkpoints, selectors
+from conversations import checkpoints
 from conversations.models import AgentRun, Message
+from conversations.selectors import dialogue
 from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
@@ -255,7 +256,7 @@ def chatbot_input(
     earlier = (
         []
         if turn.new_thread
-        else selectors.recent_dialogue(
+        else dialogue.recent_dialogue(
             conversation=turn.handle.conversation, before=turn.user_message
         )
     )
@@ -266,6 +267,6 @@ def chatbot_input(
     )
 
 
-def _dialogue_message(turn: selectors.DialogueTurn) -> BaseMessage:
+def _dialogue_message(turn: dialogue.DialogueTurn) -> BaseMessage:
     content = f"{turn.content}\n{DIALOGUE_CUT_MARKER}" if turn.truncated else turn.content
     return HumanMessage(content) if turn.role == Message.Role.USER else AIMessage(content)

@@ -18,9 +18,9 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
-from conversations import selectors
 from conversations.models import AgentRun, Conversation, Message
 from conversations.runs import ToolRuntimeContext
+from conversations.selectors.approvals import PendingApproval
 from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.concurrency.loop import CANCELLED_BY_INTERRUPT, cancel_reason
 from memory_app.runtime.context import RunContext
@@ -62,7 +62,7 @@ class Turn:
     checkpoint_key: str = ""
     new_thread: bool = False
     decision: dict[str, Any] | None = None
-    approval: selectors.PendingApproval | None = None
+    approval: PendingApproval | None = None
     # Filled when the agent phase is cancelled: the results of the tool calls that had ended,
     # and the calls still running (a started call runs to its end; see `guards.StartedCalls`).
     tool_results: dict[str, ToolMessage] = field(default_factory=dict)

@@ -12,9 +12,9 @@ import hashlib
 from django.db import connection, transaction
 from django.utils.translation import gettext_noop
 
-from conversations import selectors as conversation_selectors
 from conversations.models import AgentRun
 from conversations.runs import ToolRuntimeContext
+from conversations.selectors import approvals, stated_messages
 from memory_app.authorization import MemoryRunRefused, grant_memory_run, read_memory_state
 from memory_app.credentials import repeat_needles, stated_credential_in
 from memory_app.errors import (
@@ -85,7 +85,7 @@ def _remember_locked(
     run = grant.run
     # A decided write (the call a user's decision released, in the resume run carrying it) is
     # the user's act; with approval on, no other call writes.
-    decided = conversation_selectors.is_released_call(run=run, tool_call_id=tool_call_id)
+    decided = approvals.is_released_call(run=run, tool_call_id=tool_call_id)
     workspace = Workspace.for_user(run.user_id)
     if grant.state.write_approval and not decided:
         # A call never put to the user because it would make a credential is refused as such.
@@ -93,7 +93,7 @@ def _remember_locked(
         if refusal is not None:
             raise refusal
         raise MemoryApprovalRequired(gettext_noop("needs the user's approval"))
-    turn = conversation_selectors.turn_message(conversation_id=run.conversation_id)
+    turn = stated_messages.turn_message(conversation_id=run.conversation_id)
     _refuse_stated_credential(run.user_id, content, turn=turn)
     with file_fence(workspace):
         result = _remember_fenced(
@@ -118,7 +118,7 @@ def _refuse_stated_credential(user_id: int, content: str, *, turn: str | None = 
     message that states one. Only messages sharing a piece of the content or of the turn's
     message (`repeat_needles`) are read and looked through."""
     needles = repeat_needles(content) + ([] if turn is None else repeat_needles(turn))
-    said = conversation_selectors.user_messages_containing(
+    said = stated_messages.user_messages_containing(
         user_id=user_id, needles=list(dict.fromkeys(needles))
     )
     kind = stated_credential_in(content, said)

@@ -9,12 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from conversations.models import Conversation, Message, ToolCall
-from conversations.repository import (
-    HistoryNotFound,
-    HistoryQueryError,
-    read_thread_messages,
-    search_thread_messages,
-)
+from conversations.repository import read_thread_messages, search_thread_messages
+from conversations.repository.arguments import HistoryNotFound, HistoryQueryError
 from tests.contract.helpers import (
     HIT_KEYS,
     KIB,

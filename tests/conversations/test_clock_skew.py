@@ -32,7 +32,7 @@ import django
 django.setup()
 from conversations.models import Message
 from conversations.runs.leases import db_clock
-from conversations.selectors import recent_dialogue
+from conversations.selectors.dialogue import recent_dialogue
 from memory_app.runtime import chat
 
 user_id, message, thread_id = int(sys.argv[1]), sys.argv[2], sys.argv[3] or None

@@ -9,12 +9,12 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conversations import repository
 from conversations.models import VISIBLE_MESSAGE, VISIBLE_THREAD, Conversation, Message
-from conversations.repository import (
+from conversations.repository import read_thread_messages, search, search_thread_messages, terms
+from conversations.repository.arguments import HistoryNotFound, HistoryQueryError
+from conversations.repository.budgets import (
     CONTENT_MAX_BYTES,
     CONTENTS_MAX_BYTES,
-    LOOKBACK_TOOL_NAMES,
     READ_RESPONSE_MAX_BYTES,
     SEARCH_RESPONSE_MAX_BYTES,
     SNIPPET_MAX_BYTES,
@@ -22,17 +22,15 @@ from conversations.repository import (
     TOOL_CALL_MAX_BYTES,
     TOOL_CALLS_MAX,
     TOOL_CALLS_MAX_BYTES,
-    HistoryNotFound,
-    HistoryQueryError,
-    _escaped_bytes,
+    escaped_bytes,
+    take_within,
+    to_json,
+)
+from conversations.repository.read import (
+    LOOKBACK_TOOL_NAMES,
     _read_bound,
-    _take_within,
     _tool_call_frame_bytes,
     _tool_call_item,
-    read_thread_messages,
-    search_thread_messages,
-    terms,
-    to_json,
 )
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
 from tests.contract.helpers import HIT_KEYS, MESSAGE_KEYS, TOOL_CALL_KEYS
@@ -76,7 +74,7 @@ def search_step(request, monkeypatch):
     """Each step of a search in turn: the scan of the newest messages (which answers whenever
     they hold a full page of hits), and the indexed one, forced by an empty window."""
     if request.param == "indexed":
-        monkeypatch.setattr(repository, "SEARCH_WINDOW", 0)
+        monkeypatch.setattr(search, "SEARCH_WINDOW", 0)
     return request.param
 
 
@@ -831,7 +829,7 @@ def test_the_read_size_bound_is_never_below_the_serialized_size(contents, title,
             }
             for i, text in enumerate(tool_texts)
         ]
-        response["tool_calls"], _ = _take_within(items, TOOL_CALLS_MAX_BYTES - 2)
+        response["tool_calls"], _ = take_within(items, TOOL_CALLS_MAX_BYTES - 2)
     assert _read_bound(response) >= _size(response)
 
 
@@ -855,7 +853,7 @@ def test_timestamps_formatted_in_sql_read_as_python_isoformat_of_the_utc_value(m
 @settings(max_examples=300, deadline=None)
 @given(text=st.text() | st.text(alphabet=st.characters(max_codepoint=0x7F)))
 def test_the_escaped_size_of_a_string_is_its_serialized_size(text):
-    assert _escaped_bytes(text) == len(to_json(text).encode("utf-8")) - 2
+    assert escaped_bytes(text) == len(to_json(text).encode("utf-8")) - 2
 
 
 @settings(max_examples=200, deadline=None)
@@ -1517,7 +1515,7 @@ UNINDEXABLE = ["C++", "...", "%%%", "%" * 256, "—" * 100, "a b c d e f g h", "
 
 @pytest.mark.parametrize("query", UNINDEXABLE)
 def test_a_query_no_index_can_narrow_walks_only_the_newest_window(query, monkeypatch):
-    monkeypatch.setattr(repository, "SEARCH_WINDOW", 30)
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 30)
     user = UserFactory()
     thread = _thread(user)
     old = _messages(thread, [f"old {query} here"])[0]
@@ -1648,7 +1646,7 @@ def test_an_absent_word_that_an_older_message_holds_is_kept_over_a_frequent_one(
     old = _messages(thread, ["ancientword only here"])[0]
     for n, content in enumerate(["often here"] * 4 + [" ".join(words)], start=1):
         MessageFactory(conversation=thread, content=content, created_at=T0 + timedelta(days=n))
-    monkeypatch.setattr(repository, "SEARCH_WINDOW", 3)  # the old message is out of the window
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 3)  # the old message is out of the window
     hits = search_thread_messages(user.pk, " ".join([*words, "ancientword"]), limit=10)["results"]
     assert old.pk in [h["message_id"] for h in hits]
     assert all("often" not in h["matched_terms"] for h in hits)

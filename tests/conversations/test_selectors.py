@@ -2,15 +2,20 @@ from datetime import timedelta
 
 import pytest
 
-from conversations import selectors
 from conversations.models import VISIBLE_MESSAGE, Conversation, Message
-from conversations.selectors import (
+from conversations.selectors.dialogue import (
     DIALOGUE_CONTENT_MAX_BYTES,
     DIALOGUE_MAX_MESSAGES,
+    chat_thread_entry,
+    recent_dialogue,
+)
+from conversations.selectors.export import count_user_conversations
+from conversations.selectors.staff import (
     RAW_CONTENT_BYTES,
     RAW_MESSAGES_SHOWN,
     raw_messages_excerpt,
 )
+from conversations.selectors.stated_messages import STATED_MESSAGES_MAX, user_messages_containing
 from tests.factories import AgentRunFactory, ConversationFactory, MessageFactory, ToolCallFactory
 
 pytestmark = pytest.mark.django_db
@@ -20,12 +25,12 @@ def test_the_chat_thread_entry_finds_only_the_users_visible_thread():
     thread = ConversationFactory()
     child = ConversationFactory(user=thread.user, parent=thread)
     archived = ConversationFactory(user=thread.user, status=Conversation.Status.ARCHIVED)
-    found, _ = selectors.chat_thread_entry(user_id=thread.user_id, thread_id=thread.thread_id)
+    found, _ = chat_thread_entry(user_id=thread.user_id, thread_id=thread.thread_id)
     assert found == thread
-    other, _ = selectors.chat_thread_entry(user_id=thread.user_id + 1, thread_id=thread.thread_id)
+    other, _ = chat_thread_entry(user_id=thread.user_id + 1, thread_id=thread.thread_id)
     assert other is None
     for hidden in (child, archived):
-        entry = selectors.chat_thread_entry(user_id=thread.user_id, thread_id=hidden.thread_id)
+        entry = chat_thread_entry(user_id=thread.user_id, thread_id=hidden.thread_id)
         assert entry[0] is None
 
 
@@ -38,7 +43,7 @@ def test_recent_dialogue_is_the_latest_user_and_assistant_text_before_the_anchor
     MessageFactory(conversation=ConversationFactory(user=thread.user))
     anchor = MessageFactory(conversation=thread)
     MessageFactory(conversation=thread)
-    dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    dialogue = recent_dialogue(conversation=thread, before=anchor)
     assert [(turn.role, turn.content) for turn in dialogue] == [
         (m.role, m.content) for m in texts[-DIALOGUE_MAX_MESSAGES:]
     ]
@@ -52,7 +57,7 @@ def test_recent_dialogue_admits_exactly_what_the_lookback_message_rule_admits():
         for message_type in Message.Type.values
     ]
     anchor = MessageFactory(conversation=thread)
-    dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    dialogue = recent_dialogue(conversation=thread, before=anchor)
     visible = Message.objects.filter(VISIBLE_MESSAGE, pk__in=[m.pk for m in every_kind])
     assert [turn.content for turn in dialogue] == [m.content for m in visible.order_by("id")]
     assert {(m.role, m.message_type) for m in visible} == {("user", "text"), ("assistant", "text")}
@@ -71,7 +76,7 @@ def test_recent_dialogue_cuts_off_at_the_anchor_in_created_at_then_id_order():
     )
     MessageFactory(conversation=thread, content="tied, higher id", created_at=at)
     assert tied_before.pk < later_but_lower_id.pk < anchor.pk < earlier_but_higher_id.pk
-    dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+    dialogue = recent_dialogue(conversation=thread, before=anchor)
     assert [turn.content for turn in dialogue] == ["earlier, higher id", "tied, lower id"]
 
 
@@ -81,7 +86,7 @@ def test_recent_dialogue_cuts_each_content_in_the_database(django_assert_max_num
     short = MessageFactory(conversation=thread, content="short")
     anchor = MessageFactory(conversation=thread)
     with django_assert_max_num_queries(1) as captured:
-        dialogue = selectors.recent_dialogue(conversation=thread, before=anchor)
+        dialogue = recent_dialogue(conversation=thread, before=anchor)
     assert [turn.role for turn in dialogue] == [huge.role, short.role]
     cut = dialogue[0].content
     assert len(cut.encode("utf-8")) == DIALOGUE_CONTENT_MAX_BYTES and dialogue[0].truncated
@@ -97,7 +102,7 @@ def test_the_chat_thread_entry_of_an_id_no_database_can_store_is_none_without_a_
     thread = ConversationFactory()
     with django_assert_num_queries(0):
         for thread_id in (thread.thread_id + "\x00", "\ud800"):
-            found, _ = selectors.chat_thread_entry(user_id=thread.user_id, thread_id=thread_id)
+            found, _ = chat_thread_entry(user_id=thread.user_id, thread_id=thread_id)
             assert found is None
 
 
@@ -149,9 +154,9 @@ def test_count_user_conversations_counts_each_kind_for_the_given_users_only():
     ToolCallFactory(message=second)
     AgentRunFactory(user=first.conversation.user, conversation=first.conversation)
     MessageFactory()  # another user's
-    counts = selectors.count_user_conversations(user_ids=[first.conversation.user_id])
+    counts = count_user_conversations(user_ids=[first.conversation.user_id])
     assert counts == {"threads": 2, "messages": 2, "tool_calls": 1, "runs": 1}
-    assert selectors.count_user_conversations(user_ids=[]) == dict.fromkeys(counts, 0)
+    assert count_user_conversations(user_ids=[]) == dict.fromkeys(counts, 0)
 
 
 # --- the user's own recent messages a memory write is checked against -------------------------
@@ -165,16 +170,16 @@ def test_user_messages_containing_reads_the_newest_own_user_messages_of_any_thre
     MessageFactory(conversation=thread, role=Message.Role.ASSISTANT, content="4821 noted")
     MessageFactory(conversation=ConversationFactory(), content="someone else's 4821")
     MessageFactory(conversation=thread, content="nothing here")
-    found = selectors.user_messages_containing(user_id=thread.user_id, needles=["4821"])
+    found = user_messages_containing(user_id=thread.user_id, needles=["4821"])
     assert sorted(found) == ["My PIN is 4821", "pin 4821 again"]
-    assert selectors.user_messages_containing(user_id=thread.user_id, needles=[]) == []
+    assert user_messages_containing(user_id=thread.user_id, needles=[]) == []
 
 
 def test_user_messages_containing_takes_needles_literally_and_ignores_case():
     thread = ConversationFactory()
     MessageFactory(conversation=thread, content="axxb and Tr0ub4dor")
-    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["a%b", "a_xb"]) == []
-    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["TR0UB4DOR"]) == [
+    assert user_messages_containing(user_id=thread.user_id, needles=["a%b", "a_xb"]) == []
+    assert user_messages_containing(user_id=thread.user_id, needles=["TR0UB4DOR"]) == [
         "axxb and Tr0ub4dor"
     ]
 
@@ -183,10 +188,10 @@ def test_user_messages_containing_reads_only_the_last_30_days_and_newest_1000():
     thread = ConversationFactory()
     old = MessageFactory(conversation=thread, content="old 4821")
     Message.objects.filter(pk=old.pk).update(created_at=old.created_at - timedelta(days=31))
-    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["4821"]) == []
+    assert user_messages_containing(user_id=thread.user_id, needles=["4821"]) == []
     Message.objects.filter(pk=old.pk).update(created_at=old.created_at)
     Message.objects.bulk_create(
         Message(conversation=thread, role=Message.Role.USER, content=f"later {n}")
-        for n in range(selectors.STATED_MESSAGES_MAX)
+        for n in range(STATED_MESSAGES_MAX)
     )
-    assert selectors.user_messages_containing(user_id=thread.user_id, needles=["4821"]) == []
+    assert user_messages_containing(user_id=thread.user_id, needles=["4821"]) == []

@@ -10,7 +10,7 @@ from django.test import Client
 from django.utils import timezone
 
 from conversations.models import Conversation, Message, ToolCall
-from conversations.selectors import list_thread_messages
+from conversations.selectors.pages import list_thread_messages
 from memory_app.runtime import chat
 from memory_app.services import set_memory_write_approval
 from tests.factories import (

@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from conversations.models import Conversation, Message, ToolCall
-from conversations.selectors import list_user_pending_approvals
+from conversations.selectors.approvals import list_user_pending_approvals
 from memory_app.selectors import read_memory_file
 from tests.factories import ConversationFactory, UserConfigFactory, UserFactory
 from tests.memory_app.helpers import remember

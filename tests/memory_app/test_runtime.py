@@ -12,7 +12,7 @@ from conversations import runs
 from conversations.models import AgentRun, Conversation, ToolCall
 from conversations.repository import read_thread_messages
 from conversations.runs.keeper import LeaseKeeper
-from conversations.selectors import DIALOGUE_CONTENT_MAX_BYTES
+from conversations.selectors.dialogue import DIALOGUE_CONTENT_MAX_BYTES
 from conversations.utils.db_functions import ClockTimestamp
 from memory_app import runtime
 from memory_app.llm import ScriptedChatModel

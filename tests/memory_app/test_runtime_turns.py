@@ -9,8 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from langchain_core.messages import HumanMessage
 
-from conversations import runs, selectors
+from conversations import runs
 from conversations.models import AgentRun, Message
+from conversations.selectors import dialogue
 from memory_app.llm import ScriptedChatModel
 from memory_app.runtime.agent_phase import run_agent
 from memory_app.runtime.closing import close_turn
@@ -69,9 +70,9 @@ def test_a_turn_that_opens_its_thread_reads_no_earlier_dialogue_and_a_later_turn
 ):
     user = UserConfigFactory(enable_memory=False).user
     read = []
-    real = selectors.recent_dialogue
+    real = dialogue.recent_dialogue
     monkeypatch.setattr(
-        selectors, "recent_dialogue", lambda **kwargs: read.append(kwargs) or real(**kwargs)
+        dialogue, "recent_dialogue", lambda **kwargs: read.append(kwargs) or real(**kwargs)
     )
     first = open_turn(user_id=user.pk, thread_id=None, message="hello")
     assert first.new_thread

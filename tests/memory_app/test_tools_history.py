@@ -8,7 +8,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from conversations import runs
 from conversations.models import AgentRun, Message, ToolCall
-from conversations.repository import read_thread_messages, search_thread_messages, to_json
+from conversations.repository import read_thread_messages, search_thread_messages
+from conversations.repository.budgets import to_json
 from conversations.runs import ToolRuntimeContext
 from conversations.utils.db_functions import ClockTimestamp
 from memory_app.llm import ScriptedChatModel
