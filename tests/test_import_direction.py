@@ -100,6 +100,11 @@ LAYERS = {
         {"memory_app.tool_results"},
         {"memory_app.tools"},
         {"memory_app.middleware"},
+        # the chat models: the scripted one, the OpenAI-compatible one on its HTTP client, and
+        # the one the settings configure
+        {"memory_app.llm.endpoint", "memory_app.llm.http_client", "memory_app.llm.scripted"},
+        {"memory_app.llm.openai_compatible"},
+        {"memory_app.llm.settings"},
         {"memory_app.llm"},
         # the Chat service, part by part
         # the concurrency helpers: no run, graph or model

@@ -17,7 +17,7 @@ from langchain_openai import ChatOpenAI
 from openai import DefaultAioHttpClient
 
 from memory_app import llm
-from memory_app.llm import ScriptedChatModel
+from memory_app.llm import ScriptedChatModel, http_client, openai_compatible
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.selectors import MemorySnapshot
 from tests.factories import RunningAgentRunFactory, context_for
@@ -254,7 +254,9 @@ def test_the_model_serves_a_new_event_loop_each_time_and_keeps_a_loops_connectio
     assert ports[3] == ports[4]  # HTTP/1.1 keep-alive within a loop
 
 
-async def _one_reply(client: llm.PerLoopAsyncHttpClient, url: str) -> asyncio.AbstractEventLoop:
+async def _one_reply(
+    client: http_client.PerLoopAsyncHttpClient, url: str
+) -> asyncio.AbstractEventLoop:
     """A streamed model reply read through `client` on the running loop; that loop."""
     model = llm.CompatibleChatOpenAI(
         base_url=url,
@@ -271,7 +273,7 @@ async def _one_reply(client: llm.PerLoopAsyncHttpClient, url: str) -> asyncio.Ab
 def test_each_loops_client_is_the_sdks_aiohttp_client_closed_when_asyncio_run_ends(
     wire_model, caplog
 ):
-    client = llm.PerLoopAsyncHttpClient()
+    client = http_client.PerLoopAsyncHttpClient()
     loops, clients = [], []
     for _ in range(2):  # each run's client read before the next run drops it
         loops.append(asyncio.run(_one_reply(client, wire_model.url)))
@@ -302,17 +304,17 @@ def _loop_in_a_thread() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def test_the_client_of_a_loop_still_running_at_exit_is_closed_there(wire_model):
-    client = llm.PerLoopAsyncHttpClient()
+    client = http_client.PerLoopAsyncHttpClient()
     with _loop_in_a_thread() as loop:
         asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
         entry = client._by_loop[loop]
         assert not entry.client.is_closed
-        llm._close_clients_at_exit()  # what atexit calls
+        http_client._close_clients_at_exit()  # what atexit calls
         assert entry.client.is_closed and loop not in client._by_loop
 
 
 def test_a_forked_child_neither_closes_nor_uses_its_parents_client(wire_model):
-    client = llm.PerLoopAsyncHttpClient()
+    client = http_client.PerLoopAsyncHttpClient()
     with _loop_in_a_thread() as loop:
         asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
         parents = client._by_loop[loop].client
@@ -337,7 +339,7 @@ def test_a_refused_or_dropped_connection_is_a_connection_error_not_a_timeout(wir
         url = f"http://127.0.0.1:{refusing}/v1" if answer == "refused" else wire_model.url
         wire_model.answer(Reply(drop_after=0))
         with pytest.raises(openai.APIConnectionError) as raised:
-            asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), url))
+            asyncio.run(_one_reply(http_client.PerLoopAsyncHttpClient(), url))
     assert not isinstance(raised.value, openai.APITimeoutError), repr(raised.value)
 
 
@@ -368,10 +370,10 @@ def test_the_aiohttp_client_takes_its_proxy_from_the_environment_as_httpx_does(
     with _refusing_port() as refusing:  # a proxy that is not there: a request through it fails
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{refusing}")
         with pytest.raises(openai.APIConnectionError):
-            asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+            asyncio.run(_one_reply(http_client.PerLoopAsyncHttpClient(), wire_model.url))
     assert wire_model.requests == []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+    asyncio.run(_one_reply(http_client.PerLoopAsyncHttpClient(), wire_model.url))
     assert len(wire_model.requests) == 1
 
 
@@ -411,7 +413,9 @@ def test_a_streamed_request_is_what_the_sdks_own_create_sends_and_reads_the_same
             _streamed(bound, question) if sync else asyncio.run(_astreamed(bound, question))
         )
     mine, plain = wire_model.requests
-    assert isinstance(ours.client if sync else ours.async_client, llm._StreamedCompletions)
+    assert isinstance(
+        ours.client if sync else ours.async_client, openai_compatible._StreamedCompletions
+    )
     assert (mine.path, mine.authorization, mine.body) == (
         plain.path,
         plain.authorization,
