@@ -24,7 +24,8 @@ from memory_app.selectors import (
     read_memory_for_prompt,
 )
 from memory_app.tools import RunBoundTool, build_memory_tools
-from memory_app.workspace import WorkspaceError, WorkspaceUnavailable
+from memory_app.workspace import WorkspaceError
+from memory_app.workspace.errors import WorkspaceUnavailable
 
 __all__ = [
     "MemoryPrompt",

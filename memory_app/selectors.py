@@ -44,7 +44,8 @@ from memory_app.versions import (
     read_memory_version,
     version_sha256,
 )
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 __all__ = [
     "EARLIER",

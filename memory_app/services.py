@@ -77,7 +77,9 @@ from memory_app.memory_file import (
 )
 from memory_app.models import MemoryEventKind, UserConfig
 from memory_app.user_data import ErasureReport, erase_user
-from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace, WorkspaceError
+from memory_app.workspace import Workspace, WorkspaceError
+from memory_app.workspace.paths import MEMORY_RELPATH
+from memory_app.workspace.reads import DigestedRead
 
 __all__ = [
     "ADDED",

@@ -53,7 +53,8 @@ DOCUMENTED = {
         "ToolRuntimeContext",
     ],
     "conversations.repository": ["search_thread_messages", "read_thread_messages"],
-    "memory_app.workspace": ["Workspace"],
+    # the errors `read_memory_file` may raise (docs/memory-writes.md), for a host to catch
+    "memory_app.workspace": ["Workspace", "WorkspaceError", "WorkspacePathRefused"],
     "memory_app.context": ["build_agent_input_context", "AgentInputContext"],
     "memory_app.middleware": ["YuxiMemoryMiddleware", "injected_memory"],
     "memory_app.services": [
@@ -91,7 +92,7 @@ DOCUMENTED = {
         "ToolResult",
         "ToolStatus",
     ],
-    "memory_app.llm": ["chat_model_from_settings", "ScriptedChatModel"],
+    "memory_app.llm": ["chat_model_from_settings", "ScriptedChatModel", "CompatibleChatOpenAI"],
     "memory_app.runtime.call_limit": ["ModelCallLimit"],
     "memory_app.runtime": [
         "ToolRuntimeContext",
