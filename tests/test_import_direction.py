@@ -112,8 +112,8 @@ LAYERS = {
         {"memory_app.middleware"},
         # the chat models: the scripted one, the OpenAI-compatible one on its HTTP client, and
         # the one the settings configure
-        {"memory_app.llm.endpoint", "memory_app.llm.http_client", "memory_app.llm.scripted"},
-        {"memory_app.llm.openai_compatible"},
+        {"memory_app.llm.endpoint", "memory_app.llm.http_client", "memory_app.llm.language"},
+        {"memory_app.llm.openai_compatible", "memory_app.llm.scripted"},
         {"memory_app.llm.settings"},
         {"memory_app.llm"},
         # the Chat service, part by part

@@ -1,5 +1,5 @@
 """`ScriptedChatModel`: a deterministic stand-in for an LLM (tests, the demo), driven by the
-user's phrasing, its tool results said in words.
+user's phrasing, its tool results said in words, in the user's language.
 """
 
 import json
@@ -7,6 +7,8 @@ import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
+from django.utils import translation
+from django.utils.translation import gettext, gettext_noop
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
@@ -22,6 +24,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from memory_app.llm.language import reply_language
 from memory_app.middleware import injected_memory
 from memory_app.tool_names import (
     REMEMBER_MEMORY_TOOL,
@@ -45,6 +48,11 @@ _INTENTS = (
     (_SEARCH, SEARCH_THREAD_MESSAGES_TOOL, "query"),
     (_DELEGATE, SUBAGENT_TOOL_NAME, "task"),
 )
+# With translations off, the reply's language is the message's script: Chinese if it holds a
+# Han character (the CJK blocks and their compatibility ideographs), else English.
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+HAN_SCRIPT_LANGUAGE = "zh-hans"
+OTHER_SCRIPT_LANGUAGE = "en"
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -55,6 +63,10 @@ class ScriptedChatModel(BaseChatModel):
     `delegate_to_subagent` (each only when that tool is bound); "what do you remember?"
     quotes the memory the memory middleware injected; anything else is echoed. After tool
     results it says what they were in words ("Saved to memory."), never their JSON.
+
+    Its words are in the language of the turn (`reply_language`): a served turn's is its
+    request's (the page's and the API's, from the user's choice or `Accept-Language`). With
+    translations off (`manage.py chat`), they follow the script of the user's message.
 
     Streamed (`stream`/`astream`, or a graph streamed in `messages` mode), the same reply
     comes word by word, its tool calls in one last chunk, so token streaming is exercised
@@ -105,7 +117,16 @@ class ScriptedChatModel(BaseChatModel):
             yield chunk
 
     def reply(self, messages: list[BaseMessage]) -> AIMessage:
-        """The scripted answer to `messages`."""
+        """The scripted answer to `messages`, in the turn's language, else (translations off) in
+        the one of the user's script."""
+        language = reply_language()
+        if language is None:
+            han = _HAN.search(_user_text(messages))
+            language = HAN_SCRIPT_LANGUAGE if han else OTHER_SCRIPT_LANGUAGE
+        with translation.override(language):
+            return self._answer(messages)
+
+    def _answer(self, messages: list[BaseMessage]) -> AIMessage:
         last = messages[-1]
         if isinstance(last, ToolMessage):
             return AIMessage(content=_report_tool_results(messages))
@@ -122,9 +143,17 @@ class ScriptedChatModel(BaseChatModel):
         if _RECALL.search(text):
             memory = injected_memory(messages)
             if not memory or not memory.strip():
-                return AIMessage(content="I have no saved memory.")
-            return AIMessage(content="From memory:\n" + memory.rstrip("\n"))
-        return AIMessage(content=f"You said: {text}")
+                return AIMessage(content=gettext("I have no saved memory."))
+            return AIMessage(content=gettext("From memory:") + "\n" + memory.rstrip("\n"))
+        return AIMessage(content=gettext("You said: %(text)s") % {"text": text})
+
+
+def _user_text(messages: list[BaseMessage]) -> str:
+    """The text of the user's last message (before any tool results that answer it)."""
+    for message in reversed(messages):
+        if isinstance(message, HumanMessage):
+            return message.text
+    return ""
 
 
 def _chunks(reply: AIMessage) -> list[ChatGenerationChunk]:
@@ -145,9 +174,9 @@ def _chunks(reply: AIMessage) -> list[ChatGenerationChunk]:
 # What the scripted model says after a memory write, by the write's status: a person reads the
 # demo's reply, so a tool result is said in words, never as its JSON.
 _WRITE_WORDS = {
-    "added": "Saved to memory.",
-    "replaced": "Memory corrected.",
-    "unchanged": "That is already in memory.",
+    "added": gettext_noop("Saved to memory."),
+    "replaced": gettext_noop("Memory corrected."),
+    "unchanged": gettext_noop("That is already in memory."),
 }
 
 
@@ -162,18 +191,22 @@ def _said(message: ToolMessage) -> str:
         return f"{message.name or 'tool'}: {message.text}"
     status = result.get("status")
     if status in _WRITE_WORDS:
-        return _WRITE_WORDS[status]
+        return gettext(_WRITE_WORDS[status])
     if status not in (None, "success", "ok"):
-        return f"Not done ({message.name}): {result.get('message') or status}."
+        reason = result.get("message") or status
+        return gettext("Not done (%(tool)s): %(reason)s.") % {
+            "tool": message.name,
+            "reason": reason,
+        }
     if isinstance(result.get("answer"), str):  # a sub-agent's answer, reported as it is
         return result["answer"]
     for key, words in (
-        ("results", "Found {} matching messages."),
-        ("messages", "Read {} messages."),
+        ("results", gettext_noop("Found %(count)s matching messages.")),
+        ("messages", gettext_noop("Read %(count)s messages.")),
     ):
         if isinstance(result.get(key), list):
-            return words.format(len(result[key]))
-    return f"{message.name or 'tool'}: done."
+            return gettext(words) % {"count": len(result[key])}
+    return gettext("%(tool)s: done.") % {"tool": message.name or "tool"}
 
 
 def _report_tool_results(messages: list[BaseMessage]) -> str:

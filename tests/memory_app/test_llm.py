@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 import openai
 import pytest
+from django.utils import translation
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -118,6 +119,67 @@ def test_scripted_model_says_a_tool_result_in_words():
     ]
     answer = scripted(remember_memory).invoke(messages)
     assert answer.text == "Saved to memory."  # in words, never the result's JSON
+
+
+def tool_results(*results: tuple[str, str], said: str = "remember a") -> list:
+    """The user's message `said`, the model's calls and each call's `(tool name, JSON result)`."""
+    calls = [{"id": f"c{n}", "name": name, "args": {}} for n, (name, _) in enumerate(results)]
+    return [
+        HumanMessage(said),
+        AIMessage(content="", tool_calls=calls),
+        *(
+            ToolMessage(result, tool_call_id=f"c{n}", name=name)
+            for n, (name, result) in enumerate(results)
+        ),
+    ]
+
+
+# Every canned text of the scripted model, in English and in Simplified Chinese.
+SAID = [
+    ([HumanMessage("hello")], "You said: hello", "你说：hello"),
+    ([HumanMessage("what do you remember?")], "I have no saved memory.", "我还没有保存任何记忆。"),
+    (
+        tool_results(
+            ("remember_memory", '{"status": "added"}'),
+            ("remember_memory", '{"status": "replaced"}'),
+            ("remember_memory", '{"status": "unchanged"}'),
+        ),
+        "Saved to memory.\nMemory corrected.\nThat is already in memory.",
+        "已保存到记忆。\n记忆已更正。\n记忆里已经有这一条了。",
+    ),
+    (
+        tool_results(
+            ("search_thread_messages", '{"status": "success", "results": [1, 2]}'),
+            ("read_thread_messages", '{"status": "success", "messages": [1]}'),
+            ("remember_memory", '{"status": "rejected", "message": "too long"}'),
+            ("other_tool", "{}"),
+        ),
+        "Found 2 matching messages.\nRead 1 messages.\nNot done (remember_memory): too long."
+        "\nother_tool: done.",
+        "找到 2 条相关消息。\n读了 1 条消息。\n未完成（remember_memory）：too long。"
+        "\nother_tool：已完成。",
+    ),
+]
+
+
+@pytest.mark.parametrize(("messages", "english", "chinese"), SAID)
+def test_scripted_model_speaks_the_active_language(messages, english, chinese):
+    with translation.override("en"):
+        assert ScriptedChatModel().invoke(messages).text == english
+    with translation.override("zh-hans"):
+        assert ScriptedChatModel().invoke(messages).text == chinese
+
+
+def test_with_translations_off_the_scripted_model_follows_the_users_script():
+    with translation.override(None):
+        assert ScriptedChatModel().invoke([HumanMessage("你好")]).text == "你说：你好"
+        assert ScriptedChatModel().invoke([HumanMessage("hello")]).text == "You said: hello"
+        added = tool_results(("remember_memory", '{"status": "added"}'), said="记住：我喜欢茶")
+        assert ScriptedChatModel().invoke(added).text == "已保存到记忆。"
+        assert translation.get_language() is None  # left as it was
+    # An active language wins over the script: the English page echoes Chinese in English.
+    with translation.override("en"):
+        assert ScriptedChatModel().invoke([HumanMessage("你好")]).text == "You said: 你好"
 
 
 @pytest.mark.django_db
