@@ -7,8 +7,7 @@ user-level memory reaches only the top-level chat agent, through `YuxiMemoryMidd
 import logging
 from dataclasses import dataclass
 
-from memory_app.workspace import Workspace, WorkspaceError
-from memory_app.workspace.errors import WorkspaceUnavailable
+from memory_app.workspace import Workspace, WorkspaceError, WorkspaceUnavailable
 from memory_app.workspace.paths import AGENTS_RELPATH, USER_RELPATH
 
 logger = logging.getLogger(__name__)

@@ -24,8 +24,7 @@ from memory_app.selectors import (
     read_memory_for_prompt,
 )
 from memory_app.tools import RunBoundTool, build_memory_tools
-from memory_app.workspace import WorkspaceError
-from memory_app.workspace.errors import WorkspaceUnavailable
+from memory_app.workspace import WorkspaceError, WorkspaceUnavailable
 
 __all__ = [
     "MemoryPrompt",

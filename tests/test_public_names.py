@@ -53,8 +53,14 @@ DOCUMENTED = {
         "ToolRuntimeContext",
     ],
     "conversations.repository": ["search_thread_messages", "read_thread_messages"],
-    # the errors `read_memory_file` may raise (docs/memory-writes.md), for a host to catch
-    "memory_app.workspace": ["Workspace", "WorkspaceError", "WorkspacePathRefused"],
+    # the errors `read_memory_file` may raise (docs/memory-writes.md) and a turn's when the
+    # workspace root cannot be used (the changelog's 0.2.0), for a host to catch
+    "memory_app.workspace": [
+        "Workspace",
+        "WorkspaceError",
+        "WorkspacePathRefused",
+        "WorkspaceUnavailable",
+    ],
     "memory_app.context": ["build_agent_input_context", "AgentInputContext"],
     "memory_app.middleware": ["YuxiMemoryMiddleware", "injected_memory"],
     "memory_app.services": [

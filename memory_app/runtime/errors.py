@@ -10,7 +10,7 @@ from django.utils.translation import gettext_noop
 from langchain.agents.middleware.model_call_limit import ModelCallLimitExceededError
 
 from memory_app.runtime.limits import MAX_MODEL_CALLS
-from memory_app.workspace.errors import WorkspaceUnavailable
+from memory_app.workspace import WorkspaceUnavailable
 
 
 class ChatError(Exception):

@@ -8,7 +8,11 @@ neither redirect a read nor a write. `WORKSPACE_ROOT` itself is trusted. The sub
 (`Workspace`, all of them for one user).
 """
 
-from memory_app.workspace.errors import WorkspaceError, WorkspacePathRefused
+from memory_app.workspace.errors import (
+    WorkspaceError,
+    WorkspacePathRefused,
+    WorkspaceUnavailable,
+)
 from memory_app.workspace.user import Workspace
 
-__all__ = ["Workspace", "WorkspaceError", "WorkspacePathRefused"]
+__all__ = ["Workspace", "WorkspaceError", "WorkspacePathRefused", "WorkspaceUnavailable"]

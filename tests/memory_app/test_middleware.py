@@ -15,7 +15,7 @@ from memory_app.models import UserConfig
 from memory_app.runtime import chat
 from memory_app.selectors import MEMORY_PROMPT_MAX_BYTES
 from memory_app.services import set_memory_enabled
-from memory_app.workspace.errors import WorkspaceUnavailable
+from memory_app.workspace import WorkspaceUnavailable
 from tests.factories import RunningAgentRunFactory, UserConfigFactory, UserFactory, context_for
 
 pytestmark = pytest.mark.django_db
