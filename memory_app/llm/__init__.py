@@ -3,7 +3,8 @@
 Everything else (messages, tool binding, the wire format, retries) is LangChain's. The
 sub-modules: `settings` (the model the settings configure), `openai_compatible`
 (`CompatibleChatOpenAI`), `http_client` (its per-loop async HTTP client), `endpoint` (which
-model a call went to) and `scripted` (`ScriptedChatModel`).
+model a call went to), `scripted` (`ScriptedChatModel`) and `language` (the language of a
+turn's replies, carried from its caller).
 """
 
 from memory_app.llm.openai_compatible import CompatibleChatOpenAI
