@@ -37,7 +37,8 @@ from memory_app.runtime import ToolRuntimeContext  # noqa: E402
 from memory_app.selectors import memory_line_origins, read_memory_file  # noqa: E402
 from memory_app.services import remember_memory, write_memory_file  # noqa: E402
 from memory_app.versions import MEMORY_VERSIONS_DIR  # noqa: E402
-from memory_app.workspace import MEMORY_RELPATH, Workspace  # noqa: E402
+from memory_app.workspace import Workspace  # noqa: E402
+from memory_app.workspace.paths import MEMORY_RELPATH  # noqa: E402
 
 PREFIX = f"bench-origins-{uuid.uuid4().hex[:8]}"
 CHANGES = 20

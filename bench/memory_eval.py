@@ -49,7 +49,7 @@ from memory_app.models import MemoryEvent  # noqa: E402
 from memory_app.runtime import ChatError, ChatTurn, chat  # noqa: E402
 from memory_app.selectors import read_memory_file  # noqa: E402
 from memory_app.tool_names import MEMORY_TOOL_NAMES, REMEMBER_MEMORY_TOOL  # noqa: E402
-from memory_app.workspace import MEMORY_RELPATH  # noqa: E402
+from memory_app.workspace.paths import MEMORY_RELPATH  # noqa: E402
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 LANGUAGES = ("en", "zh")

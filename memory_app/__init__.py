@@ -117,5 +117,11 @@ PUBLIC_API: dict[str, tuple[str, ...]] = {
     ),
     "memory_app.urls": ("app_name", "urlpatterns"),
     "memory_app.user_admin": ("ErasingUserAdminMixin",),
-    "memory_app.workspace": ("Workspace",),
+    # and the errors `read_memory_file` may raise, and a turn's when the root cannot be used
+    "memory_app.workspace": (
+        "Workspace",
+        "WorkspaceError",
+        "WorkspacePathRefused",
+        "WorkspaceUnavailable",
+    ),
 }

@@ -7,13 +7,8 @@ user-level memory reaches only the top-level chat agent, through `YuxiMemoryMidd
 import logging
 from dataclasses import dataclass
 
-from memory_app.workspace import (
-    AGENTS_RELPATH,
-    USER_RELPATH,
-    Workspace,
-    WorkspaceError,
-    WorkspaceUnavailable,
-)
+from memory_app.workspace import Workspace, WorkspaceError, WorkspaceUnavailable
+from memory_app.workspace.paths import AGENTS_RELPATH, USER_RELPATH
 
 __all__ = [
     "build_agent_input_context",

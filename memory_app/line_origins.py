@@ -44,7 +44,8 @@ from memory_app.memory_file import (
 )
 from memory_app.models import MemoryEvent, MemoryEventKind
 from memory_app.versions import EMPTY_SHA256, FILE_CHANGING_KINDS, read_memory_version
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 # The origin of a line no recorded change can be shown to have brought.
 EARLIER = "earlier"

@@ -18,7 +18,8 @@ from django.db import connection
 from memory_app.conf import setting
 from memory_app.errors import MemoryUnavailable, memory_errors
 from memory_app.models import MemoryEvent
-from memory_app.workspace import MEMORY_LOCK_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_LOCK_RELPATH
 
 # Advisory lock names are this prefix plus the uid, hashed by PostgreSQL (see `_LOCK_SQL`).
 MEMORY_LOCK_PREFIX = "yuxi-memory:"

@@ -11,7 +11,9 @@ from typing import Literal
 
 from conversations.utils.invisible_text import INVISIBLE_CHARACTERS
 from memory_app.credentials import CredentialFinding, find_credentials
-from memory_app.workspace import MEMORY_RELPATH, DigestedRead, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_RELPATH
+from memory_app.workspace.reads import DigestedRead
 
 # Largest MEMORY.md accepted as a source and produced as a result, in UTF-8 bytes.
 MEMORY_FILE_MAX_BYTES = 131072

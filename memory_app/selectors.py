@@ -26,7 +26,8 @@ from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
 from memory_app.versions import list_memory_versions, read_memory_version
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 # The module's public list (the memory app's `PUBLIC_API` entry).
 __all__ = [

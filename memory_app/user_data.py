@@ -34,12 +34,8 @@ from memory_app.login_sessions import delete_user_sessions
 from memory_app.memory_file import read_memory_file
 from memory_app.models import LoginSession, MemoryEvent, UserConfig
 from memory_app.versions import kept_version_hashes, list_memory_versions, read_memory_version
-from memory_app.workspace import (
-    AGENTS_RELPATH,
-    USER_RELPATH,
-    Workspace,
-    WorkspaceError,
-)
+from memory_app.workspace import Workspace, WorkspaceError
+from memory_app.workspace.paths import AGENTS_RELPATH, USER_RELPATH
 
 logger = logging.getLogger("yuxi.memory")
 

@@ -26,7 +26,8 @@ from memory_app.conf import setting
 from memory_app.errors import MemoryUnavailable, MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent, MemoryEventKind
-from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspaceError
+from memory_app.workspace import Workspace, WorkspaceError
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 logger = logging.getLogger("yuxi.memory")
 

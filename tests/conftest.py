@@ -3,6 +3,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection, connections
 from django.test import override_settings
+from django.utils import translation
 
 from conversations import checkpoints
 from memory_app.runtime.concurrency.loop import run_sync
@@ -29,6 +30,14 @@ def _fast_and_isolated(settings, tmp_path):
     settings.LLM_BASE_URL = ""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
+
+
+@pytest.fixture(autouse=True)
+def _default_language():
+    """Every test starts in the default language: the one a request activated stays active in
+    the test's thread (Django's LocaleMiddleware never deactivates it), and a turn run outside
+    a request answers in the active one (the demo model speaks it)."""
+    translation.deactivate()
 
 
 @pytest.fixture

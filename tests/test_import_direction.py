@@ -76,6 +76,16 @@ LAYERS = {
         {"memory_app.checks"},
         # the credential detector's format plugins and its rules about numbers
         {"memory_app.credential_formats", "memory_app.credential_numbers"},
+        # the workspace files: their errors, their places and the no-follow walk, then what is
+        # done with them (reads, locks, writes), then one user's `Workspace` with all of them
+        {"memory_app.workspace.errors"},
+        {"memory_app.workspace.paths"},
+        {
+            "memory_app.workspace.reads",
+            "memory_app.workspace.locking",
+            "memory_app.workspace.writes",
+        },
+        {"memory_app.workspace.user"},
         # leaves: the models, the file system, the names and limits everything shares
         {"memory_app", "memory_app.models", "memory_app.workspace", "memory_app.credentials"},
         {
@@ -107,6 +117,11 @@ LAYERS = {
         {"memory_app.tool_results"},
         {"memory_app.tools"},
         {"memory_app.middleware"},
+        # the chat models: the scripted one, the OpenAI-compatible one on its HTTP client, and
+        # the one the settings configure
+        {"memory_app.llm.endpoint", "memory_app.llm.http_client", "memory_app.llm.language"},
+        {"memory_app.llm.openai_compatible", "memory_app.llm.scripted"},
+        {"memory_app.llm.settings"},
         {"memory_app.llm"},
         # the Chat service, part by part
         # the concurrency helpers: no run, graph or model

@@ -30,7 +30,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from conversations.runs import ToolRuntimeContext
 from memory_app.conf import DEFAULT_AGENT_INSTRUCTIONS, setting
 from memory_app.context import build_agent_input_context
-from memory_app.llm import chat_model_from_settings, model_settings
+from memory_app.llm.settings import chat_model_from_settings, model_settings
 from memory_app.middleware import MemoryPrompt, YuxiMemoryMiddleware
 from memory_app.runtime.approval import approval_middleware
 from memory_app.runtime.call_limit import ModelCallLimit

@@ -15,7 +15,7 @@ from langchain_core.messages.tool import tool_call
 
 from conversations.models import ToolCall
 from conversations.utils.string_utils import is_storable_text, truncate_utf8
-from memory_app.llm import model_endpoint
+from memory_app.llm.endpoint import model_endpoint
 from memory_app.runtime.errors import ModelFailure
 from memory_app.runtime.limits import (
     ASSISTANT_TEXT_MAX_BYTES,

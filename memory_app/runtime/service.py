@@ -11,9 +11,10 @@ interrupted graph's shape and the user's decision.
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from django.utils import translation
 from django.utils.translation import gettext_noop
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -22,6 +23,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from conversations import checkpoints
 from conversations.models import AgentRun, Message
 from conversations.selectors import dialogue
+from memory_app.llm.language import carry_language
 from memory_app.middleware import MemoryPrompt
 from memory_app.runtime.agent_phase import astream_agent
 from memory_app.runtime.approval import decision_command
@@ -78,6 +80,9 @@ class ChatRequest:
     # Where a graph with approval keeps its checkpoints (None: the process loop's async
     # saver).
     checkpointer: BaseCheckpointSaver | None = None
+    # The caller's active language, taken where the request is made (Django's stays in the
+    # caller's thread): what the turn's replies are for (`carry_language`).
+    language: str | None = field(default_factory=translation.get_language)
 
     def open(self) -> Turn:
         """A turn for the message, or a resume turn for the decision (exactly one is given)."""
@@ -102,6 +107,7 @@ async def aturn(request: ChatRequest, *, events: bool, reason: str) -> AsyncIter
     reading cancels the run (`cancellation`); a failure after the open is raised by the close
     (`ChatModelUnavailable`, `ChatRunLost`, or the original error), the run finished first.
     """
+    carry_language(request.language)
     if request.checkpointer is None:
         request = replace(request, checkpointer=await checkpoints.async_checkpointer())
     turn = await aopen(on_database(request.open)(), reason=reason)

@@ -37,7 +37,8 @@ from memory_app.services.plan import (
     planned_write,
 )
 from memory_app.services.publish import publish_recorded
-from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspaceError
+from memory_app.workspace import Workspace, WorkspaceError
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 
 def _remember_fenced(

@@ -27,7 +27,8 @@ from memory_app.locks import (
     restore_lock_timeout,
     take_memory_lock,
 )
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 logger = logging.getLogger("yuxi.memory")
 

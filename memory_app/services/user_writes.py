@@ -40,7 +40,8 @@ from memory_app.services.publish import (
     record_unchanged_file,
     user_write,
 )
-from memory_app.workspace import MEMORY_RELPATH, DigestedRead
+from memory_app.workspace.paths import MEMORY_RELPATH
+from memory_app.workspace.reads import DigestedRead
 
 
 def _checked_user_text(text: object) -> bytes:

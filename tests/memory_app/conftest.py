@@ -6,7 +6,7 @@ import pytest
 from django.conf import settings
 from django.test import Client
 
-from memory_app import workspace as workspace_module
+from memory_app.workspace import reads as workspace_reads
 from tests.factories import UserConfigFactory, memory_run
 from tests.memory_app.helpers import csrf_session
 
@@ -19,7 +19,7 @@ def run():
 
 @pytest.fixture
 def os_read_sizes(monkeypatch) -> list[int]:
-    """Byte counts the workspace module asks `os.read` for (the real read still happens)."""
+    """Byte counts the workspace's reads ask `os.read` for (the real read still happens)."""
     requested: list[int] = []
     real_read = os.read
 
@@ -27,7 +27,7 @@ def os_read_sizes(monkeypatch) -> list[int]:
         requested.append(n)
         return real_read(fd, n)
 
-    monkeypatch.setattr(workspace_module.os, "read", counting_read)
+    monkeypatch.setattr(workspace_reads.os, "read", counting_read)
     return requested
 
 

@@ -169,6 +169,20 @@ class TestChatEndpoint:
         assert follow_up.json()["reply"] == "You said: thanks"
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("language", "reply"), [("en", "You said: hello"), ("zh-hans", "你说：hello")]
+)
+def test_the_demo_model_answers_in_the_language_of_accept_language(logged_in, language, reply):
+    response = logged_in.post(
+        URL,
+        data=json.dumps({"message": "hello"}),
+        content_type="application/json",
+        headers={"X-CSRFToken": CSRF_TOKEN, "Accept-Language": language},
+    )
+    assert response.json()["reply"] == reply
+
+
 class LiveSession:
     """A client of the live server over real HTTP, carrying a session and a CSRF cookie."""
 

@@ -134,17 +134,22 @@ def test_a_turn_over_asgi_streams_server_sent_events_from_run_to_done():
     assert Message.objects.filter(conversation=run.conversation).last().content == reply
 
 
-def test_a_turn_over_wsgi_streams_the_same_events_from_a_sync_iterator():
-    user = UserConfigFactory(enable_memory=True).user
+def post_over_wsgi(user, message: str, headers: dict[str, str] | None = None):
+    """`POST /api/chat/stream/` of `message` through the WSGI handler as `user` (a session,
+    CSRF), with `headers` besides."""
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
     client.cookies[settings.CSRF_COOKIE_NAME] = CSRF_TOKEN
-    response = client.post(
+    return client.post(
         URL,
-        data=json.dumps({"message": "hello there"}),
+        data=json.dumps({"message": message}),
         content_type="application/json",
-        headers={"X-CSRFToken": CSRF_TOKEN},
+        headers={"X-CSRFToken": CSRF_TOKEN, **(headers or {})},
     )
+
+
+def test_a_turn_over_wsgi_streams_the_same_events_from_a_sync_iterator():
+    response = post_over_wsgi(UserConfigFactory(enable_memory=True).user, "hello there")
     assert response.status_code == 200
     assert response["Content-Type"] == "text/event-stream"
     assert not response.is_async
@@ -152,6 +157,38 @@ def test_a_turn_over_wsgi_streams_the_same_events_from_a_sync_iterator():
     assert [name for name, _ in events if name != "token"] == ["run", "done"]
     tokens = "".join(data["text"] for name, data in events if name == "token")
     assert tokens == events[-1][1]["reply"] == "You said: hello there"
+
+
+@pytest.mark.parametrize(
+    ("language", "reply"), [("en", "You said: hello there"), ("zh-hans", "你说：hello there")]
+)
+def test_the_demo_model_streams_over_wsgi_in_the_language_of_accept_language(language, reply):
+    user = UserConfigFactory().user
+    response = post_over_wsgi(user, "hello there", {"Accept-Language": language})
+    events = parse_sse(b"".join(response.streaming_content))
+    tokens = "".join(data["text"] for name, data in events if name == "token")
+    assert tokens == events[-1][1]["reply"] == reply
+
+
+@pytest.mark.parametrize(
+    ("language", "reply"), [("en", "Saved to memory."), ("zh-hans", "已保存到记忆。")]
+)
+def test_the_demo_model_streams_over_asgi_in_the_language_of_accept_language(language, reply):
+    user = UserConfigFactory(enable_memory=True).user
+
+    async def scenario():
+        client = await logged_in_async_client(user)
+        response = await client.post(
+            URL,
+            data=json.dumps({"message": "remember that I like tea"}),
+            content_type="application/json",
+            headers={"X-CSRFToken": CSRF_TOKEN, "Accept-Language": language},
+        )
+        return await body_of(response)
+
+    events = parse_sse(run_client(scenario))
+    assert [data["status"] for name, data in events if name == "tool_result"] == ["success"]
+    assert events[-1][1]["reply"] == reply
 
 
 def asgi_chat_stream(user, message: str) -> tuple[dict, bytes]:

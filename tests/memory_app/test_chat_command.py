@@ -51,6 +51,12 @@ def test_thread_option_continues_that_thread():
     assert thread.messages.count() == 2
 
 
+def test_with_no_language_chosen_the_demo_model_answers_in_the_script_of_the_message():
+    thread = ConversationFactory(user=UserFactory(username="mei"))
+    output = run_chat("--user", "mei", "--thread", thread.thread_id, "你好")
+    assert "yuxi> 你说：你好" in output
+
+
 def test_interactive_mode_keeps_one_thread_until_an_empty_line(monkeypatch):
     user = UserFactory(username="mei")
     output = run_chat("--user", "mei", stdin="first\nsecond\n\nignored\n", monkeypatch=monkeypatch)

@@ -11,13 +11,14 @@ from urllib.parse import urlsplit
 
 import openai
 import pytest
+from django.utils import translation
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 from openai import DefaultAioHttpClient
 
 from memory_app import llm
-from memory_app.llm import ScriptedChatModel
+from memory_app.llm import ScriptedChatModel, http_client, openai_compatible
 from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.selectors import MemorySnapshot
 from tests.factories import RunningAgentRunFactory, context_for
@@ -118,6 +119,67 @@ def test_scripted_model_says_a_tool_result_in_words():
     ]
     answer = scripted(remember_memory).invoke(messages)
     assert answer.text == "Saved to memory."  # in words, never the result's JSON
+
+
+def tool_results(*results: tuple[str, str], said: str = "remember a") -> list:
+    """The user's message `said`, the model's calls and each call's `(tool name, JSON result)`."""
+    calls = [{"id": f"c{n}", "name": name, "args": {}} for n, (name, _) in enumerate(results)]
+    return [
+        HumanMessage(said),
+        AIMessage(content="", tool_calls=calls),
+        *(
+            ToolMessage(result, tool_call_id=f"c{n}", name=name)
+            for n, (name, result) in enumerate(results)
+        ),
+    ]
+
+
+# Every canned text of the scripted model, in English and in Simplified Chinese.
+SAID = [
+    ([HumanMessage("hello")], "You said: hello", "你说：hello"),
+    ([HumanMessage("what do you remember?")], "I have no saved memory.", "我还没有保存任何记忆。"),
+    (
+        tool_results(
+            ("remember_memory", '{"status": "added"}'),
+            ("remember_memory", '{"status": "replaced"}'),
+            ("remember_memory", '{"status": "unchanged"}'),
+        ),
+        "Saved to memory.\nMemory corrected.\nThat is already in memory.",
+        "已保存到记忆。\n记忆已更正。\n记忆里已经有这一条了。",
+    ),
+    (
+        tool_results(
+            ("search_thread_messages", '{"status": "success", "results": [1, 2]}'),
+            ("read_thread_messages", '{"status": "success", "messages": [1]}'),
+            ("remember_memory", '{"status": "rejected", "message": "too long"}'),
+            ("other_tool", "{}"),
+        ),
+        "Found 2 matching messages.\nRead 1 messages.\nNot done (remember_memory): too long."
+        "\nother_tool: done.",
+        "找到 2 条相关消息。\n读了 1 条消息。\n未完成（remember_memory）：too long。"
+        "\nother_tool：已完成。",
+    ),
+]
+
+
+@pytest.mark.parametrize(("messages", "english", "chinese"), SAID)
+def test_scripted_model_speaks_the_active_language(messages, english, chinese):
+    with translation.override("en"):
+        assert ScriptedChatModel().invoke(messages).text == english
+    with translation.override("zh-hans"):
+        assert ScriptedChatModel().invoke(messages).text == chinese
+
+
+def test_with_translations_off_the_scripted_model_follows_the_users_script():
+    with translation.override(None):
+        assert ScriptedChatModel().invoke([HumanMessage("你好")]).text == "你说：你好"
+        assert ScriptedChatModel().invoke([HumanMessage("hello")]).text == "You said: hello"
+        added = tool_results(("remember_memory", '{"status": "added"}'), said="记住：我喜欢茶")
+        assert ScriptedChatModel().invoke(added).text == "已保存到记忆。"
+        assert translation.get_language() is None  # left as it was
+    # An active language wins over the script: the English page echoes Chinese in English.
+    with translation.override("en"):
+        assert ScriptedChatModel().invoke([HumanMessage("你好")]).text == "You said: 你好"
 
 
 @pytest.mark.django_db
@@ -254,7 +316,9 @@ def test_the_model_serves_a_new_event_loop_each_time_and_keeps_a_loops_connectio
     assert ports[3] == ports[4]  # HTTP/1.1 keep-alive within a loop
 
 
-async def _one_reply(client: llm.PerLoopAsyncHttpClient, url: str) -> asyncio.AbstractEventLoop:
+async def _one_reply(
+    client: http_client.PerLoopAsyncHttpClient, url: str
+) -> asyncio.AbstractEventLoop:
     """A streamed model reply read through `client` on the running loop; that loop."""
     model = llm.CompatibleChatOpenAI(
         base_url=url,
@@ -271,7 +335,7 @@ async def _one_reply(client: llm.PerLoopAsyncHttpClient, url: str) -> asyncio.Ab
 def test_each_loops_client_is_the_sdks_aiohttp_client_closed_when_asyncio_run_ends(
     wire_model, caplog
 ):
-    client = llm.PerLoopAsyncHttpClient()
+    client = http_client.PerLoopAsyncHttpClient()
     loops, clients = [], []
     for _ in range(2):  # each run's client read before the next run drops it
         loops.append(asyncio.run(_one_reply(client, wire_model.url)))
@@ -302,17 +366,17 @@ def _loop_in_a_thread() -> Iterator[asyncio.AbstractEventLoop]:
 
 
 def test_the_client_of_a_loop_still_running_at_exit_is_closed_there(wire_model):
-    client = llm.PerLoopAsyncHttpClient()
+    client = http_client.PerLoopAsyncHttpClient()
     with _loop_in_a_thread() as loop:
         asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
         entry = client._by_loop[loop]
         assert not entry.client.is_closed
-        llm._close_clients_at_exit()  # what atexit calls
+        http_client._close_clients_at_exit()  # what atexit calls
         assert entry.client.is_closed and loop not in client._by_loop
 
 
 def test_a_forked_child_neither_closes_nor_uses_its_parents_client(wire_model):
-    client = llm.PerLoopAsyncHttpClient()
+    client = http_client.PerLoopAsyncHttpClient()
     with _loop_in_a_thread() as loop:
         asyncio.run_coroutine_threadsafe(_one_reply(client, wire_model.url), loop).result(10)
         parents = client._by_loop[loop].client
@@ -337,7 +401,7 @@ def test_a_refused_or_dropped_connection_is_a_connection_error_not_a_timeout(wir
         url = f"http://127.0.0.1:{refusing}/v1" if answer == "refused" else wire_model.url
         wire_model.answer(Reply(drop_after=0))
         with pytest.raises(openai.APIConnectionError) as raised:
-            asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), url))
+            asyncio.run(_one_reply(http_client.PerLoopAsyncHttpClient(), url))
     assert not isinstance(raised.value, openai.APITimeoutError), repr(raised.value)
 
 
@@ -368,10 +432,10 @@ def test_the_aiohttp_client_takes_its_proxy_from_the_environment_as_httpx_does(
     with _refusing_port() as refusing:  # a proxy that is not there: a request through it fails
         monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{refusing}")
         with pytest.raises(openai.APIConnectionError):
-            asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+            asyncio.run(_one_reply(http_client.PerLoopAsyncHttpClient(), wire_model.url))
     assert wire_model.requests == []
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    asyncio.run(_one_reply(llm.PerLoopAsyncHttpClient(), wire_model.url))
+    asyncio.run(_one_reply(http_client.PerLoopAsyncHttpClient(), wire_model.url))
     assert len(wire_model.requests) == 1
 
 
@@ -411,7 +475,9 @@ def test_a_streamed_request_is_what_the_sdks_own_create_sends_and_reads_the_same
             _streamed(bound, question) if sync else asyncio.run(_astreamed(bound, question))
         )
     mine, plain = wire_model.requests
-    assert isinstance(ours.client if sync else ours.async_client, llm._StreamedCompletions)
+    assert isinstance(
+        ours.client if sync else ours.async_client, openai_compatible._StreamedCompletions
+    )
     assert (mine.path, mine.authorization, mine.body) == (
         plain.path,
         plain.authorization,

@@ -7,7 +7,6 @@ import time
 import pytest
 from django.db import connection
 
-from memory_app import workspace as workspace_module
 from memory_app.models import MemoryEvent
 from memory_app.selectors import read_memory_file
 from memory_app.services import (
@@ -18,7 +17,9 @@ from memory_app.services import (
     remember_memory,
     write_memory_file,
 )
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace import locking as workspace_locking
+from memory_app.workspace.paths import MEMORY_RELPATH
 from tests.factories import ConversationFactory, RunningAgentRunFactory, context_for, memory_user
 from tests.memory_app.helpers import sha
 
@@ -109,7 +110,7 @@ def pause_before_ledger(monkeypatch) -> _Pause:
 def flock_waiters(monkeypatch) -> dict[threading.Thread, threading.Event]:
     """`flock_waiters[thread]` is set once that thread found the file lock held by another."""
     waiting: dict[threading.Thread, threading.Event] = {}
-    real = workspace_module.fcntl.flock
+    real = workspace_locking.fcntl.flock
 
     def observed(fd, operation):
         try:
@@ -118,7 +119,7 @@ def flock_waiters(monkeypatch) -> dict[threading.Thread, threading.Event]:
             waiting.setdefault(threading.current_thread(), threading.Event()).set()
             raise
 
-    monkeypatch.setattr(workspace_module.fcntl, "flock", observed)
+    monkeypatch.setattr(workspace_locking.fcntl, "flock", observed)
     return waiting
 
 
@@ -235,7 +236,7 @@ def test_a_file_lock_held_past_the_timeout_is_unavailable_and_changes_nothing(
     user, (run, _) = user_with_two_runs
     lock = os.open(_agents(settings, user.pk) / ".memory.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        workspace_module.fcntl.flock(lock, workspace_module.fcntl.LOCK_EX)
+        workspace_locking.fcntl.flock(lock, workspace_locking.fcntl.LOCK_EX)
         with pytest.raises(MemoryUnavailable):
             remember_memory(context_for(run), "blocked")
         with pytest.raises(MemoryUnavailable):

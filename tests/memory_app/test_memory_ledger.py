@@ -6,7 +6,6 @@ import threading
 import pytest
 from django.db import connection
 
-from memory_app import workspace as workspace_module
 from memory_app.models import MemoryEvent
 from memory_app.selectors import read_memory_file
 from memory_app.services import (
@@ -17,6 +16,7 @@ from memory_app.services import (
     set_memory_write_approval,
     write_memory_file,
 )
+from memory_app.workspace import writes as workspace_writes
 from tests.factories import (
     ConversationFactory,
     RunningAgentRunFactory,
@@ -150,7 +150,7 @@ def test_a_writer_killed_between_rename_and_commit_shows_as_a_break_in_the_chain
 
     doomed = {}
     renamed, release = threading.Event(), threading.Event()
-    real_rename = workspace_module.os.rename
+    real_rename = workspace_writes.os.rename
 
     def rename_then_pause(source, target, *args, **kwargs):
         real_rename(source, target, *args, **kwargs)
@@ -159,7 +159,7 @@ def test_a_writer_killed_between_rename_and_commit_shows_as_a_break_in_the_chain
             renamed.set()
             assert release.wait(WAIT_SECONDS)
 
-    monkeypatch.setattr(workspace_module.os, "rename", rename_then_pause)
+    monkeypatch.setattr(workspace_writes.os, "rename", rename_then_pause)
 
     def doomed_write() -> None:
         try:

@@ -25,7 +25,7 @@ from memory_app.runtime.concurrency.loop import (
     process_loop,
     run_sync,
 )
-from memory_app.runtime.concurrency.relay import RELAY_AHEAD, relay
+from memory_app.runtime.concurrency.relay import RELAY_AHEAD, iterate_sync, relay
 from memory_app.runtime.concurrency.settling import to_the_end
 from tests.factories import UserFactory, memory_user
 from tests.wire_model import text_reply
@@ -203,6 +203,19 @@ def test_a_relayed_generator_runs_at_most_relay_ahead_events_ahead_of_a_slow_rea
     assert furthest_ahead <= RELAY_AHEAD + 1
     assert furthest_ahead >= RELAY_AHEAD // 2  # it did run ahead while the reader was slow
     assert produced.ended == "finished"
+
+
+_SET_IN_A_STEP: contextvars.ContextVar[str] = contextvars.ContextVar("set_in_a_step")
+
+
+def test_a_generator_stepped_from_sync_code_keeps_what_it_set_in_its_context_across_steps():
+    async def events():
+        _SET_IN_A_STEP.set("set in the first step")
+        yield 1
+        yield _SET_IN_A_STEP.get("lost")  # a later step, a later task on the process loop
+
+    assert list(iterate_sync(events())) == [1, "set in the first step"]
+    assert _SET_IN_A_STEP.get("not the caller's") == "not the caller's"
 
 
 @pytest.mark.parametrize("how", ["stops reading", "is cancelled"])

@@ -12,7 +12,8 @@ from memory_app.selectors import (
     memory_write_refusal,
     read_memory_for_prompt,
 )
-from memory_app.workspace import MEMORY_RELPATH, Workspace, WorkspacePathRefused
+from memory_app.workspace import Workspace, WorkspacePathRefused
+from memory_app.workspace.paths import MEMORY_RELPATH
 from tests.factories import AgentRunFactory, UserConfigFactory, UserFactory
 
 

@@ -16,7 +16,6 @@ from django.utils import timezone
 
 from conversations.models import AgentRun, Message
 from conversations.utils.string_utils import STORABLE_TEXT_REQUIREMENT
-from memory_app import workspace as workspace_module
 from memory_app.errors import MemorySensitiveContent
 from memory_app.locks import memory_lock_key
 from memory_app.models import MemoryEvent, UserConfig
@@ -32,7 +31,9 @@ from memory_app.services import (
     remember_memory,
 )
 from memory_app.services.plan import MEMORY_ARG_MAX_BYTES, normalize_memory_text
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace import writes as workspace_writes
+from memory_app.workspace.paths import MEMORY_RELPATH
 from tests.concurrency import race
 from tests.factories import (
     AgentRunFactory,
@@ -479,7 +480,7 @@ def test_a_publish_failure_is_unavailable_and_keeps_the_old_file(
             raise OSError(5, "Input/output error")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(workspace_module.os, name, injected)
+    monkeypatch.setattr(workspace_writes.os, name, injected)
     error = _assert_refused(settings, run, MemoryUnavailable)
     assert "MEMORY" not in str(error) and str(settings.WORKSPACE_ROOT) not in str(error)
     monkeypatch.undo()
@@ -664,9 +665,9 @@ def test_a_failed_publish_rolls_back_and_releases_both_locks(settings, run, monk
     def failing_rename(*args, **kwargs):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(workspace_module.os, "rename", failing_rename)
+    monkeypatch.setattr(workspace_writes.os, "rename", failing_rename)
     _assert_refused(settings, run, MemoryUnavailable)
-    monkeypatch.setattr(workspace_module.os, "rename", real_rename)
+    monkeypatch.setattr(workspace_writes.os, "rename", real_rename)
     probe = _new_connection()
     try:
         key = memory_lock_key(str(run.user_id))

@@ -4,11 +4,12 @@ import os
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from memory_app import workspace as workspace_module
 from memory_app.errors import MemoryConflict
 from memory_app.models import UserConfig
 from memory_app.tools import make_remember_memory_tool
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace import writes as workspace_writes
+from memory_app.workspace.paths import MEMORY_RELPATH
 from tests.factories import context_for
 
 pytestmark = pytest.mark.django_db
@@ -106,7 +107,7 @@ def test_a_file_system_failure_is_unavailable_without_leaking(settings, run, mon
     def failing_fsync(fd):
         raise OSError(5, f"Input/output error at {settings.WORKSPACE_ROOT}")
 
-    monkeypatch.setattr(workspace_module.os, "fsync", failing_fsync)
+    monkeypatch.setattr(workspace_writes.os, "fsync", failing_fsync)
     result = _call(context_for(run), {"content": "fact"})
     assert result["status"] == "unavailable"
     _assert_leaks_nothing(result, run, settings)

@@ -29,7 +29,8 @@ from memory_app.services import (
     write_memory_file,
 )
 from memory_app.user_data import ERASURE_RUN_ERROR
-from memory_app.workspace import AGENTS_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import AGENTS_RELPATH
 from tests.factories import (
     AgentRunFactory,
     ConversationFactory,

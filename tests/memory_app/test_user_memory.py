@@ -25,7 +25,8 @@ from memory_app.services import (
     set_memory_enabled,
     write_memory_file,
 )
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import MEMORY_RELPATH
 from tests.concurrency import race
 from tests.factories import (
     ConversationFactory,

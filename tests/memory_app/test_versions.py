@@ -12,7 +12,6 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory_app import workspace as workspace_module
 from memory_app.errors import MemoryVersionNotFound
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES
 from memory_app.models import MemoryEvent
@@ -36,7 +35,9 @@ from memory_app.services import (
 )
 from memory_app.tools import make_remember_memory_tool
 from memory_app.versions import EMPTY_SHA256, MEMORY_VERSIONS_DIR, MemoryVersion
-from memory_app.workspace import MEMORY_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace import writes as workspace_writes
+from memory_app.workspace.paths import MEMORY_RELPATH
 from tests.concurrency import race
 from tests.factories import (
     ConversationFactory,
@@ -155,7 +156,7 @@ def test_an_append_that_keeps_a_version_fsyncs_three_times(monkeypatch):
         synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
         return real_fsync(fd)
 
-    monkeypatch.setattr(workspace_module.os, "fsync", fsync)
+    monkeypatch.setattr(workspace_writes.os, "fsync", fsync)
     remember_memory(ctx, "I live in Lyon")
     assert synced == [True, False, True]
 
@@ -257,9 +258,9 @@ def test_the_version_is_kept_before_the_ledger_row_and_pruned_after_the_rename(
             steps.append("prune")
         return real_unlink(name, *args, **kwargs)
 
-    monkeypatch.setattr(workspace_module.os, "rename", rename)
-    monkeypatch.setattr(workspace_module.os, "unlink", unlink)
-    monkeypatch.setattr(workspace_module.os, "link", link)
+    monkeypatch.setattr(workspace_writes.os, "rename", rename)
+    monkeypatch.setattr(workspace_writes.os, "unlink", unlink)
+    monkeypatch.setattr(workspace_writes.os, "link", link)
     with CaptureQueriesContext(connection) as queries:
         _write(user, b"D\n")
     ledger_at = next(i for i, q in enumerate(queries) if "INSERT INTO" in q["sql"])
@@ -323,7 +324,7 @@ def test_a_failed_prune_is_logged_and_the_write_stands(settings, monkeypatch, ca
             raise OSError(5, "Input/output error")
         return real_unlink(name, *args, **kwargs)
 
-    monkeypatch.setattr(workspace_module.os, "unlink", failing_unlink)
+    monkeypatch.setattr(workspace_writes.os, "unlink", failing_unlink)
     _write(user, b"C\n")
     assert _memory(settings, user.pk) == b"C\n"
     assert MemoryEvent.objects.filter(user=user).count() == 3
@@ -379,7 +380,7 @@ def test_a_failure_keeping_the_version_leaves_memory_and_the_ledger_untouched(
             raise OSError(5, "Input/output error")
         return real_fsync(fd)
 
-    monkeypatch.setattr(workspace_module.os, "fsync", failing_first_fsync)
+    monkeypatch.setattr(workspace_writes.os, "fsync", failing_first_fsync)
     events = MemoryEvent.objects.count()
     with pytest.raises(Exception, match="could not be written"):
         _write(user, b"new\n")
@@ -602,7 +603,7 @@ def test_forgetting_is_durable_the_versions_directory_is_fsynced(settings, monke
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         return real_fsync(fd)
 
-    monkeypatch.setattr(workspace_module.os, "fsync", recording_fsync)
+    monkeypatch.setattr(workspace_writes.os, "fsync", recording_fsync)
     forget_memory_versions(user=user, actor=user)
     assert synced == [str(_agents(settings, user.pk) / ".memory-versions")]
 

@@ -7,13 +7,11 @@ import time
 
 import pytest
 
-from memory_app import workspace as workspace_module
-from memory_app.workspace import (
-    MEMORY_RELPATH,
-    Workspace,
-    WorkspaceError,
-    WorkspacePathRefused,
-)
+from memory_app.workspace import Workspace, WorkspaceError, WorkspacePathRefused
+from memory_app.workspace import errors as workspace_errors
+from memory_app.workspace import reads as workspace_reads
+from memory_app.workspace import writes as workspace_writes
+from memory_app.workspace.paths import MEMORY_RELPATH
 
 
 @pytest.fixture
@@ -71,7 +69,7 @@ def test_a_publish_removes_leftovers_of_publishers_that_died_long_ago(ws, settin
     ws.replace_authorized_file(MEMORY_RELPATH, b"secret I later delete\n")
     _leave_crash_leftovers(_agents_dir(settings))
     # A negative threshold puts "long ago" in the future: every leftover counts as stale.
-    monkeypatch.setattr(workspace_module, "STALE_LEFTOVER_SECONDS", -60)
+    monkeypatch.setattr(workspace_writes, "STALE_LEFTOVER_SECONDS", -60)
     ws.replace_authorized_file(MEMORY_RELPATH, b"new\n")
     assert _listing(_agents_dir(settings)) == ["MEMORY.md"]
 
@@ -182,7 +180,7 @@ def test_a_file_where_a_directory_must_be_is_refused(ws, settings):
 
 
 def _fail_once(monkeypatch, name: str, should_fail) -> list[tuple]:
-    """Make `os.<name>` raise EIO inside the workspace module when `should_fail(*args)`."""
+    """Make `os.<name>` raise EIO inside the workspace's writes when `should_fail(*args)`."""
     calls = []
     real = getattr(os, name)
 
@@ -192,7 +190,7 @@ def _fail_once(monkeypatch, name: str, should_fail) -> list[tuple]:
             raise OSError(5, "Input/output error")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(workspace_module.os, name, injected)
+    monkeypatch.setattr(workspace_writes.os, name, injected)
     return calls
 
 
@@ -297,7 +295,7 @@ def test_a_held_lock_keeps_a_second_acquisition_out_until_released(ws, settings)
         assert held.wait(30)
         # Another open of the same file in the same process is another lock owner.
         with (
-            pytest.raises(workspace_module.WorkspaceLockTimeout),
+            pytest.raises(workspace_errors.WorkspaceLockTimeout),
             ws.locked("agents/.memory.lock", timeout_seconds=0.05),
         ):
             pass
@@ -332,7 +330,7 @@ def test_read_digested_hashes_the_whole_file_and_keeps_only_the_bound(ws, os_rea
     read = ws.read_digested(MEMORY_RELPATH, 100)
     assert (read.data, read.truncated, read.size_bytes) == (data[:100], True, len(data))
     assert read.sha256 == hashlib.sha256(data).hexdigest()
-    assert max(os_read_sizes) <= workspace_module.READ_CHUNK_BYTES
+    assert max(os_read_sizes) <= workspace_reads.READ_CHUNK_BYTES
     missing = Workspace.for_user(8).read_digested(MEMORY_RELPATH, 100)
     assert (missing.data, missing.size_bytes) == (b"", 0)
     assert missing.sha256 == hashlib.sha256(b"").hexdigest()
@@ -436,6 +434,6 @@ def test_remove_files_except_fsyncs_the_directory_only_when_asked(ws, monkeypatc
         synced.append(stat.S_ISDIR(os.fstat(fd).st_mode))
         return real_fsync(fd)
 
-    monkeypatch.setattr(workspace_module.os, "fsync", recording_fsync)
+    monkeypatch.setattr(workspace_writes.os, "fsync", recording_fsync)
     assert ws.remove_files_except("agents/.memory-versions", (), durable=durable) == 1
     assert synced == ([True] if durable else [])

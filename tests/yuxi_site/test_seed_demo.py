@@ -9,7 +9,8 @@ from conversations.models import AgentRun, Conversation, Message, ToolCall
 from memory_app.models import UserConfig
 from memory_app.runtime import chat
 from memory_app.selectors import read_memory_for_prompt
-from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH
 
 pytestmark = pytest.mark.django_db
 

@@ -1,12 +1,13 @@
 """Chat with the agent from the terminal as a given user (through the same Chat service).
 
 Ctrl-C while a turn runs cancels that turn (the run ends `cancelled`, as the runtime's
-cancellation policy says) and ends the command with exit status 130."""
+cancellation policy says) and ends the command with exit status 130. It runs with translations
+off, as no request chose a language: the demo model answers in the script of each message."""
 
 import sys
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser, no_translations
 
 from conversations.utils.log_format import quiet_event_logs
 from memory_app.management.commands.memory import find_user
@@ -46,6 +47,7 @@ class Command(BaseCommand):
         parser.add_argument("--thread", help="thread id to continue (default: a new thread)")
         parser.add_argument("message", nargs="?", help="one message; omit for interactive mode")
 
+    @no_translations
     def handle(self, *args: object, **options: Any) -> None:
         self.stdin = options.get("stdin") or sys.stdin
         with quiet_event_logs(verbosity=options["verbosity"]):

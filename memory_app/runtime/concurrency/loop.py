@@ -92,16 +92,22 @@ class Job:
     """One coroutine run as a task on the process loop, settled into `done` only once the
     task has finished (its cancellation handling included)."""
 
-    def __init__(self, coroutine: Coroutine[Any, Any, Any], caller: CallerThread | None):
+    def __init__(
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        caller: CallerThread | None,
+        context: contextvars.Context | None = None,
+    ):
         self.caller = caller
         self.reason: str | None = None
+        self._context = context
         self.done: concurrent.futures.Future = concurrent.futures.Future()
         self._task: asyncio.Task | None = None
         self._loop = process_loop()
         self._loop.call_soon_threadsafe(self._start, coroutine)
 
     def _start(self, coroutine: Coroutine[Any, Any, Any]) -> None:
-        context = contextvars.copy_context()
+        context = self._context if self._context is not None else contextvars.copy_context()
         context.run(_JOB.set, self)
         self._task = self._loop.create_task(coroutine, context=context)
         self._task.add_done_callback(self._settle)
@@ -160,16 +166,22 @@ def _untaken(done: concurrent.futures.Future | asyncio.Future) -> tuple[bool, An
     return True, done.result()
 
 
-def run_sync(coroutine: Coroutine[Any, Any, T], *, undo: Undo | None = None) -> T:
+def run_sync(
+    coroutine: Coroutine[Any, Any, T],
+    *,
+    undo: Undo | None = None,
+    context: contextvars.Context | None = None,
+) -> T:
     """Run `coroutine` on the process loop for a sync caller and return its result; the
-    caller's thread serves its database phases meanwhile. A `KeyboardInterrupt` or
-    `SystemExit` while waiting cancels it (`CANCELLED_BY_INTERRUPT`), waits for it to finish
-    (a second one does not cut that short), and propagates; if it had returned all the same
-    (the interruption came as it ended), `undo(result, interruption)` runs first: a run it
-    opened would otherwise stay open with nobody to close it."""
+    caller's thread serves its database phases meanwhile; it runs in `context` (default: a
+    copy of the caller's context variables). A `KeyboardInterrupt` or `SystemExit` while
+    waiting cancels it (`CANCELLED_BY_INTERRUPT`), waits for it to finish (a second one does
+    not cut that short), and propagates; if it had returned all the same (the interruption
+    came as it ended), `undo(result, interruption)` runs first: a run it opened would
+    otherwise stay open with nobody to close it."""
     _refuse_on_process_loop()
     caller = CallerThread()
-    job = Job(coroutine, caller)
+    job = Job(coroutine, caller, context)
 
     def cancel(exc: BaseException) -> None:
         job.cancel(CANCELLED_BY_INTERRUPT.format(kind=type(exc).__name__))

@@ -5,11 +5,14 @@
   as they come, without a task or a round trip each); a reader that stops or is cancelled
   cancels it on its loop.
 - `iterate_sync`: the same generator stepped from sync code, one step per item asked for;
-  closing the consumer closes the generator on its loop.
+  closing the consumer closes the generator on its loop. Every step runs in one context, as
+  the one task of `relay` would: a context variable the generator sets holds for its later
+  steps.
 """
 
 import asyncio
 import collections
+import contextvars
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
@@ -136,13 +139,15 @@ async def relay(events: AsyncIterator[T], *, reason: str | None = None) -> Async
 
 def iterate_sync(events: AsyncIterator[T]) -> Iterator[T]:
     """`events` (an async generator on the process loop) stepped from sync code, one step
-    per item asked for; a consumer that stops reading closes it on its loop."""
+    per item asked for, every step in one copy of the caller's context; a consumer that stops
+    reading closes it on its loop."""
+    context = contextvars.copy_context()
     try:
         while True:
             try:
-                event = run_sync(_anext(events))
+                event = run_sync(_anext(events), context=context)
             except StopAsyncIteration:
                 return
             yield event
     finally:
-        run_sync(events.aclose())
+        run_sync(events.aclose(), context=context)

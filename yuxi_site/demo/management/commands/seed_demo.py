@@ -12,7 +12,8 @@ from conversations.runs.leases import db_clock
 from memory_app.models import UserConfig
 from memory_app.services import erase_user
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
-from memory_app.workspace import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH, Workspace
+from memory_app.workspace import Workspace
+from memory_app.workspace.paths import AGENTS_RELPATH, MEMORY_RELPATH, USER_RELPATH
 
 STAFF_USERNAME = "admin"
 STAFF_PASSWORD = "yuxi-admin"
