@@ -11,17 +11,27 @@ import codecs
 from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import CharField, QuerySet
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
-from conversations.models import AgentRun, ToolCall
+from conversations.models import AgentRun, Message, ToolCall
 from conversations.selectors.staff import tool_calls_during_runs
 from conversations.utils.ids import parse_uid
 from conversations.utils.invisible_text import escape_invisible_within
 from memory_app.authorization import memory_run_refusal, read_memory_state
 from memory_app.credentials import find_credentials
 from memory_app.errors import MemoryVersionNotFound
-from memory_app.line_origins import memory_line_origins, memory_lines
-from memory_app.memory_file import MemoryFile, memory_etag, read_memory_file
+from memory_app.line_origins import (
+    AGENT_KINDS,
+    memory_line_origins,
+    memory_lines,
+)
+from memory_app.memory_file import (
+    MemoryFile,
+    memory_etag,
+    read_memory_file,
+)
 from memory_app.models import MemoryEvent, UserConfig
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
 from memory_app.user_data import export_user_data
@@ -201,6 +211,32 @@ def remember_calls_for(events: list[MemoryEvent]) -> dict[int, list[ToolCall]]:
             else:
                 found[event.pk] = run_calls
     return found
+
+
+def memory_writing_replies(
+    *, user_id: int, conversation_id: int, message_ids: list[int]
+) -> dict[int, str]:
+    """Of the messages `message_ids` of a thread, the assistant replies of a run that wrote to
+    the user's memory, each with that run's id: the ledger holds an agent change by the run (a
+    `remember_memory` call that changed the file, an approved write included), so a turn whose
+    call changed nothing is not one. The Chat service marks every message it stores with its
+    run (`metadata.run_id`). One query."""
+    writing = (
+        MemoryEvent.objects.filter(
+            user_id=user_id, kind__in=AGENT_KINDS, run__conversation_id=conversation_id
+        )
+        .annotate(key=Cast("run__run_id", CharField()))
+        .values("key")
+    )
+    replies = (
+        Message.objects.filter(
+            pk__in=message_ids, conversation_id=conversation_id, role=Message.Role.ASSISTANT
+        )
+        .annotate(run_key=KeyTextTransform("run_id", "metadata"))
+        .filter(run_key__in=writing)
+        .values_list("id", "run_key")
+    )
+    return dict(replies)
 
 
 def user_ledger(*, user_id: int) -> LedgerPage:

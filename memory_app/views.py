@@ -20,7 +20,7 @@ from django.utils.dateparse import parse_datetime
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from conversations.models import Conversation
+from conversations.models import Conversation, Message
 from conversations.repository import search_thread_messages
 from conversations.repository.arguments import HistoryQueryError
 from conversations.repository.budgets import SEARCH_LIMIT_MAX
@@ -128,13 +128,53 @@ def threads_fragment(request: HttpRequest) -> HttpResponse:
 
 
 @dataclass(frozen=True)
+class MemoryUpdate:
+    """A turn that wrote to memory, as its reply says so: the run, and the number of the line
+    it wrote, found by that line's origin run as the memory panel marks it (the first, if it
+    wrote several); None once no line of the file comes from it (removed, or changed since)."""
+
+    run_id: str
+    line: int | None
+
+
+def memory_updates(
+    *, user, thread: Conversation, messages: list[thread_pages.ThreadMessage]
+) -> dict[int, MemoryUpdate]:
+    """By message id, the `MemoryUpdate` of each run on this page that wrote to memory, at its
+    last reply on the page. The file's lines are walked only when some run here wrote."""
+    wrote = selectors.memory_writing_replies(
+        user_id=user.pk,
+        conversation_id=thread.pk,
+        message_ids=[m.id for m in messages if m.role == Message.Role.ASSISTANT],
+    )
+    if not wrote:
+        return {}
+    last_reply = {wrote[m.id]: m.id for m in messages if m.id in wrote}
+    first_line: dict[str, int] = {}
+    for line in selectors.memory_lines(user=user).lines:
+        run_id = line.origin.get("run_id")
+        if run_id in last_reply:
+            first_line.setdefault(run_id, line.number)
+    return {
+        message_id: MemoryUpdate(run_id=run_id, line=first_line.get(run_id))
+        for run_id, message_id in last_reply.items()
+    }
+
+
+@dataclass(frozen=True)
 class MessagesView:
-    """What a conversation fragment shows: a page of messages, and on the newest page the
-    write waiting for the user's decision."""
+    """What a conversation fragment shows: a page of messages, each with what its turn wrote
+    to memory, and on the newest page the write waiting for the user's decision."""
 
     thread: Conversation
     page: thread_pages.MessagePage
     approval: PendingApproval | None
+    updates: dict[int, MemoryUpdate]
+
+    @property
+    def rows(self) -> list[tuple[thread_pages.ThreadMessage, MemoryUpdate | None]]:
+        """Each message of the page with its turn's write to memory (None: it wrote none)."""
+        return [(message, self.updates.get(message.id)) for message in self.page.messages]
 
 
 @require_GET
@@ -142,7 +182,8 @@ class MessagesView:
 @login_required
 def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
     """A page of one of the user's threads; without a cursor its newest messages and its
-    pending approval, with one the earlier messages (prepended as the reader scrolls up)."""
+    pending approval, with one the earlier messages (prepended as the reader scrolls up). A
+    reply whose turn wrote to memory says so, with a link to the line it wrote."""
     thread = thread_pages.get_listed_thread(user_id=request.user.pk, thread_id=thread_id)
     if thread is None:
         raise Http404("no such thread")
@@ -156,7 +197,8 @@ def messages_fragment(request: HttpRequest, thread_id: str) -> HttpResponse:
     approval = None
     if cursor is None:
         approval = pending_approval(conversation_id=thread.pk)
-    view = MessagesView(thread=thread, page=listed, approval=approval)
+    updates = memory_updates(user=request.user, thread=thread, messages=listed.messages)
+    view = MessagesView(thread=thread, page=listed, approval=approval, updates=updates)
     template = "older_messages.html" if cursor is not None else "messages.html"
     return render(request, f"memory_app/fragments/{template}", {"view": view})
 

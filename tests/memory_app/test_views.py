@@ -256,15 +256,36 @@ def test_traditional_chinese_browsers_get_simplified_chinese(logged_in, accept):
 
 def test_dates_are_unambiguous_and_chinese_has_no_ascii_comma_or_wrong_replaced_by(user, logged_in):
     english = logged_in.get("/page/memory/", HTTP_ACCEPT_LANGUAGE="en").content.decode()
-    # "7 Dec 2026, 06:04": the month in words, a 24-hour clock; never "12/07/2026 6:04 a.m."
-    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}<", english)
+    # "7 Dec 2026, 06:04 UTC": the month in words, a 24-hour clock, the zone; never
+    # "12/07/2026 6:04 a.m."
+    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2} UTC<", english)
     assert not re.search(r"\d{1,2}/\d{1,2}/\d{4}", english)
     chinese = logged_in.get("/page/memory/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert re.search(r">\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}<", chinese)
+    assert re.search(r">\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2} UTC<", chinese)
     assert "被替换于" not in chinese and "替换它的是：" in chinese
     assert not re.search(r"(你的编辑|助手|你的恢复|工作人员), ", chinese)
     threads = logged_in.get("/page/threads/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert re.search(r">\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}<", threads)
+    assert re.search(r">\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2} UTC<", threads)
+
+
+@pytest.mark.parametrize("accept", ["en", "zh-hans"])
+@pytest.mark.parametrize(
+    ("zone", "label", "offset"), [("UTC", "UTC", "+00:00"), ("Asia/Shanghai", "CST", "+08:00")]
+)
+def test_every_date_the_page_shows_names_the_time_zone_it_is_shown_in(
+    user, logged_in, settings, accept, zone, label, offset
+):
+    settings.TIME_ZONE = zone
+    MessageFactory(conversation=user.conversations.get(), content="a zebra crossing")
+    paths = [*page_paths(user), "/page/approvals/", "/page/search/?q=zebra"]
+    dated = set()
+    for path in paths:
+        html = logged_in.get(path, HTTP_ACCEPT_LANGUAGE=accept).content.decode()
+        for stamp, text in re.findall(r'<time datetime="([^"]+)">([^<]*)</time>', html):
+            assert stamp.endswith(offset) and text.endswith(f"{stamp[11:16]} {label}"), path
+            dated.add(path.split("?")[0])
+    # threads, messages, line origins and versions, approvals, search hits
+    assert len(dated) == 5 and "/page/memory/" in dated
 
 
 def test_a_heading_line_has_no_forget_button_and_cr_only_lines_are_separate(logged_in, user):
@@ -291,7 +312,7 @@ def test_search_finds_only_the_users_own_visible_messages_with_their_terms_marke
     assert html.count('class="hit"') == 1 and "Zoo" in html
     assert "<mark>zebra</mark>" in html and "&lt;b&gt;there&lt;/b&gt;" in html
     assert "Theirs" not in html and "Old zoo" not in html
-    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}<", html)
+    assert re.search(r">\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2} UTC<", html)
 
 
 def test_a_search_with_nothing_to_search_says_so_in_the_users_words(logged_in):

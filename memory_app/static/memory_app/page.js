@@ -230,11 +230,10 @@ function parseEvent(frame) {
   return { name, data: data ? JSON.parse(data) : {} };
 }
 
-function showEvent(event, reply, seen) {
+function showEvent(event, reply) {
   const { name, data } = event;
   if (name === "run") {
     threadId = data.thread_id;
-    seen.runId = data.run_id;
   } else if (name === "token") {
     reply.querySelector(".text").append(data.text);
     scrollToEnd();
@@ -250,7 +249,6 @@ function showEvent(event, reply, seen) {
     const state = data.status || "running";
     item.className = `tool status-${state}`;
     item.textContent = toolWord(data.name, state);
-    if (data.name === "remember_memory" && data.status === "success") seen.wrote = true;
   } else if (name === "error") {
     chatStatus.textContent = problem(data.error);
   }
@@ -300,7 +298,6 @@ async function streamTurn(body) {
   text.setAttribute("aria-live", "polite");
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
-  const seen = { runId: null, wrote: false };
   try {
     for (;;) {
       const { value, done } = await reader.read();
@@ -308,7 +305,7 @@ async function streamTurn(body) {
       buffer += value;
       let cut = buffer.indexOf("\n\n");
       while (cut >= 0) {
-        showEvent(parseEvent(buffer.slice(0, cut)), reply, seen);
+        showEvent(parseEvent(buffer.slice(0, cut)), reply);
         buffer = buffer.slice(cut + 2);
         cut = buffer.indexOf("\n\n");
       }
@@ -323,26 +320,19 @@ async function streamTurn(body) {
   refreshThreads();
   htmx.trigger(approvals, "refresh");
   await htmx.ajax("GET", app.dataset.memoryUrl, { target: "#memory-panel", swap: "innerHTML" });
-  if (seen.wrote) showMemoryUpdated(seen.runId);
   return null;
 }
 
-// "Memory updated", with a link to the line the turn wrote (found by its origin's run).
-function showMemoryUpdated(runId) {
-  const note = document.getElementById("tpl-memory-updated").content.firstElementChild;
-  const shown = note.cloneNode(true);
-  const line = runId && memoryPanel.querySelector(`.line[data-run-id="${CSS.escape(runId)}"]`);
-  const link = shown.querySelector("a");
-  if (line) link.href = `#${line.id}`;
-  link.addEventListener("click", (event) => {
-    const target = line && document.getElementById(line.id);
-    if (!target) return;
-    event.preventDefault();
-    target.scrollIntoView({ block: "center" });
-    target.focus();
-  });
-  (conversation.querySelector(".messages") || conversation).append(shown);
-  scrollToEnd();
+// A reply whose turn wrote to memory says "Memory updated" (the server's messages fragment,
+// live or reopened later), linking to the line it wrote: that line is found in the memory panel
+// by its origin's run, the panel as it is now; false when the panel holds no such line.
+function showWrittenLine(link) {
+  const run = CSS.escape(link.dataset.lineRun);
+  const line = memoryPanel.querySelector(`.line[data-run-id="${run}"]`);
+  if (!line) return false;
+  line.scrollIntoView({ block: "center" });
+  line.focus();
+  return true;
 }
 
 stopButton.addEventListener("click", () => {
@@ -417,6 +407,11 @@ conversation.addEventListener("submit", async (event) => {
 });
 
 conversation.addEventListener("click", async (event) => {
+  const written = event.target.closest("a[data-line-run]");
+  if (written && showWrittenLine(written)) {
+    event.preventDefault();
+    return;
+  }
   const button = event.target.closest("button");
   if (button && button.dataset.threadAction) {
     await threadAction(button);
