@@ -115,7 +115,6 @@ PUBLIC_API: dict[str, tuple[str, ...]] = {
         "ToolResult",
         "ToolStatus",
     ),
-    "memory_app.urls": ("app_name", "urlpatterns"),
     "memory_app.user_admin": ("ErasingUserAdminMixin",),
     # and the errors `read_memory_file` may raise, and a turn's when the root cannot be used
     "memory_app.workspace": (

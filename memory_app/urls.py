@@ -16,11 +16,6 @@ from memory_app import views
 from memory_app.api import api_urls
 from memory_app.api_edge import URL_NAMESPACE
 
-__all__ = [
-    "app_name",
-    "urlpatterns",
-]
-
 app_name = URL_NAMESPACE
 
 urlpatterns: list[URLPattern | URLResolver] = [

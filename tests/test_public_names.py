@@ -130,7 +130,6 @@ MEMORY_APP_PUBLIC = {
         "ToolResult",
         "ToolStatus",
     ),
-    "memory_app.urls": ("app_name", "urlpatterns"),
     "memory_app.user_admin": ("ErasingUserAdminMixin",),
     "memory_app.workspace": (
         "Workspace",
