@@ -207,10 +207,10 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
     lines', and the look through the turn's and the user's recent messages (their two queries
     included): what the detector costs."""
     turn_message = agent_write.stated_messages.turn_message
-    real = (plan.credential_kinds, plan.produced_credential, agent_write._refuse_stated_credential)
+    real = (plan.credential_kinds, plan.produced_credential, agent_write.refuse_stated_credential)
     plan.credential_kinds = lambda content: []
     plan.produced_credential = lambda text, start, end: None
-    agent_write._refuse_stated_credential = lambda user_id, content, turn=None: None
+    agent_write.refuse_stated_credential = lambda user_id, content, turn=None: None
     agent_write.stated_messages.turn_message = lambda conversation_id: None
     try:
         remember_memory(ctx, fact)
@@ -218,7 +218,7 @@ def _without_detector(ctx: ToolRuntimeContext, fact: str) -> None:
         (
             plan.credential_kinds,
             plan.produced_credential,
-            agent_write._refuse_stated_credential,
+            agent_write.refuse_stated_credential,
         ) = real
         agent_write.stated_messages.turn_message = turn_message
 

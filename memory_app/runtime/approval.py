@@ -23,13 +23,18 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command
 
 from conversations.selectors.approvals import PendingApproval
-from memory_app.errors import MemoryUnavailable, MemoryWriteError
+from memory_app.errors import MemorySensitiveContent, MemoryUnavailable, MemoryWriteError
+from memory_app.runtime.concurrency.loop import on_database
 from memory_app.runtime.credential_check import stated_credential
 from memory_app.runtime.errors import ChatDecisionRefused
-from memory_app.services.agent_write import check_memory_write, holds_what_memory_never_keeps
+from memory_app.services.agent_write import (
+    check_memory_write,
+    holds_what_memory_never_keeps,
+    refuse_stated_credential,
+)
 from memory_app.services.plan import normalize_memory_text
 from memory_app.tool_names import REMEMBER_MEMORY_TOOL
-from memory_app.tool_results import ToolResult, ToolStatus, memory_refusal
+from memory_app.tool_results import ToolResult, ToolStatus, memory_error_result, memory_refusal
 
 # What the user may decide about a proposed memory write.
 APPROVAL_DECISIONS = ("approve", "edit", "reject")
@@ -85,31 +90,68 @@ def proposed_write(messages: list[BaseMessage]) -> dict[str, Any] | None:
 class ApprovalGate(AgentMiddleware):
     """After a reply that asks for `remember_memory`: every call of it but the first such is
     answered `rejected` at once, so the user decides about one write and nothing else of the
-    reply runs after their decision."""
+    reply runs after their decision; and so is the first, when its content repeats a
+    credential the user stated in any of their threads (however worded: the write itself
+    would refuse it), so that it is never put to the user as a harmless-looking proposal.
+    That check reads the user's recent messages: off the event loop, once per proposed write."""
 
     def after_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
         reply = state["messages"][-1]
         first = _first_write(reply)
         if first is None:
             return None
-        others = [call for call in reply.tool_calls if call["id"] != first["id"]]
-        if not others:
-            return None
-        return {
-            "messages": [
-                ToolMessage(
-                    content=_ONE_WRITE_PER_REPLY.to_json(),
-                    artifact=_ONE_WRITE_PER_REPLY,
-                    tool_call_id=call["id"],
-                    name=call["name"],
-                    status="error",
-                )
-                for call in others
-            ]
-        }
+        return _answers(reply, first, _stated_elsewhere(first, state, runtime))
 
     async def aafter_model(self, state: AgentState, runtime: Runtime) -> dict[str, Any] | None:
-        return self.after_model(state, runtime)  # the reply in memory only: no I/O
+        reply = state["messages"][-1]
+        first = _first_write(reply)
+        if first is None:
+            return None
+        stated = await on_database(_stated_elsewhere)(first, state, runtime)
+        return _answers(reply, first, stated)
+
+
+def _stated_elsewhere(
+    first: LangChainToolCall, state: AgentState, runtime: Runtime
+) -> MemorySensitiveContent | None:
+    """The refusal of `first`, a write the user would be asked about, when its content repeats
+    a credential the user stated in one of their recent messages of any thread; None when it
+    repeats none, or when the write would not be put to the user anyway (it runs at once and
+    is refused by the checks that need no database)."""
+    uid = getattr(runtime.context, "uid", None)
+    if uid is None or not _would_propose(first, state["messages"], uid):
+        return None
+    try:
+        refuse_stated_credential(uid, normalize_memory_text(first["args"]["content"]))
+    except MemorySensitiveContent as exc:
+        return exc
+    return None
+
+
+def _answers(
+    reply: AIMessage, first: LangChainToolCall, stated: MemorySensitiveContent | None
+) -> dict[str, Any] | None:
+    """The tool results answered at once: `rejected` for every write of `reply` but `first`,
+    and for `first` too when `stated` refuses it."""
+    answered = [
+        (call, _ONE_WRITE_PER_REPLY) for call in reply.tool_calls if call["id"] != first["id"]
+    ]
+    if stated is not None:
+        answered.append((first, memory_error_result(stated)))
+    if not answered:
+        return None
+    return {
+        "messages": [
+            ToolMessage(
+                content=result.to_json(),
+                artifact=result,
+                tool_call_id=call["id"],
+                name=call["name"],
+                status="error",
+            )
+            for call, result in answered
+        ]
+    }
 
 
 def _is_first_write(request: ToolCallRequest) -> bool:
@@ -117,16 +159,22 @@ def _is_first_write(request: ToolCallRequest) -> bool:
     graph resumes: it reads the same state), and never one whose content holds a credential or
     invisible characters, that would make one on a line of the file (a `replaces` completing a
     key: the user would see a harmless fragment), or that repeats one the user stated, however
-    worded: that call runs at once, and is refused (`rejected`) before any lock."""
+    worded: that call runs at once, and is refused (`rejected`) before any lock; nor one the
+    gate already answered (a credential stated in another thread)."""
     messages = request.state["messages"]
     first = _first_write(_last_reply(messages))
     if first is None or first["id"] != request.tool_call["id"]:
         return False
-    ctx = request.runtime.context
+    if any(isinstance(m, ToolMessage) and m.tool_call_id == first["id"] for m in messages):
+        return False
+    return _would_propose(first, messages, getattr(request.runtime.context, "uid", None))
+
+
+def _would_propose(first: LangChainToolCall, messages: list[BaseMessage], uid: int | None) -> bool:
+    """Whether `first` passes the checks that need no database: its content and `replaces`
+    hold nothing memory never keeps, and it repeats no credential said in `messages`."""
     refused = holds_what_memory_never_keeps(
-        uid=getattr(ctx, "uid", None),
-        content=first["args"]["content"],
-        replaces=first["args"].get("replaces"),
+        uid=uid, content=first["args"]["content"], replaces=first["args"].get("replaces")
     )
     return not refused and stated_credential(first, messages) is None
 

@@ -95,7 +95,7 @@ def _remember_locked(
             raise refusal
         raise MemoryApprovalRequired(gettext_noop("needs the user's approval"))
     turn = stated_messages.turn_message(conversation_id=run.conversation_id)
-    _refuse_stated_credential(run.user_id, content, turn=turn)
+    refuse_stated_credential(run.user_id, content, turn=turn)
     with file_fence(workspace):
         result = _remember_fenced(
             workspace,
@@ -110,7 +110,7 @@ def _remember_locked(
     return result
 
 
-def _refuse_stated_credential(user_id: int, content: str, *, turn: str | None = None) -> None:
+def refuse_stated_credential(user_id: int, content: str, *, turn: str | None = None) -> None:
     """`MemorySensitiveContent` when `content` repeats a credential the user stated in one of
     their own recent messages, in any thread ("my debit card PIN is 4821" last week, "Lucky
     number: 4821" now), however the rest is worded; and when `turn`, the message of the turn
@@ -147,7 +147,7 @@ def check_memory_write(*, user_id: int, content: object, replaces: object) -> Me
             raise MemoryAccessDenied(USER_INACTIVE)
         if not state.enabled:
             raise MemoryAccessDenied(MEMORY_OFF)
-        _refuse_stated_credential(workspace.uid, content)
+        refuse_stated_credential(workspace.uid, content)
         data, too_large = workspace.read_bounded(MEMORY_RELPATH, MEMORY_FILE_MAX_BYTES)
     status, _ = planned_write(data, too_large, content, replaces)
     return status

@@ -153,6 +153,25 @@ def test_a_credential_stated_earlier_in_the_thread_counts(agents_file, approval)
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("approval", [False, True])
+def test_a_credential_stated_in_another_thread_is_refused_and_never_proposed(agents_file, approval):
+    user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
+    elsewhere = chat(user_id=user.pk, message="My debit card PIN is 4821, don't tell anyone.")
+    assert elsewhere.status == "succeeded"
+    before = agents_snapshot(agents_file, user)
+    model = RecordingModel(
+        replies=[tool_reply(("call_r", "remember_memory", {"content": "Lucky number: 4821"}))]
+    )
+    turn = chat(user_id=user.pk, message="remember my lucky number", model=model)
+    assert turn.thread_id != elsewhere.thread_id
+    # The model never saw the other thread: only the write's check against the user's own
+    # recent messages finds the value.
+    assert not any("4821" in m.text for m in model.calls[0]["messages"])
+    assert_refused_and_nothing_kept(turn, before, agents_file, user, value="4821")
+    assert not checkpoints.checkpoint_exists(turn.run_id)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("approval", [False, True])
 def test_nothing_asked_in_the_same_message_as_a_credential_is_saved(agents_file, approval):
     user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
     agents_file(user.pk, "MEMORY.md").write_bytes(SEEDED)
