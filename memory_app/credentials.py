@@ -39,6 +39,7 @@ from enum import StrEnum
 from detect_secrets.plugins.base import RegexBasedDetector
 from django.utils.translation import gettext_noop
 
+from conversations.repository.terms import ENGLISH_STOP_WORDS
 from conversations.utils.invisible_text import folded_for_detection
 from memory_app.credential_formats import (
     ACCESS_TOKEN_PLUGINS,
@@ -443,9 +444,13 @@ def repeat_needles(content: str) -> list[str]:
     with the text stating it: each run of four or more ASCII letters or digits, the first four
     digits of a long digit run (a card stated as "4111 1111 ..."), and a token of four or more
     characters with no such run ("a1!b2@c3"). For finding, cheaply, the few texts
-    `stated_credential_in` needs read; never a value itself."""
+    `stated_credential_in` needs read; never a value itself. English stop words ("remember",
+    "that", "please") are no needles: nearly every message of a user holds one, so each would
+    have every recent message read and looked through, and no credential is such a word."""
     needles = []
     for token in _ASCII_TOKEN.findall(folded_for_detection(content).lower()):
+        if token.strip(_EDGE_PUNCTUATION) in ENGLISH_STOP_WORDS:
+            continue
         runs = _NEEDLE.findall(token)
         token = token.strip(_EDGE_PUNCTUATION)
         if not runs and len(token) >= _STATED_VALUE_MIN_CHARS:

@@ -397,3 +397,10 @@ def test_repeat_needles_are_the_pieces_a_repeated_value_shares_with_its_statemen
         "a1!b2",
     ]
     assert repeat_needles("ＡＢＣＤ tea") == ["abcd"]
+
+
+def test_stop_words_are_no_needles_so_a_write_does_not_read_every_recent_message():
+    # "remember" and "that" are in nearly every message a user sends: as needles they would
+    # have the check read and look through all of them.
+    assert repeat_needles("Please remember that my gym locker is 7350") == ["locker", "7350"]
+    assert repeat_needles("Remember, THAT!") == []
