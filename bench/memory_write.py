@@ -8,9 +8,13 @@ directory fsynced and the 21st-oldest unlinked, the durable publish, and the ver
 is timed beside it (the same write without it, and the detector alone).
 
 It also shows what keeping the replaced version (for undo) adds to a write: the same writes
-with `MEMORY_VERSIONS_KEPT` at 20 and at 0, side by side.
+with `MEMORY_VERSIONS_KEPT` at 20 and at 0, side by side; and (`history`) what the check
+against the credentials a user stated costs for a user with a long history: the lookup of
+their recent messages and the detection over those it returns, with the needles as they are
+(stop words left out) beside the same lookup with stop words as needles, alternated.
 
-Run: .venv/bin/python bench/memory_write.py [latency] [throughput] [versions]   (default: all;
+Run: .venv/bin/python bench/memory_write.py [latency] [throughput] [versions] [history]
+(default: all;
 BENCH_DATABASE_URL picks the database). It creates its own users and runs under a temporary
 workspace root, prints its figures, and removes everything it created.
 """
@@ -38,6 +42,9 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, connections  # noqa: E402
 from django.db.models import QuerySet  # noqa: E402
 
+from conversations.models import Conversation, Message  # noqa: E402
+from conversations.selectors import stated_messages  # noqa: E402
+from memory_app import credentials  # noqa: E402
 from memory_app.credentials import credential_kinds, produced_credential  # noqa: E402
 from memory_app.memory_file import MEMORY_FILE_MAX_BYTES  # noqa: E402
 from memory_app.models import UserConfig  # noqa: E402
@@ -408,7 +415,65 @@ def versions() -> None:
         print(f"  versions on disk after the run ({name}): {on_disk}")
 
 
-SECTIONS = {"latency": latency, "throughput": throughput, "versions": versions}
+HISTORY_MESSAGES = 1000
+HISTORY_ROUNDS = 40
+
+
+def _needles_with_stop_words(content: str) -> list[str]:
+    """`repeat_needles` as it was before stop words were left out."""
+    saved = credentials.ENGLISH_STOP_WORDS
+    credentials.ENGLISH_STOP_WORDS = frozenset()
+    try:
+        return credentials.repeat_needles(content)
+    finally:
+        credentials.ENGLISH_STOP_WORDS = saved
+
+
+def _stated_check(user_id: int, content: str, turn: str) -> None:
+    agent_write.refuse_stated_credential(user_id, content, turn=turn)
+
+
+def history() -> None:
+    """The stated-credential check of one remembering turn for a user whose last
+    `HISTORY_MESSAGES` messages all say "remember that ...", none stating a credential."""
+    user = _user("history")
+    thread = Conversation.objects.get(thread_id=_context(user, "history").thread_id)
+    Message.objects.bulk_create(
+        Message(
+            conversation=thread,
+            owner=user,
+            role=Message.Role.USER,
+            message_type=Message.Type.TEXT,
+            content=f"please remember that I read chapter {n} of the novel this week",
+        )
+        for n in range(HISTORY_MESSAGES)
+    )
+    turn = "Please remember that I like green tea"
+    content = "User likes green tea"
+    sides = {"now": credentials.repeat_needles, "stop words": _needles_with_stop_words}
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    read: dict[str, int] = {}
+    real = agent_write.repeat_needles
+    try:
+        for _ in range(HISTORY_ROUNDS):
+            for name, needles in sides.items():
+                agent_write.repeat_needles = needles
+                samples[name].append(_timed(_stated_check, user.pk, content, turn))
+                found = needles(content) + needles(turn)
+                read[name] = len(
+                    stated_messages.user_messages_containing(user_id=user.pk, needles=found)
+                )
+    finally:
+        agent_write.repeat_needles = real
+    _print_latencies(
+        f"\nthe stated-credential check of one write, a user with {HISTORY_MESSAGES:,} recent "
+        f"messages (ms, median and p95 of {HISTORY_ROUNDS})",
+        samples,
+        tuple((name, f"needles {name} ({read[name]:,} messages read)") for name in sides),
+    )
+
+
+SECTIONS = {"latency": latency, "throughput": throughput, "versions": versions, "history": history}
 
 
 def main() -> None:
