@@ -17,7 +17,7 @@ from langchain.agents.middleware import (
     HumanInTheLoopMiddleware,
     ToolCallRequest,
 )
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.messages.tool import ToolCall as LangChainToolCall
 from langgraph.runtime import Runtime
 from langgraph.types import Command
@@ -114,15 +114,18 @@ class ApprovalGate(AgentMiddleware):
 def _stated_elsewhere(
     first: LangChainToolCall, state: AgentState, runtime: Runtime
 ) -> MemorySensitiveContent | None:
-    """The refusal of `first`, a write the user would be asked about, when its content repeats
-    a credential the user stated in one of their recent messages of any thread; None when it
+    """The refusal of `first`, a write the user would be asked about, when its content, or the
+    turn's own message, repeats a credential the user stated in one of their recent messages
+    of any thread (the write itself would refuse either); None when it
     repeats none, or when the write would not be put to the user anyway (it runs at once and
     is refused by the checks that need no database)."""
     uid = getattr(runtime.context, "uid", None)
     if uid is None or not _would_propose(first, state["messages"], uid):
         return None
+    said = [m.text for m in state["messages"] if isinstance(m, HumanMessage)]
+    content = normalize_memory_text(first["args"]["content"])
     try:
-        refuse_stated_credential(uid, normalize_memory_text(first["args"]["content"]))
+        refuse_stated_credential(uid, content, turn=said[-1] if said else None)
     except MemorySensitiveContent as exc:
         return exc
     return None

@@ -153,19 +153,30 @@ def test_a_credential_stated_earlier_in_the_thread_counts(agents_file, approval)
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("approval", [False, True])
-def test_a_credential_stated_in_another_thread_is_refused_and_never_proposed(agents_file, approval):
+@pytest.mark.parametrize(
+    ("message", "content"),
+    [
+        # The write's content repeats the value.
+        ("remember my lucky number", "Lucky number: 4821"),
+        # The turn's message does, and the model left it out of what it proposed.
+        ("remember that my lucky number is 4821", "The user has a lucky number."),
+    ],
+)
+def test_a_credential_stated_in_another_thread_is_refused_and_never_proposed(
+    agents_file, approval, message, content
+):
     user = UserConfigFactory(enable_memory=True, memory_write_approval=approval).user
     elsewhere = chat(user_id=user.pk, message="My debit card PIN is 4821, don't tell anyone.")
     assert elsewhere.status == "succeeded"
     before = agents_snapshot(agents_file, user)
     model = RecordingModel(
-        replies=[tool_reply(("call_r", "remember_memory", {"content": "Lucky number: 4821"}))]
+        replies=[tool_reply(("call_r", "remember_memory", {"content": content}))]
     )
-    turn = chat(user_id=user.pk, message="remember my lucky number", model=model)
+    turn = chat(user_id=user.pk, message=message, model=model)
     assert turn.thread_id != elsewhere.thread_id
     # The model never saw the other thread: only the write's check against the user's own
     # recent messages finds the value.
-    assert not any("4821" in m.text for m in model.calls[0]["messages"])
+    assert not any("4821" in m.text for m in model.calls[0]["messages"][:-1])
     assert_refused_and_nothing_kept(turn, before, agents_file, user, value="4821")
     assert not checkpoints.checkpoint_exists(turn.run_id)
 
