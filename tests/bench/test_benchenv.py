@@ -1,10 +1,12 @@
 """The benches' database follows the site's (`DATABASE_URL`), so benches of several checkouts
 or CI runs on one PostgreSQL never share one; `BENCH_DATABASE_URL` still chooses outright. The
-claimed run the benches hand their tools is one a tool accepts."""
+claimed run the benches hand their tools is one a tool accepts. `--before` loads the repository
+of a git revision beside the current one."""
 
 import pytest
-from benchenv import bench_database_url, claimed_run_context
+from benchenv import bench_database_url, claimed_run_context, repository_at
 
+from conversations import repository
 from memory_app.selectors import read_memory_file
 from memory_app.services import remember_memory
 from tests.factories import memory_user
@@ -43,3 +45,13 @@ def test_a_claimed_run_context_is_one_a_tool_may_write_memory_with():
     assert (ctx.uid, ctx.thread_id, ctx.worker_id) == (str(user.pk), "bench-test-one", "worker-one")
     remember_memory(ctx, "prefers the aisle seat")
     assert "prefers the aisle seat" in read_memory_file(user=user).text
+
+
+def test_a_revisions_repository_loads_beside_the_current_one():
+    loaded = repository_at("HEAD")
+    assert loaded is not repository
+    assert callable(loaded.search_thread_messages) and callable(loaded.read_thread_messages)
+    # Today's package is back in place for the code that imports it.
+    from conversations import repository as again
+
+    assert again is repository
