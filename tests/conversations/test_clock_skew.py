@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from conversations.models import Conversation, Message
 from conversations.repository import read_thread_messages
 from tests.factories import UserFactory
+from tests.servers import test_database_url
 
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 SKEW_SECONDS = 600
@@ -49,10 +49,9 @@ print(json.dumps({
 
 
 def _turn(*, user_id: int, message: str, thread_id: str, behind: bool) -> dict:
-    db = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
         "DJANGO_SETTINGS_MODULE": "yuxi_site.settings",
         "LLM_BASE_URL": "",

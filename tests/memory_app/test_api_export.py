@@ -9,17 +9,16 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from django.test import Client
 
 from tests.factories import MessageFactory, UserConfigFactory
 from tests.pgbouncer import TEST_PORT
+from tests.servers import test_database_url, wait_until_healthy
 
 # The server's own process must see what the test wrote.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -30,11 +29,9 @@ WHOLE_IN_MEMORY = "must consume synchronous iterators"
 
 
 def _export_over_asgi(session_key: str, log: Path) -> bytes:
-    params = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{params['USER'] or 'postgres'}@{params['HOST'] or '127.0.0.1'}"
-        f":{params['PORT'] or 5432}/{params['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
         "SECRET_KEY": settings.SECRET_KEY,
         "DEBUG": "False",
@@ -54,14 +51,7 @@ def _export_over_asgi(session_key: str, log: Path) -> bytes:
         )
     base = f"http://127.0.0.1:{ASGI_PORT}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=5).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+        wait_until_healthy(base, server, why=log.read_text)
         request = urllib.request.Request(
             f"{base}/api/export/", headers={"Cookie": f"sessionid={session_key}"}
         )

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -19,6 +18,7 @@ from memory_app.middleware import YuxiMemoryMiddleware
 from memory_app.runtime import ChatNothingToResume, agent_run
 from memory_app.services import remember_memory
 from tests.factories import UserConfigFactory
+from tests.servers import test_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,11 +40,9 @@ with agent_run(user_id={user_id}, thread_id=None) as run:
 
 def test_a_service_of_its_own_sets_django_up_as_documented_and_runs_an_agent_run():
     user = UserConfigFactory().user
-    database = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{database['USER']}@{database['HOST']}:{database['PORT']}/"
-        f"{database['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
     }
     env.pop("DJANGO_SETTINGS_MODULE", None)

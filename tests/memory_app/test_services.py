@@ -7,7 +7,6 @@ import unicodedata
 from contextlib import contextmanager
 from datetime import timedelta
 from types import SimpleNamespace
-from urllib.parse import quote
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -46,6 +45,7 @@ from tests.factories import (
     memory_user,
 )
 from tests.memory_app.writer_process import append_facts
+from tests.servers import test_database_url
 
 pytestmark = pytest.mark.django_db
 
@@ -719,10 +719,8 @@ def test_eight_connections_racing_the_same_fact_add_it_exactly_once(settings):
 @pytest.mark.django_db(transaction=True)
 def test_four_processes_appending_distinct_facts_lose_and_double_nothing(settings):
     runs_ = _runs_for_one_user(4)
-    db = connection.settings_dict
     env = {
-        "DATABASE_URL": f"postgres://{quote(db['USER'] or '', safe='')}:"
-        f"{quote(db['PASSWORD'] or '', safe='')}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
     }
     spawn = multiprocessing.get_context("spawn")

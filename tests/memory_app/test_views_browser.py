@@ -8,14 +8,11 @@ screenshots for a person to look at.
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from axe_selenium_python import Axe
-from django.db import connection
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -26,6 +23,7 @@ from memory_app.selectors import read_memory_file
 from memory_app.services import write_memory_file
 from tests.browser import ARTIFACTS, BROWSER_TESTS, PAGE_WAIT_SECONDS, chromium, log_in
 from tests.factories import UserConfigFactory
+from tests.servers import test_database_url, wait_until_healthy
 from tests.wire_model import Call, Reply
 
 pytestmark = BROWSER_TESTS
@@ -206,10 +204,9 @@ def asgi_server(transactional_db, settings):
     """uvicorn serving yuxi_site.asgi on the test database and workspace root."""
     # The server checks passwords with the site's own hasher, not the tests' cheap one.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
-    db = connection.settings_dict
     env = {
         **os.environ,
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "WORKSPACE_ROOT": str(settings.WORKSPACE_ROOT),
         "DEBUG": "1",  # static files from the apps (no collectstatic in a test)
         "STATIC_ROOT": str(settings.STATIC_ROOT),  # the tests' own, empty
@@ -226,15 +223,7 @@ def asgi_server(transactional_db, settings):
     )
     base = f"http://127.0.0.1:{ASGI_PORT}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(base + "/healthz", timeout=5)
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise
-                time.sleep(0.5)
+        wait_until_healthy(base, server, why=lambda: f"see {ARTIFACTS / 'uvicorn.log'}")
         yield base
     finally:
         server.terminate()

@@ -10,7 +10,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from tests.factories import StaffUserFactory
+from tests.servers import test_database_url, wait_until_healthy
 
 pytestmark = pytest.mark.django_db
 
@@ -167,12 +167,11 @@ def _free_port() -> int:
 def _server(command: list[str], *, port: int, debug: bool, static: Path) -> Iterator[str]:
     """A server process on `port` serving the static files in `static`, stopped on the way
     out; yields its base URL."""
-    db = settings.DATABASES["default"]
     env = {
         **os.environ,
         "STATIC_ROOT": str(static),
         "DEBUG": str(debug),
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "DATABASE_URL": test_database_url(),
         "PORT": str(port),
         "WEB_CONCURRENCY": "1",
     }
@@ -186,15 +185,7 @@ def _server(command: list[str], *, port: int, debug: bool, static: Path) -> Iter
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"{base}/healthz", timeout=5).close()
-                break
-            except OSError:  # refused, reset, or timed out while the worker boots
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{command} did not start") from None
-                time.sleep(0.2)
+        wait_until_healthy(base, process, why=lambda: f"{command} did not start")
         yield base
     finally:
         os.killpg(process.pid, signal.SIGTERM)

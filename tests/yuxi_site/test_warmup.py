@@ -13,6 +13,7 @@ from django.db import connections
 from django.test import Client
 
 from tests.database import closed_port
+from tests.servers import test_database_url
 from yuxi_site import warmup
 
 ROOT = settings.BASE_DIR
@@ -38,15 +39,10 @@ print(json.dumps({
 """
 
 
-def _database_url() -> str:
-    db = settings.DATABASES["default"]
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
 @pytest.mark.django_db
 @pytest.mark.parametrize("entry_point", ["yuxi_site.asgi", "yuxi_site.wsgi"])
 def test_loading_the_application_warms_the_process_before_its_first_request(entry_point):
-    env = {**os.environ, "DATABASE_URL": _database_url()}
+    env = {**os.environ, "DATABASE_URL": test_database_url()}
     loaded = subprocess.run(
         [sys.executable, "-c", _LOAD, entry_point],
         cwd=ROOT,
