@@ -13,7 +13,12 @@ PUBLIC_API: dict[str, tuple[str, ...]] = {
     "conversations.checkpoints": ("checkpointer",),
     "conversations.conf": ("setting", "DEFAULTS"),
     "conversations.models": ("Conversation", "Message", "ToolCall", "AgentRun", "VISIBLE_THREAD"),
-    "conversations.repository": ("search_thread_messages", "read_thread_messages"),
+    "conversations.repository": (
+        "search_thread_messages",
+        "read_thread_messages",
+        "HistoryNotFound",
+        "HistoryQueryError",
+    ),
     "conversations.runs": (
         "create_run",
         "claim_run",

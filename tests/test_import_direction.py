@@ -133,6 +133,7 @@ LAYERS = {
         {"memory_app.runtime.replies", "memory_app.runtime.call_limit"},
         {"memory_app.runtime.guards"},
         {"memory_app.runtime.approval"},
+        {"memory_app.runtime.entry_checks"},
         {"memory_app.runtime.graphs"},
         {"memory_app.runtime.turns"},
         {"memory_app.runtime.opening", "memory_app.runtime.agent_phase"},
