@@ -13,7 +13,11 @@ from urllib.parse import urlsplit
 
 import pytest
 from axe_selenium_python import Axe
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
@@ -43,11 +47,23 @@ def browser(tmp_path):
         yield driver
 
 
+# How chromium reports, instead of a stale element, a node read while its page was replaced.
+_NODE_GONE = "does not belong to the document"
+
+
 def wait(driver, condition, timeout: float = PAGE_WAIT_SECONDS):
     """Until `condition` holds; an element replaced while it was read (a reload, an htmx swap)
-    is looked up again on the next poll."""
-    ignored = (StaleElementReferenceException,)
-    return WebDriverWait(driver, timeout, ignored_exceptions=ignored).until(condition)
+    is looked up again on the next poll, however chromium reports it."""
+
+    def polled(d):
+        try:
+            return condition(d)
+        except WebDriverException as exc:
+            if isinstance(exc, StaleElementReferenceException) or _NODE_GONE in (exc.msg or ""):
+                return False
+            raise
+
+    return WebDriverWait(driver, timeout).until(polled)
 
 
 def text_of(driver, selector: str) -> str:
