@@ -56,7 +56,12 @@ BIG_THREAD_MESSAGES = 20_000
 HEAVY_USERNAME = "bench-heavy"
 RUNS = 500
 NAIVE_RUNS = 5
-SEARCH_INDEXES = ("message_owner_recent_idx", "message_owner_trgm_idx", "message_owner_bigram_idx")
+SEARCH_INDEXES = (
+    "message_owner_recent_idx",
+    "message_owner_trgm_idx",
+    "message_owner_bigram_idx",
+    "message_owner_words_idx",
+)
 
 SYLLABLES = [
     "ka",

@@ -8,6 +8,7 @@ from functools import reduce
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex, OpClass
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import BooleanField, Exists, ExpressionWrapper, F, OuterRef, Q
 from django.db.models.functions import Upper
@@ -134,6 +135,20 @@ class CjkBigrams(models.Func):
 
     function = "yuxi_cjk_bigrams"
     output_field = ArrayField(models.TextField())
+
+
+class ContentWords(models.Func):
+    """The words of a text as PostgreSQL's `simple` text search configuration keeps them
+    (lowercased, unstemmed), every run of letters or digits one word, of its first 100,000
+    characters only (a tsvector holds at most 1 MB: a longer message could not be stored).
+
+    Backs the index through which a rare word's own messages are found without walking the
+    posting lists of its trigrams (each of those is in a large share of all messages). The SQL
+    function is created by migration 0013.
+    """
+
+    function = "yuxi_words"
+    output_field = SearchVectorField()
 
 
 class ConversationQuerySet(models.QuerySet):
@@ -292,6 +307,12 @@ class Message(models.Model):
                 F("owner"),
                 CjkBigrams(Upper("content")),
                 name="message_owner_bigram_idx",
+                condition=VISIBLE_MESSAGE,
+            ),
+            GinIndex(
+                F("owner"),
+                ContentWords("content"),
+                name="message_owner_words_idx",
                 condition=VISIBLE_MESSAGE,
             ),
         ]

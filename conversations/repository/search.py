@@ -53,6 +53,11 @@ SEARCH_WINDOW = 1_000
 FREQUENT_TERM_HITS = 10
 # Candidates with every term: at most this many, the newest.
 SEARCH_CANDIDATES = 50
+# Of the window's messages with some of the terms, at most this many are candidates: those
+# whose terms found weigh most together (their BM25 weights summed), then the newest. Scoring a
+# candidate costs more than finding it (a long question's frequent words are in most of the
+# window: 770 candidates took 28 ms to score at 1M messages).
+WINDOW_CANDIDATES = 100
 # Candidates with one rare term (or a form of it): at most this many per term, the newest.
 TERM_CANDIDATES = 50
 # Of a query of more than QUERY_TERMS_MAX terms, a term's matches among the newest messages are
@@ -123,7 +128,9 @@ def _term_params(terms: list[str]) -> dict[str, Any]:
     for n in range(1, QUERY_TERMS_MAX + 1):
         params[f"pattern_{n}"] = trigram[n - 1].lookup if n <= len(trigram) else None
         each = found[n - 1] if n <= len(found) else None
-        params[f"like_{n}"] = each.lookup if each else None
+        # A word's own candidates through the word index, any other term's through its own.
+        params[f"like_{n}"] = each.lookup if each and not each.word else None
+        params[f"words_{n}"] = each.word if each else None
         params[f"pairs_{n}"] = _quoted_array_text(each.lookup_pairs) if each else None
         params[f"grams_{n}"] = _quoted_array_text(each.grams or []) if each else None
     slots = [str(trigram.index(t) + 1) if t in trigram else "NULL" for t in found]
@@ -234,6 +241,7 @@ def search_thread_messages(
             "window": SEARCH_WINDOW,
             "frequent_hits": FREQUENT_TERM_HITS,
             "candidates": SEARCH_CANDIDATES,
+            "window_candidates": WINDOW_CANDIDATES,
             "term_candidates": TERM_CANDIDATES,
             "rare_lookups": RARE_LOOKUPS,
             "form_weight": FORM_WEIGHT,

@@ -100,7 +100,8 @@ _LOOKUP_TEMPLATE = """    UNION
     (SELECT m.id
      FROM conversations_message m
      WHERE %(several)s
-       AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL)
+       AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL
+            OR %(words_{n})s::text IS NOT NULL)
        AND (SELECT count(*) FROM every) < %(limit)s
        AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
        AND {n} IN (SELECT p.n FROM probed p INNER JOIN terms t ON t.n = p.n WHERE t.served
@@ -111,6 +112,8 @@ _LOOKUP_TEMPLATE = """    UNION
             OR UPPER(m.content) LIKE (SELECT UPPER(%(like_{n})s::text)))
        AND (%(pairs_{n})s::text IS NULL
             OR yuxi_cjk_bigrams(UPPER(m.content)) && %(pairs_{n})s::text[])
+       AND (%(words_{n})s::text IS NULL
+            OR yuxi_words(m.content) @@ to_tsquery('simple'::regconfig, %(words_{n})s::text))
      ORDER BY m.created_at DESC, m.id DESC
      LIMIT %(term_candidates)s)"""
 
@@ -159,14 +162,15 @@ terms AS MATERIALIZED (
                 %(served)s::boolean[])
          WITH ORDINALITY AS t (bare, form, anchor, grams, slot, served, n)
 ),
+seen AS MATERIALIZED (
+    SELECT w.id, w.created_at, array_agg(t.n) AS found
+    FROM newest w CROSS JOIN terms t
+    WHERE {found_w}
+    GROUP BY w.id, w.created_at
+),
 probed AS MATERIALIZED (
-    SELECT t.n, (
-        SELECT count(*) FROM (
-            SELECT 1 FROM newest x
-            WHERE {found_x}
-            LIMIT %(frequent_hits)s
-        ) found
-    ) AS hits
+    SELECT t.n, LEAST((SELECT count(*) FROM seen s WHERE t.n = ANY (s.found)),
+                      %(frequent_hits)s) AS hits
     FROM terms t
 ),
 filtered AS MATERIALIZED (
@@ -180,9 +184,9 @@ filtered AS MATERIALIZED (
     HAVING min(p.hits) < %(frequent_hits)s
 ),
 window_every AS MATERIALIZED (
-    SELECT x.id FROM newest x
-    WHERE NOT EXISTS (SELECT 1 FROM terms t WHERE NOT {found_x})
-    ORDER BY x.created_at DESC, x.id DESC
+    SELECT s.id FROM seen s
+    WHERE cardinality(s.found) = (SELECT count(*) FROM terms)
+    ORDER BY s.created_at DESC, s.id DESC
     LIMIT %(candidates)s
 ),
 every AS MATERIALIZED (
@@ -208,15 +212,20 @@ weights AS MATERIALIZED (
     SELECT t.n, ln(1 + (f.total - f.df + 0.5) / (f.df + 0.5)) AS weight
     FROM terms t
     CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE {found_w})::float8 AS df, count(*)::float8 AS total
-        FROM newest w
+        SELECT (SELECT count(*) FROM seen s WHERE t.n = ANY (s.found))::float8 AS df,
+               (SELECT count(*) FROM newest)::float8 AS total
         WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
+        UNION ALL
+        SELECT 0, 0
+        WHERE NOT (%(several)s AND (SELECT count(*) FROM every) < %(limit)s)
     ) f
 ),
 partial AS MATERIALIZED (
-    SELECT w.id FROM newest w
-    WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
-      AND EXISTS (SELECT 1 FROM terms t WHERE {found_w})
+    (SELECT s.id FROM seen s
+     WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
+     ORDER BY (SELECT sum(wt.weight) FROM weights wt WHERE wt.n = ANY (s.found)) DESC,
+              s.created_at DESC, s.id DESC
+     LIMIT %(window_candidates)s)
 {lookups}
 ),
 lengths AS MATERIALIZED (
@@ -289,7 +298,6 @@ def _search_sql(terms: int) -> str:
     """The search statement for queries of `terms` distinct terms: a slot and a lookup for each
     of them, no more (every slot costs planning time whether its parameter is NULL or not)."""
     return _SEARCH_TEMPLATE.format(
-        found_x=_found_sql("x.u"),
         found_w=_found_sql("w.u"),
         found_m=_found_sql("UPPER(m.content)"),
         found_up=_found_sql("up.u"),

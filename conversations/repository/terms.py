@@ -15,6 +15,8 @@ from typing import NamedTuple
 QUERY_TERMS_MAX = 8
 # A run of this many letters or digits has a trigram, so the trigram index serves its term.
 TRIGRAM_TERM_MIN_CHARS = 3
+# What a word is made of (Unicode categories: letters, decimal digits), for the word index.
+WORD_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lo", "Nd"})
 # Word endings a term of letters is cut at to find its other forms (longest first), leaving
 # at least STEM_MIN_CHARS: "allergy" and "allergic" both find "allerg", "married" and "marry"
 # both find "marr".
@@ -284,6 +286,24 @@ class Term(NamedTuple):
     grams: list[str] | None  # a CJK run's bigrams, half of which are another form of it
     lookup: str | None  # LIKE pattern the trigram index serves for its candidates
     lookup_pairs: list[str]  # CJK pairs the bigram index serves (any of them) for them
+    word: str | None  # prefix query the word index serves for its own candidates instead
+
+
+def is_word(text: str) -> bool:
+    """Whether `text` is one word to PostgreSQL's text search parser: letters and digits only
+    (Unicode's), none from the CJK ranges (the parser keeps a CJK run whole, so its pieces are
+    no words of it)."""
+    return bool(text) and all(
+        unicodedata.category(char) in WORD_CATEGORIES and ord(char) < 0x2E80 for char in text
+    )
+
+
+def word_prefix(text: str) -> str | None:
+    """The `to_tsquery` text of the words that begin with `text` (`marr:*`, for "married" and
+    "marry"), for a term of TRIGRAM_TERM_MIN_CHARS or more that `is_word`; None otherwise."""
+    if len(text) < TRIGRAM_TERM_MIN_CHARS or not is_word(text):
+        return None
+    return f"{text}:*"
 
 
 def term(text: str) -> Term:
@@ -291,10 +311,11 @@ def term(text: str) -> Term:
     its `cjk_bigrams` (a CJK run), its other forms; through which index, if any."""
     stemmed, grams = stem(text), cjk_bigrams(text)
     if stemmed is not None:  # a stem has a trigram whenever its word has one
-        return Term(text, like_pattern(stemmed), stemmed, None, like_pattern(stemmed), [])
+        pattern = like_pattern(stemmed)
+        return Term(text, pattern, stemmed, None, pattern, [], word_prefix(stemmed))
     if grams is not None:
-        return Term(text, like_pattern(text), grams[0], grams, None, grams)
+        return Term(text, like_pattern(text), grams[0], grams, None, grams, None)
     if is_cjk_pair(text):
-        return Term(text, like_pattern(text), text, None, None, [text])
+        return Term(text, like_pattern(text), text, None, None, [text], None)
     lookup = like_pattern(text) if has_trigram(text) else None
-    return Term(text, like_pattern(text), text, None, lookup, [])
+    return Term(text, like_pattern(text), text, None, lookup, [], word_prefix(text))
