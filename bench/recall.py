@@ -130,7 +130,11 @@ def _load(data: dict, username: str) -> tuple[dict[int, int], list[int]]:
             for n, message in enumerate(data["messages"])
         )
     with connection.cursor() as cursor:
-        for index in ("message_owner_trgm_idx", "message_owner_bigram_idx"):
+        for index in (
+            "message_owner_trgm_idx",
+            "message_owner_bigram_idx",
+            "message_owner_words_idx",
+        ):
             cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
         for user in users.values():
             fts_index = f"bench_recall_fts_{int(user.pk)}_idx"

@@ -57,7 +57,7 @@ SEARCH_CANDIDATES = 50
 # whose terms found weigh most together (their BM25 weights summed), then the newest. Scoring a
 # candidate costs more than finding it (a long question's frequent words are in most of the
 # window: 770 candidates took 28 ms to score at 1M messages).
-WINDOW_CANDIDATES = 100
+WINDOW_CANDIDATES = 50
 # Candidates with one rare term (or a form of it): at most this many per term, the newest.
 TERM_CANDIDATES = 50
 # Of a query of more than QUERY_TERMS_MAX terms, a term's matches among the newest messages are

@@ -231,50 +231,55 @@ partial AS MATERIALIZED (
 lengths AS MATERIALIZED (
     SELECT avg(LENGTH(x.u))::float8 AS average FROM newest x
 ),
-scored AS MATERIALIZED (
-    SELECT m.id, m.created_at, f.found, f.relevance, f.terms, f.at
+cased AS MATERIALIZED (
+    SELECT m.id, m.created_at, up.u,
+           %(length_step)s::float8 ^ GREATEST(floor(ln(GREATEST(LENGTH(up.u), 1)::float8
+               / COALESCE(NULLIF((SELECT average FROM lengths), 0), GREATEST(LENGTH(up.u), 1)))
+               / ln(%(length_step)s::float8)), 0) AS ratio,
+           %(asks_when)s AND up.u ~ %(date_or_time)s AS dated
     FROM (SELECT id FROM every UNION SELECT id FROM partial) k
     INNER JOIN conversations_message m ON m.id = k.id
     CROSS JOIN LATERAL (SELECT UPPER(m.content) AS u OFFSET 0) up
+),
+hits AS MATERIALIZED (
+    SELECT k.id, t.n, p.at,
+           wt.weight * CASE WHEN p.bare_at > 0 THEN 1
+                            WHEN t.grams IS NULL THEN %(form_weight)s::float8
+                            ELSE %(form_weight)s::float8 * (
+                                SELECT count(*) FILTER (WHERE STRPOS(k.u, c) > 0)
+                                FROM unnest(t.chars) c)::float8 / cardinality(t.chars)
+                       END
+           * p.tf * (%(k1)s::float8 + 1)
+           / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * k.ratio)) AS score
+    FROM cased k
+    CROSS JOIN terms t
+    INNER JOIN weights wt ON wt.n = t.n
+    CROSS JOIN LATERAL (SELECT STRPOS(k.u, t.bare) AS bare_at) b
     CROSS JOIN LATERAL (
-        SELECT %(length_step)s::float8 ^ GREATEST(floor(ln(GREATEST(LENGTH(up.u), 1)::float8
-                   / COALESCE(NULLIF((SELECT average FROM lengths), 0), GREATEST(LENGTH(up.u), 1)))
-                   / ln(%(length_step)s::float8)), 0) AS ratio
-    ) dl
+        SELECT CASE WHEN b.bare_at > 0 THEN t.bare ELSE t.anchor END AS seen
+    ) s
     CROSS JOIN LATERAL (
-        SELECT count(*) AS found, array_agg(t.n ORDER BY t.n) AS terms,
-               (array_agg(p.at ORDER BY t.n))[1] AS at,
-               sum(wt.weight * CASE WHEN p.bare_at > 0 THEN 1
-                                   WHEN t.grams IS NULL THEN %(form_weight)s::float8
-                                   ELSE %(form_weight)s::float8 * (
-                                       SELECT count(*) FILTER (WHERE STRPOS(up.u, c) > 0)
-                                       FROM unnest(t.chars) c)::float8 / cardinality(t.chars)
-                              END
-                   * p.tf * (%(k1)s::float8 + 1)
-                   / (p.tf + %(k1)s::float8 * (1 - %(b)s::float8 + %(b)s::float8 * dl.ratio)))
-                 * (1 + CASE WHEN count(*) > 1
-                             THEN %(near_bonus)s::float8 * 2 ^ -floor(
-                                 ln(1 + (max(p.at) - min(p.at)) / %(near_chars)s::float8) / ln(2))
-                             ELSE 0 END)
-                 * count(*) / cardinality((SELECT array_agg(n) FROM terms))
-                 * CASE WHEN %(asks_when)s AND up.u ~ %(date_or_time)s
-                        THEN 1 + %(when_bonus)s::float8 ELSE 1 END AS relevance
-        FROM terms t
-        INNER JOIN weights wt ON wt.n = t.n
-        CROSS JOIN LATERAL (SELECT STRPOS(up.u, t.bare) AS bare_at) b
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN b.bare_at > 0 THEN t.bare ELSE t.anchor END AS seen
-        ) s
-        CROSS JOIN LATERAL (
-            SELECT b.bare_at,
-                   CASE WHEN b.bare_at > 0 THEN b.bare_at
-                        ELSE GREATEST(STRPOS(up.u, t.anchor), 1) END AS at,
-                   GREATEST((LENGTH(up.u) - LENGTH(REPLACE(up.u, s.seen, '')))
-                            / LENGTH(s.seen), 1)::float8 AS tf
-        ) p
-        WHERE p.bare_at > 0 OR {found_up}
-    ) f
-    WHERE f.found > 0
+        SELECT b.bare_at,
+               CASE WHEN b.bare_at > 0 THEN b.bare_at
+                    ELSE GREATEST(STRPOS(k.u, t.anchor), 1) END AS at,
+               GREATEST((LENGTH(k.u) - LENGTH(REPLACE(k.u, s.seen, '')))
+                        / LENGTH(s.seen), 1)::float8 AS tf
+    ) p
+    WHERE p.bare_at > 0 OR {found_k}
+),
+scored AS MATERIALIZED (
+    SELECT k.id, k.created_at, count(*) AS found, array_agg(h.n ORDER BY h.n) AS terms,
+           (array_agg(h.at ORDER BY h.n))[1] AS at,
+           sum(h.score ORDER BY h.n)
+             * (1 + CASE WHEN count(*) > 1
+                         THEN %(near_bonus)s::float8 * 2 ^ -floor(
+                             ln(1 + (max(h.at) - min(h.at)) / %(near_chars)s::float8) / ln(2))
+                         ELSE 0 END)
+             * count(*) / (SELECT count(*) FROM terms)
+             * CASE WHEN k.dated THEN 1 + %(when_bonus)s::float8 ELSE 1 END AS relevance
+    FROM cased k
+    INNER JOIN hits h ON h.id = k.id
+    GROUP BY k.id, k.created_at, k.dated
 )
 SELECT c.thread_id, LEFT(c.title, %(title_chars)s), m.id, m.role, yuxi_utc_iso(m.created_at),
        SUBSTRING(m.content, GREATEST(hit.at - %(lead_chars)s, 1), %(window_chars)s),
@@ -300,7 +305,7 @@ def _search_sql(terms: int) -> str:
     return _SEARCH_TEMPLATE.format(
         found_w=_found_sql("w.u"),
         found_m=_found_sql("UPPER(m.content)"),
-        found_up=_found_sql("up.u"),
+        found_k=_found_sql("k.u"),
         grams="\n".join(
             f"       AND (%(grams_{n})s::text IS NULL"
             f" OR yuxi_cjk_bigrams(UPPER(m.content)) && %(grams_{n})s::text[])"
