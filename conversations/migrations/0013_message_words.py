@@ -21,14 +21,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT to_tsvector('simple'::regconfig,
                        regexp_replace(left(t, 100000), '[^[:alnum:]]+', ' ', 'g'))
 $$;
-CREATE STATISTICS conversations_message_words ON (yuxi_words(content))
-    FROM conversations_message;
 """
 
-DROP_WORDS_SQL = """
-DROP STATISTICS conversations_message_words;
-DROP FUNCTION yuxi_words(text);
-"""
+DROP_WORDS_SQL = "DROP FUNCTION yuxi_words(text);"
 
 
 class Migration(migrations.Migration):

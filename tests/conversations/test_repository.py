@@ -1669,6 +1669,80 @@ def test_a_word_matches_its_other_forms_married_and_marry(search_step):
     assert hits[0]["matched_terms"] == ["cousin", "marry"]
 
 
+@pytest.mark.parametrize(
+    ("text", "prefix"),
+    [
+        ("married", "marr:*"),  # a stemmed word: the words beginning with its stem
+        ("Caroline", "Carolin:*"),
+        ("café", "café:*"),
+        ("2026", "2026:*"),
+        ("abc123", "abc123:*"),
+        ("ab", None),  # too short for any index
+        ("C++", None),  # punctuation: the trigram index, or the window only
+        ("snake_case", None),
+        ("京都", None),  # CJK: the bigram index
+        ("東京タワー", None),
+    ],
+)
+def test_a_term_of_letters_or_digits_is_looked_up_by_the_words_beginning_with_its_form(
+    text, prefix
+):
+    assert terms.term(text).word == prefix
+
+
+def test_a_rare_words_older_messages_are_found_by_the_words_that_begin_with_it(monkeypatch):
+    user = UserFactory()
+    thread = _thread(user)
+    plural, inside, _ = _messages(
+        thread, ["the Weddings were lovely", "a prewedding dinner", "nothing here"]
+    )
+    for n in range(1, 6):
+        MessageFactory(conversation=thread, content="chatter", created_at=T0 + timedelta(days=n))
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 5)  # the three old messages are out of it
+    found = _search_ids(user, "wedding chatter")
+    assert plural.pk in found  # "Weddings" begins with the stem of "wedding"
+    # Only inside another word: not among the rare word's own candidates (a message with every
+    # term would still be, through the trigram index).
+    assert inside.pk not in found
+    assert _search_ids(user, "prewedding chatter")[0] == inside.pk
+
+
+def test_a_rare_words_own_candidates_come_through_the_word_index(rare_terms_among_many):
+    user = rare_terms_among_many
+    both = set(Message.objects.filter(content__startswith="wedding").values_list("pk", flat=True))
+    assert set(_search_ids(user, "wedding common")[:2]) == both
+    plan = _plan(user, "wedding common", analyze=True, disable=("seqscan", "indexscan"))
+    lookups = [
+        node
+        for node in _nodes(plan)
+        if node.get("Index Name") == "message_owner_words_idx" and node["Actual Loops"] > 0
+    ]
+    # The word's prefix query comes from an InitPlan (`@@ $n`); it found the two messages.
+    assert any("@@" in node["Index Cond"] and node["Actual Rows"] == 2 for node in lookups)
+
+
+def test_a_message_longer_than_a_tsvector_holds_is_stored_and_found():
+    user = UserFactory()
+    # 400,000 distinct words, 3.6 MB: their tsvector would exceed PostgreSQL's 1 MB, so the
+    # word index takes the first 100,000 characters only.
+    content = " ".join(f"w{n:07x}" for n in range(400_000)) + " zebra"
+    message = _messages(_thread(user), [content])[0]
+    assert _search_ids(user, "w0000010") == [message.pk]
+    assert _search_ids(user, "zebra") == [message.pk]
+
+
+def test_of_the_windows_partial_matches_those_whose_terms_weigh_most_are_scored(monkeypatch):
+    user = UserFactory()
+    kiwi, *apples = _messages(
+        _thread(user), ["a kiwi"] + ["an apple"] * (search.FREQUENT_TERM_HITS + 2)
+    )
+    # No message has both words; "apple" is too frequent for a lookup of its own.
+    assert len(_search_ids(user, "apple kiwi")) == 10
+    monkeypatch.setattr(search, "WINDOW_CANDIDATES", 2)
+    # The rarer word's message, then the newest of the others.
+    assert _search_ids(user, "apple kiwi") == [kiwi.pk, apples[-1].pk]
+
+
 def test_a_rarer_term_outweighs_a_frequent_one_and_a_long_message_weighs_less():
     user = UserFactory()
     thread = _thread(user)
