@@ -42,6 +42,7 @@ from benchenv import repository_at, setup_django
 setup_django()
 
 from django.contrib.auth import get_user_model  # noqa: E402
+from django.contrib.postgres.indexes import GinIndex  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
 
 from conversations.models import Conversation, Message  # noqa: E402
@@ -130,12 +131,10 @@ def _load(data: dict, username: str) -> tuple[dict[int, int], list[int]]:
             for n, message in enumerate(data["messages"])
         )
     with connection.cursor() as cursor:
-        for index in (
-            "message_owner_trgm_idx",
-            "message_owner_bigram_idx",
-            "message_owner_words_idx",
-        ):
-            cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index])
+        # Every GIN index of messages: what the load left in their pending lists, merged.
+        for index in Message._meta.indexes:
+            if isinstance(index, GinIndex):
+                cursor.execute("SELECT gin_clean_pending_list(%s::regclass)", [index.name])
         for user in users.values():
             fts_index = f"bench_recall_fts_{int(user.pk)}_idx"
             cursor.execute(f"DROP INDEX IF EXISTS {fts_index}")

@@ -221,16 +221,14 @@ every AS MATERIALIZED (
      LIMIT %(candidates)s - (SELECT count(*) FROM window_every))
 ),
 weights AS MATERIALIZED (
-    SELECT t.n, ln(1 + (f.total - f.df + 0.5) / (f.df + 0.5)) AS weight
+    SELECT t.n, ln(1 + (COALESCE(f.total, 0) - COALESCE(f.df, 0) + 0.5)
+                      / (COALESCE(f.df, 0) + 0.5)) AS weight
     FROM terms t
-    CROSS JOIN LATERAL (
+    LEFT JOIN LATERAL (
         SELECT (SELECT count(*) FROM seen s WHERE t.n = ANY (s.found))::float8 AS df,
                (SELECT count(*) FROM newest)::float8 AS total
         WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
-        UNION ALL
-        SELECT 0, 0
-        WHERE NOT (%(several)s AND (SELECT count(*) FROM every) < %(limit)s)
-    ) f
+    ) f ON TRUE
 ),
 partial AS MATERIALIZED (
     (SELECT s.id FROM seen s

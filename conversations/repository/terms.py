@@ -15,6 +15,8 @@ from typing import NamedTuple
 QUERY_TERMS_MAX = 8
 # A run of this many letters or digits has a trigram, so the trigram index serves its term.
 TRIGRAM_TERM_MIN_CHARS = 3
+# Where the CJK-range characters begin (U+2E80, as the bigram index's SQL function has it).
+CJK_RANGE_START = 0x2E80
 # What a word is made of (Unicode categories: letters, decimal digits), for the word index.
 WORD_CATEGORIES = frozenset({"Lu", "Ll", "Lt", "Lo", "Nd"})
 # Word endings a term of letters is cut at to find its other forms (longest first), leaving
@@ -131,7 +133,9 @@ POSSESSIVES = ("'s", "\u2019s")
 
 def is_cjk(text: str) -> bool:
     """Whether every character of `text` is a caseless CJK-range one."""
-    return all(ord(char) >= 0x2E80 for char in text) and text.upper() == text == text.lower()
+    return (
+        all(ord(char) >= CJK_RANGE_START for char in text) and text.upper() == text == text.lower()
+    )
 
 
 def is_cjk_pair(text: str) -> bool:
@@ -294,7 +298,8 @@ def is_word(text: str) -> bool:
     (Unicode's), none from the CJK ranges (the parser keeps a CJK run whole, so its pieces are
     no words of it)."""
     return bool(text) and all(
-        unicodedata.category(char) in WORD_CATEGORIES and ord(char) < 0x2E80 for char in text
+        unicodedata.category(char) in WORD_CATEGORIES and ord(char) < CJK_RANGE_START
+        for char in text
     )
 
 
