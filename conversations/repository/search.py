@@ -110,36 +110,83 @@ def _grams_text(found: Term) -> str:
     return _array_item(" ".join(found.grams or []))
 
 
-def _term_params(terms: list[str]) -> dict[str, Any]:
+def _drivers(found: list[Term], hits: list[int]) -> list[Term]:
+    """The trigram terms that drive the step with every term, given each term's matches among
+    the newest messages: as the statement's own `filtered` step chooses (see `sql.py`), when
+    some index-served term is rare there, only the trigram term found least (the first on a
+    tie) and only if it is rare itself; else every trigram term."""
+    trigram = [t for t in found if t.lookup is not None]
+    served = [h for t, h in zip(found, hits, strict=True) if t.lookup is not None or t.lookup_pairs]
+    if not served or min(served) >= FREQUENT_TERM_HITS:
+        return trigram
+    least = min(
+        ((h, n) for n, (t, h) in enumerate(zip(found, hits, strict=True)) if t.lookup is not None),
+        default=None,
+    )
+    if least is None or least[0] >= FREQUENT_TERM_HITS:
+        return []
+    return [found[least[1]]]
+
+
+def _lookups(found: list[Term], hits: list[int]) -> list[bool]:
+    """Which terms' own candidates the statement may look up, given each term's matches among
+    the newest messages: it looks up the RARE_LOOKUPS index-served terms found least there (the
+    first on a tie), if found in fewer than FREQUENT_TERM_HITS. Its count of a CJK run is of
+    half its pieces, which can be more than `hits` (of the run whole): a query with one keeps
+    every term that may be among them, the statement still choosing."""
+    served = [t.lookup is not None or bool(t.lookup_pairs) for t in found]
+    rare = [s and h < FREQUENT_TERM_HITS for s, h in zip(served, hits, strict=True)]
+    if any(t.grams for t in found):
+        return [r or bool(t.grams) for r, t in zip(rare, found, strict=True)]
+    counted = zip(served, hits, strict=True)
+    least = sorted((min(h, FREQUENT_TERM_HITS), n) for n, (s, h) in enumerate(counted) if s)
+    chosen = {n for _, n in least[:RARE_LOOKUPS]}
+    return [r and n in chosen for n, r in enumerate(rare)]
+
+
+def _term_params(terms: list[str], hits: list[int] | None = None) -> dict[str, Any]:
     """The search statement's term parameters (see the comment above the template, in
     `sql.py`): each distinct term as written, its form, anchor and bigrams, its trigram slot
     and whether an index serves it; for the step with every term, the forms the trigram index
     serves in their slots, the CJK pairs and each CJK run's bigrams the bigram index serves,
     and the forms only checked (every pattern's when one may be left to the filter, else those
     no index serves); for the rare terms' candidates, each term's own lookup. The unused
-    conditions NULL."""
+    conditions NULL.
+
+    Given each term's matches among the newest messages (`hits`, counted already to choose
+    the terms), which trigram terms drive the step with every term is chosen here
+    (`_drivers`), not in the statement: the others' slots stay NULL, so the statement is
+    planned without them and each message the index finds is not cased once for each of
+    them (eight slots, seven of them '%': 4 ms of a 12-word question at 1M messages); and the
+    terms whose own candidates the statement would not look up (`_lookups`) get no lookup to
+    plan."""
     found = [term(text) for text in terms]
     trigram = [t for t in found if t.lookup is not None]
     pairs = [t.bare for t in found if t.grams is None and t.lookup_pairs]
     unserved = [t for t in found if t.lookup is None and not t.lookup_pairs]
     # Only a trigram term with another index-served term beside it can be left to the filter.
     probed = bool(trigram) and len(found) - len(unserved) > 1
+    looked_up = [True] * len(found)
+    if hits is not None:
+        trigram = _drivers(found, hits)
+        looked_up = _lookups(found, hits)
     params: dict[str, Any] = {}
     for n in range(1, QUERY_TERMS_MAX + 1):
         params[f"pattern_{n}"] = trigram[n - 1].lookup if n <= len(trigram) else None
         each = found[n - 1] if n <= len(found) else None
-        # A word's own candidates through the word index, any other term's through its own.
-        params[f"like_{n}"] = each.lookup if each and not each.word else None
-        params[f"words_{n}"] = each.word if each else None
-        params[f"pairs_{n}"] = _quoted_array_text(each.lookup_pairs) if each else None
         params[f"grams_{n}"] = _quoted_array_text(each.grams or []) if each else None
+        # A word's own candidates through the word index, any other term's through its own.
+        looked = each if each and looked_up[n - 1] else None
+        params[f"like_{n}"] = looked.lookup if looked and not looked.word else None
+        params[f"words_{n}"] = looked.word if looked else None
+        params[f"pairs_{n}"] = _quoted_array_text(looked.lookup_pairs) if looked else None
     slots = [str(trigram.index(t) + 1) if t in trigram else "NULL" for t in found]
     grams = [_grams_text(t) for t in found]
     checked = [t.form for t in (found if probed else unserved) if t.grams is None]
     return {
         **params,
         "bares": _quoted_array_text([t.bare for t in found]),
-        "forms": _quoted_array_text([t.form for t in found]),
+        "literals": _quoted_array_text([t.literal for t in found]),
         "anchors": _quoted_array_text([t.anchor for t in found]),
         "grams": "{" + ",".join(grams) + "}",
         "slots": "{" + ",".join(slots) + "}",
@@ -149,15 +196,17 @@ def _term_params(terms: list[str]) -> dict[str, Any]:
         "overlap": any(t.grams for t in found),
         "indexed": len(unserved) < len(found),
         "several": len(found) > 1,
+        "driven": hits is not None,
     }
 
 
 def _most_informative(
     cursor: CursorWrapper, owner: int, terms: list[str], since: str | None, until: str | None
-) -> list[str]:
-    """QUERY_TERMS_MAX of `terms`, in query order: the terms found in none of the user's
-    visible messages are left out first (the last first), then the most frequent among the
-    newest of them (`TERM_COUNTS_SQL`; the later first on a tie)."""
+) -> tuple[list[str], list[int]]:
+    """QUERY_TERMS_MAX of `terms`, in query order, and the matches of each among the newest
+    messages (up to COUNTED_HITS): the terms found in none of the user's visible messages are
+    left out first (the last first), then the most frequent among the newest of them
+    (`TERM_COUNTS_SQL`; the later first on a tie)."""
     found = [term(text) for text in terms]
     rows = fetch(
         cursor,
@@ -169,7 +218,7 @@ def _most_informative(
             "window": SEARCH_WINDOW,
             "probes": QUERY_TERMS_MAX,
             "counted_hits": COUNTED_HITS,
-            "forms": _quoted_array_text([t.form for t in found]),
+            "literals": _quoted_array_text([t.literal for t in found]),
             "lookups": "{" + ",".join(_array_item(t.lookup) for t in found) + "}",
             # a CJK pair's own bigram (a run's pieces are not probed: see the statement)
             "pairs": "{"
@@ -181,7 +230,8 @@ def _most_informative(
     )
     first_left_out = sorted(rows, key=lambda row: (row[2], -row[1], -row[0]))
     left_out = {n for n, _, _ in first_left_out[: len(terms) - QUERY_TERMS_MAX]}
-    return [text for n, text in enumerate(terms, 1) if n not in left_out]
+    kept = [row for row in rows if row[0] not in left_out]
+    return [terms[n - 1] for n, _, _ in kept], [hits for _, hits, _ in kept]
 
 
 def _snippet(window: str, match_offset: int) -> tuple[str, int]:
@@ -231,8 +281,9 @@ def search_thread_messages(
         raise HistoryQueryError("since must be earlier than until")
 
     with connection.cursor() as cursor:
+        hits = None
         if len(terms) > QUERY_TERMS_MAX:
-            terms = _most_informative(cursor, owner, terms, since_at, until_at)
+            terms, hits = _most_informative(cursor, owner, terms, since_at, until_at)
         params = {
             "owner": owner,
             "limit": limit,
@@ -256,7 +307,7 @@ def search_thread_messages(
             "title_chars": TITLE_MAX_BYTES + 1,
             "lead_chars": SNIPPET_LEAD_BYTES,
             "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
-            **_term_params(terms),
+            **_term_params(terms, hits),
         }
         rows = fetch(cursor, SEARCH_SQLS[len(terms) - 1], params)
 

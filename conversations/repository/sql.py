@@ -38,12 +38,15 @@ from conversations.repository.terms import QUERY_TERMS_MAX
 #           bounds, of visible threads, each cased once (`u`): one copy every step that
 #           walks the window reads (casing the whole window takes 1-3 ms; each step casing
 #           what it walked took that for every term probed and for the page of every term).
-#           Its size bounds every walk: a term the indexes cannot narrow is only ever
-#           checked here.
-#   terms   each distinct term: as written (`bare`, cased in SQL, for STRPOS), its `form` (a
-#           LIKE pattern of its stem, or itself), a CJK run's `grams` (half of which are
-#           another form of it) and `chars`, the `anchor` a form match is placed by, its
-#           trigram slot, and whether an index serves it.
+#           Its threads are checked by a hash of the visible ones (a semi-join), not by `=
+#           ANY` of the array, which compares each message with every thread in turn (313
+#           threads: 1 ms a window). Its size bounds every walk: a term the indexes cannot
+#           narrow is only ever checked here.
+#   terms   each distinct term: as written (`bare`, cased in SQL, for STRPOS), its `literal`
+#           (its stem, or itself: what every form of it holds, found by STRPOS, half the cost
+#           of its LIKE pattern), a CJK run's `grams` (half of which are another form of it)
+#           and `chars`, the `anchor` a form match is placed by, its trigram slot, and whether
+#           an index serves it.
 #   seen    the newest messages holding any term (or a form of it), each with the terms it
 #           holds: the one walk of the window that checks every term on every message.
 #   probed  how many of the newest messages hold each term, up to FREQUENT_TERM_HITS.
@@ -107,8 +110,8 @@ _VISIBLE_MESSAGE = """       AND m.owner_id = %(owner)s
 # prefix query comes through an InitPlan, so the planner estimates it at its default
 # selectivity and goes through the GIN index, never a walk of the user's messages in time order
 # (a prefix query it estimated as frequent walked 100,000 messages for 50: one second).
-_LOOKUP_TEMPLATE = """    UNION
-    (SELECT m.id
+_LOOKUP_TEMPLATE = """    UNION ALL
+    (SELECT m.id, NULL::int[]
      FROM conversations_message m
      WHERE %(several)s
        AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL
@@ -132,10 +135,10 @@ _LOOKUP_TEMPLATE = """    UNION
 
 def _found_sql(text: str) -> str:
     """SQL: whether the cased text `text` holds the term `t` (a row of `terms`) in some form:
-    its form's pattern, or, for a CJK run, at least half its bigrams."""
+    its literal, or, for a CJK run, at least half its bigrams."""
     return (
-        f"({text} LIKE t.form OR (t.grams IS NOT NULL AND (SELECT count(*) FROM unnest(t.grams)"
-        f" g WHERE STRPOS({text}, g) > 0) * 2 >= cardinality(t.grams)))"
+        f"(STRPOS({text}, t.literal) > 0 OR (t.grams IS NOT NULL AND (SELECT count(*)"
+        f" FROM unnest(t.grams) g WHERE STRPOS({text}, g) > 0) * 2 >= cardinality(t.grams)))"
     )
 
 
@@ -160,19 +163,19 @@ newest AS MATERIALIZED (
         ORDER BY m.created_at DESC, m.id DESC
         LIMIT %(window)s
     ) m
-    WHERE m.conversation_id = ANY ((SELECT ids FROM visible)::bigint[])
+    WHERE m.conversation_id IN (SELECT unnest(ids) FROM visible)
 )"""
 
 _SEARCH_TEMPLATE = (
     _WINDOW_CTES
     + """,
 terms AS MATERIALIZED (
-    SELECT t.n::int AS n, t.bare, t.form, t.anchor, string_to_array(t.grams, ' ') AS grams,
+    SELECT t.n::int AS n, t.bare, t.literal, t.anchor, string_to_array(t.grams, ' ') AS grams,
            string_to_array(t.bare, NULL) AS chars, t.slot, t.served
-    FROM unnest(UPPER(%(bares)s::text)::text[], UPPER(%(forms)s::text)::text[],
+    FROM unnest(UPPER(%(bares)s::text)::text[], UPPER(%(literals)s::text)::text[],
                 UPPER(%(anchors)s::text)::text[], %(grams)s::text[], %(slots)s::int[],
                 %(served)s::boolean[])
-         WITH ORDINALITY AS t (bare, form, anchor, grams, slot, served, n)
+         WITH ORDINALITY AS t (bare, literal, anchor, grams, slot, served, n)
 ),
 seen AS MATERIALIZED (
     SELECT w.id, w.created_at, array_agg(t.n) AS found
@@ -193,18 +196,18 @@ filtered AS MATERIALIZED (
            AS slots
     FROM terms t INNER JOIN probed p ON p.n = t.n
     WHERE t.served
-    HAVING min(p.hits) < %(frequent_hits)s
+    HAVING NOT %(driven)s AND min(p.hits) < %(frequent_hits)s
 ),
 window_every AS MATERIALIZED (
-    SELECT s.id FROM seen s
+    SELECT s.id, s.found FROM seen s
     WHERE cardinality(s.found) = (SELECT count(*) FROM terms)
     ORDER BY s.created_at DESC, s.id DESC
     LIMIT %(candidates)s
 ),
 every AS MATERIALIZED (
-    SELECT id FROM window_every
+    SELECT id, found FROM window_every
     UNION ALL
-    (SELECT m.id
+    (SELECT m.id, NULL::int[]
      FROM conversations_message m
      WHERE %(indexed)s AND (SELECT count(*) FROM window_every) < %(limit)s
        AND m.id NOT IN (SELECT id FROM window_every)
@@ -231,7 +234,7 @@ weights AS MATERIALIZED (
     ) f ON TRUE
 ),
 partial AS MATERIALIZED (
-    (SELECT s.id FROM seen s
+    (SELECT s.id, s.found FROM seen s
      WHERE %(several)s AND (SELECT count(*) FROM every) < %(limit)s
      ORDER BY (SELECT sum(wt.weight) FROM weights wt WHERE wt.n = ANY (s.found)) DESC,
               s.created_at DESC, s.id DESC
@@ -242,12 +245,14 @@ lengths AS MATERIALIZED (
     SELECT avg(LENGTH(x.u))::float8 AS average FROM newest x
 ),
 cased AS MATERIALIZED (
-    SELECT m.id, m.created_at, up.u,
+    SELECT m.id, m.created_at, up.u, k.found,
            %(length_step)s::float8 ^ GREATEST(floor(ln(GREATEST(LENGTH(up.u), 1)::float8
                / COALESCE(NULLIF((SELECT average FROM lengths), 0), GREATEST(LENGTH(up.u), 1)))
                / ln(%(length_step)s::float8)), 0) AS ratio,
            %(asks_when)s AND up.u ~ %(date_or_time)s AS dated
-    FROM (SELECT id FROM every UNION SELECT id FROM partial) k
+    FROM (SELECT c.id, max(c.found) AS found
+          FROM (SELECT id, found FROM every UNION ALL SELECT id, found FROM partial) c
+          GROUP BY c.id) k
     INNER JOIN conversations_message m ON m.id = k.id
     CROSS JOIN LATERAL (SELECT UPPER(m.content) AS u OFFSET 0) up
 ),
@@ -272,10 +277,10 @@ hits AS MATERIALIZED (
         SELECT b.bare_at,
                CASE WHEN b.bare_at > 0 THEN b.bare_at
                     ELSE GREATEST(STRPOS(k.u, t.anchor), 1) END AS at,
-               GREATEST((LENGTH(k.u) - LENGTH(REPLACE(k.u, s.seen, '')))
-                        / LENGTH(s.seen), 1)::float8 AS tf
+               GREATEST((OCTET_LENGTH(k.u) - OCTET_LENGTH(REPLACE(k.u, s.seen, '')))
+                        / OCTET_LENGTH(s.seen), 1)::float8 AS tf
     ) p
-    WHERE p.bare_at > 0 OR {found_k}
+    WHERE CASE WHEN k.found IS NOT NULL THEN t.n = ANY (k.found) ELSE {found_k} END
 ),
 scored AS MATERIALIZED (
     SELECT k.id, k.created_at, count(*) AS found, array_agg(h.n ORDER BY h.n) AS terms,
@@ -341,8 +346,8 @@ def _search_sql(terms: int) -> str:
 SEARCH_SQLS = tuple(_search_sql(terms) for terms in range(1, QUERY_TERMS_MAX + 1))
 SEARCH_SQL = SEARCH_SQLS[-1]
 
-# For a query of more than QUERY_TERMS_MAX terms, which to keep: each term's matches (its form's
-# pattern: itself or its stem) among the newest visible messages, and, for a term found in none
+# For a query of more than QUERY_TERMS_MAX terms, which to keep: each term's matches (its
+# literal: itself or its stem) among the newest visible messages, and, for a term found in none
 # of them that an index serves, whether any older visible message has it (one index probe). A
 # term no index serves, or a CJK run of three or more characters (found by half its pieces,
 # which no index probe can tell cheaply), not found among the newest, counts as found nowhere;
@@ -352,10 +357,10 @@ TERM_COUNTS_SQL = (
     _WINDOW_CTES
     + f""",
 terms AS MATERIALIZED (
-    SELECT t.n::int AS n, t.form, t.lookup, t.pairs
-    FROM unnest(UPPER(%(forms)s::text)::text[], UPPER(%(lookups)s::text)::text[],
+    SELECT t.n::int AS n, t.literal, t.lookup, t.pairs
+    FROM unnest(UPPER(%(literals)s::text)::text[], UPPER(%(lookups)s::text)::text[],
                 %(pairs)s::text[])
-         WITH ORDINALITY AS t (form, lookup, pairs, n)
+         WITH ORDINALITY AS t (literal, lookup, pairs, n)
 ),
 counted AS MATERIALIZED (
     SELECT t.n, t.lookup, t.pairs, h.hits,
@@ -365,7 +370,7 @@ counted AS MATERIALIZED (
     FROM terms t
     CROSS JOIN LATERAL (
         SELECT count(*) AS hits FROM (
-            SELECT 1 FROM newest x WHERE x.u LIKE t.form LIMIT %(counted_hits)s
+            SELECT 1 FROM newest x WHERE STRPOS(x.u, t.literal) > 0 LIMIT %(counted_hits)s
         ) found
     ) h
 )

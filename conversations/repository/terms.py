@@ -285,7 +285,8 @@ class Term(NamedTuple):
     """A distinct term of a query and how the search statement finds it."""
 
     bare: str  # as written
-    form: str  # LIKE pattern of its other forms (and itself)
+    literal: str  # what its other forms (and itself) hold: its stem, or itself
+    form: str  # `literal` as a LIKE pattern
     anchor: str  # what a match of another form is placed by
     grams: list[str] | None  # a CJK run's bigrams, half of which are another form of it
     lookup: str | None  # LIKE pattern the trigram index serves for its candidates
@@ -315,12 +316,13 @@ def term(text: str) -> Term:
     """How a term is found: as written; also by its `stem` (a word of letters) or by half of
     its `cjk_bigrams` (a CJK run), its other forms; through which index, if any."""
     stemmed, grams = stem(text), cjk_bigrams(text)
+    pattern = like_pattern(text)
     if stemmed is not None:  # a stem has a trigram whenever its word has one
         pattern = like_pattern(stemmed)
-        return Term(text, pattern, stemmed, None, pattern, [], word_prefix(stemmed))
+        return Term(text, stemmed, pattern, stemmed, None, pattern, [], word_prefix(stemmed))
     if grams is not None:
-        return Term(text, like_pattern(text), grams[0], grams, None, grams, None)
+        return Term(text, text, pattern, grams[0], grams, None, grams, None)
     if is_cjk_pair(text):
-        return Term(text, like_pattern(text), text, None, None, [text], None)
-    lookup = like_pattern(text) if has_trigram(text) else None
-    return Term(text, like_pattern(text), text, None, lookup, [], word_prefix(text))
+        return Term(text, text, pattern, text, None, None, [text], None)
+    lookup = pattern if has_trigram(text) else None
+    return Term(text, text, pattern, text, None, lookup, [], word_prefix(text))

@@ -1108,12 +1108,13 @@ def _plan(
     analyze: bool = False,
     disable: tuple[str, ...] = ("seqscan",),
 ) -> dict:
-    """The planner's JSON plan of the statement `query`'s search sends, run too with `analyze`
-    (each node's `Actual Loops`), with the scan methods of `disable` ("seqscan", "indexscan")
-    off for the rest of the test's transaction."""
+    """The planner's JSON plan of the search statement `query`'s search sends (the last: a
+    query of more than QUERY_TERMS_MAX terms first counts them), run too with `analyze` (each
+    node's `Actual Loops`), with the scan methods of `disable` ("seqscan", "indexscan") off
+    for the rest of the test's transaction."""
     with CaptureQueriesContext(connection) as captured:
         search_thread_messages(user.pk, query, limit=limit)
-    [statement] = captured.captured_queries
+    *_, statement = captured.captured_queries
     with connection.cursor() as cursor:
         for method in disable:
             cursor.execute(f"SET LOCAL enable_{method} = off")
@@ -1363,6 +1364,60 @@ def test_of_rare_terms_only_the_rarest_drives_the_index_and_the_others_are_still
     assert set(_search_ids(user, "amber violet")[:2]) == {m.pk for m in both}
     [scan] = [s for s in _trigram_scans_run(user, "amber violet") if "CASE" in s["Index Cond"]]
     assert scan["Actual Rows"] == 5
+
+
+@pytest.fixture
+def eight_kept_of_nine(rare_terms_among_many):
+    """The user of `rare_terms_among_many` with messages of rarer words, and a question of
+    nine terms, one of them found nowhere (left out), and the same question of the eight kept."""
+    user = rare_terms_among_many
+    thread = Conversation.objects.filter(user=user).first()
+    Message.objects.bulk_create(
+        [Message(conversation=thread, role="user", content="amber violet") for _ in range(6)]
+        + [Message(conversation=thread, role="user", content="violet trip") for _ in range(3)]
+        + [Message(conversation=thread, role="user", content="amber cake") for _ in range(4)]
+        + [Message(conversation=thread, role="user", content="common amber cake text")]
+    )
+    kept = "wedding kyoto amber violet trip cake common text"
+    return user, "wedding kyoto amber violet zzqxv trip cake common text", kept
+
+
+def test_of_more_than_eight_terms_the_rarest_trigram_term_drives_chosen_as_they_are_counted(
+    eight_kept_of_nine,
+):
+    user, nine, kept = eight_kept_of_nine
+    # The terms were counted among the newest messages to keep eight: the one that drives the
+    # step with every term is chosen then ("wedding", in two, first of the rarest), and the
+    # statement is planned with its condition alone ("kyoto", also in two, is only checked).
+    [scan] = [s for s in _trigram_scans_run(user, nine) if "CASE" in s["Index Cond"]]
+    assert "%WEDD%" in scan["Index Cond"]
+    assert not {"%KYOTO%", "%AMBER%", "%VIOLET%", "%COMMON%"} & set(
+        scan["Index Cond"].replace("'", " ").split()
+    )
+    assert scan["Actual Rows"] == 2
+    # Which term drives changes the cost, never the result: the eight kept terms, asked
+    # alone (the statement choosing), find the same hits in the same order.
+    assert search_thread_messages(user.pk, nine) == search_thread_messages(user.pk, kept)
+
+
+def test_of_more_than_eight_terms_only_the_rarest_are_planned_to_be_looked_up(
+    eight_kept_of_nine,
+):
+    user, nine, kept = eight_kept_of_nine
+    words = [
+        node["Index Cond"]
+        for node in _nodes(_plan(user, nine, disable=("seqscan", "indexscan")))
+        if node.get("Index Name") == "message_owner_words_idx"
+    ]
+    # "wedding" and "kyoto" (two each) and "trip" (three): the RARE_LOOKUPS rarest; "cake"
+    # (five), "amber" (eleven), "common" and "text" (most) are not planned at all.
+    assert len(words) == search.RARE_LOOKUPS
+    asked = [
+        node
+        for node in _nodes(_plan(user, kept, disable=("seqscan", "indexscan")))
+        if node.get("Index Name") == "message_owner_words_idx"
+    ]
+    assert len(asked) == len(kept.split())  # the statement choosing: one a term
 
 
 @pytest.fixture
