@@ -114,7 +114,9 @@ def _drivers(found: list[Term], hits: list[int]) -> list[Term]:
     """The trigram terms that drive the step with every term, given each term's matches among
     the newest messages: as the statement's own `filtered` step chooses (see `sql.py`), when
     some index-served term is rare there, only the trigram term found least (the first on a
-    tie) and only if it is rare itself; else every trigram term."""
+    tie) and only if it is rare itself; else every trigram term. (A CJK run of three or more
+    characters counts here as a whole, in the statement by half its pieces: with one, the two
+    may choose differently. Which terms drive changes the cost, never the result.)"""
     trigram = [t for t in found if t.lookup is not None]
     served = [h for t, h in zip(found, hits, strict=True) if t.lookup is not None or t.lookup_pairs]
     if not served or min(served) >= FREQUENT_TERM_HITS:
@@ -129,11 +131,12 @@ def _drivers(found: list[Term], hits: list[int]) -> list[Term]:
 
 
 def _lookups(found: list[Term], hits: list[int]) -> list[bool]:
-    """Which terms' own candidates the statement may look up, given each term's matches among
-    the newest messages: it looks up the RARE_LOOKUPS index-served terms found least there (the
-    first on a tie), if found in fewer than FREQUENT_TERM_HITS. Its count of a CJK run is of
-    half its pieces, which can be more than `hits` (of the run whole): a query with one keeps
-    every term that may be among them, the statement still choosing."""
+    """Which terms' own candidates to look up, given each term's matches among the newest
+    messages: the RARE_LOOKUPS index-served terms found least there (the first on a tie), if
+    found in fewer than FREQUENT_TERM_HITS, as the statement would choose them. The
+    statement's count of a CJK run is of half its pieces, which can be more than `hits` (of the
+    run whole): a query with one keeps every term that may be among them, and the statement
+    still chooses (`chosen` is false)."""
     served = [t.lookup is not None or bool(t.lookup_pairs) for t in found]
     rare = [s and h < FREQUENT_TERM_HITS for s, h in zip(served, hits, strict=True)]
     if any(t.grams for t in found):
@@ -197,6 +200,9 @@ def _term_params(terms: list[str], hits: list[int] | None = None) -> dict[str, A
         "indexed": len(unserved) < len(found),
         "several": len(found) > 1,
         "driven": hits is not None,
+        # The lookups above are exactly the statement's choice, made from the same counts the
+        # eight terms were kept by (one moment for every choice of a long question).
+        "chosen": hits is not None and not any(t.grams for t in found),
     }
 
 

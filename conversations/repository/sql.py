@@ -106,7 +106,9 @@ _VISIBLE_MESSAGE = """       AND m.owner_id = %(owner)s
        AND (%(since)s::timestamptz IS NULL OR m.created_at >= %(since)s::timestamptz)
        AND (%(until)s::timestamptz IS NULL OR m.created_at < %(until)s::timestamptz)"""
 
-# One rare term's own candidates (see the comment above), for term number `n`. Its pattern or
+# One rare term's own candidates (see the comment above), for term number `n`: when the rare
+# terms were chosen before the statement (`chosen`, from a long question's counts), its lookup
+# is there only if chosen, and the statement's own choice folds away while planning. Its pattern or
 # prefix query comes through an InitPlan, so the planner estimates it at its default
 # selectivity and goes through the GIN index, never a walk of the user's messages in time order
 # (a prefix query it estimated as frequent walked 100,000 messages for 50: one second).
@@ -117,9 +119,9 @@ _LOOKUP_TEMPLATE = """    UNION ALL
        AND (%(like_{n})s::text IS NOT NULL OR %(pairs_{n})s::text IS NOT NULL
             OR %(words_{n})s::text IS NOT NULL)
        AND (SELECT count(*) FROM every) < %(limit)s
-       AND (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
-       AND {n} IN (SELECT p.n FROM probed p INNER JOIN terms t ON t.n = p.n WHERE t.served
-                   ORDER BY p.hits, p.n LIMIT %(rare_lookups)s)
+       AND (%(chosen)s OR (SELECT hits FROM probed WHERE n = {n}) < %(frequent_hits)s
+            AND {n} IN (SELECT p.n FROM probed p INNER JOIN terms t ON t.n = p.n
+                        WHERE t.served ORDER BY p.hits, p.n LIMIT %(rare_lookups)s))
        AND m.id NOT IN (SELECT id FROM every)
 {visible_message}
        AND (%(like_{n})s::text IS NULL
