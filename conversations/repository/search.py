@@ -117,17 +117,12 @@ def _drivers(found: list[Term], hits: list[int]) -> list[Term]:
     tie) and only if it is rare itself; else every trigram term. (A CJK run of three or more
     characters counts here as a whole, in the statement by half its pieces: with one, the two
     may choose differently. Which terms drive changes the cost, never the result.)"""
-    trigram = [t for t in found if t.lookup is not None]
-    served = [h for t, h in zip(found, hits, strict=True) if t.lookup is not None or t.lookup_pairs]
-    if not served or min(served) >= FREQUENT_TERM_HITS:
-        return trigram
-    least = min(
-        ((h, n) for n, (t, h) in enumerate(zip(found, hits, strict=True)) if t.lookup is not None),
-        default=None,
-    )
-    if least is None or least[0] >= FREQUENT_TERM_HITS:
-        return []
-    return [found[least[1]]]
+    counted = list(zip(found, hits, strict=True))
+    if min((h for t, h in counted if t.served), default=FREQUENT_TERM_HITS) >= FREQUENT_TERM_HITS:
+        return [t for t in found if t.lookup is not None]
+    trigram = [(h, n) for n, (t, h) in enumerate(counted) if t.lookup is not None]
+    least, n = min(trigram, default=(FREQUENT_TERM_HITS, -1))
+    return [found[n]] if least < FREQUENT_TERM_HITS else []
 
 
 def _lookups(found: list[Term], hits: list[int]) -> list[bool]:
@@ -137,17 +132,16 @@ def _lookups(found: list[Term], hits: list[int]) -> list[bool]:
     statement's count of a CJK run is of half its pieces, which can be more than `hits` (of the
     run whole): a query with one keeps every term that may be among them, and the statement
     still chooses (`chosen` is false)."""
-    served = [t.lookup is not None or bool(t.lookup_pairs) for t in found]
-    rare = [s and h < FREQUENT_TERM_HITS for s, h in zip(served, hits, strict=True)]
+    counted = list(zip(found, hits, strict=True))
+    rare = [t.served and h < FREQUENT_TERM_HITS for t, h in counted]
     if any(t.grams for t in found):
         return [r or bool(t.grams) for r, t in zip(rare, found, strict=True)]
-    counted = zip(served, hits, strict=True)
-    least = sorted((min(h, FREQUENT_TERM_HITS), n) for n, (s, h) in enumerate(counted) if s)
+    least = sorted((min(h, FREQUENT_TERM_HITS), n) for n, (t, h) in enumerate(counted) if t.served)
     chosen = {n for _, n in least[:RARE_LOOKUPS]}
     return [r and n in chosen for n, r in enumerate(rare)]
 
 
-def _term_params(terms: list[str], hits: list[int] | None = None) -> dict[str, Any]:
+def _term_params(found: list[Term], hits: list[int] | None = None) -> dict[str, Any]:
     """The search statement's term parameters (see the comment above the template, in
     `sql.py`): each distinct term as written, its form, anchor and bigrams, its trigram slot
     and whether an index serves it; for the step with every term, the forms the trigram index
@@ -163,19 +157,16 @@ def _term_params(terms: list[str], hits: list[int] | None = None) -> dict[str, A
     them (eight slots, seven of them '%': 4 ms of a 12-word question at 1M messages); and the
     terms whose own candidates the statement would not look up (`_lookups`) get no lookup to
     plan."""
-    found = [term(text) for text in terms]
     trigram = [t for t in found if t.lookup is not None]
     pairs = [t.bare for t in found if t.grams is None and t.lookup_pairs]
-    unserved = [t for t in found if t.lookup is None and not t.lookup_pairs]
+    unserved = [t for t in found if not t.served]
     # Only a trigram term with another index-served term beside it can be left to the filter.
     probed = bool(trigram) and len(found) - len(unserved) > 1
-    looked_up = [True] * len(found)
-    if hits is not None:
-        trigram = _drivers(found, hits)
-        looked_up = _lookups(found, hits)
+    drivers = trigram if hits is None else _drivers(found, hits)
+    looked_up = [True] * len(found) if hits is None else _lookups(found, hits)
     params: dict[str, Any] = {}
     for n in range(1, QUERY_TERMS_MAX + 1):
-        params[f"pattern_{n}"] = trigram[n - 1].lookup if n <= len(trigram) else None
+        params[f"pattern_{n}"] = drivers[n - 1].lookup if n <= len(drivers) else None
         each = found[n - 1] if n <= len(found) else None
         params[f"grams_{n}"] = _quoted_array_text(each.grams or []) if each else None
         # A word's own candidates through the word index, any other term's through its own.
@@ -183,7 +174,7 @@ def _term_params(terms: list[str], hits: list[int] | None = None) -> dict[str, A
         params[f"like_{n}"] = looked.lookup if looked and not looked.word else None
         params[f"words_{n}"] = looked.word if looked else None
         params[f"pairs_{n}"] = _quoted_array_text(looked.lookup_pairs) if looked else None
-    slots = [str(trigram.index(t) + 1) if t in trigram else "NULL" for t in found]
+    slots = [str(drivers.index(t) + 1) if t in drivers else "NULL" for t in found]
     grams = [_grams_text(t) for t in found]
     checked = [t.form for t in (found if probed else unserved) if t.grams is None]
     return {
@@ -207,13 +198,12 @@ def _term_params(terms: list[str], hits: list[int] | None = None) -> dict[str, A
 
 
 def _most_informative(
-    cursor: CursorWrapper, owner: int, terms: list[str], since: str | None, until: str | None
-) -> tuple[list[str], list[int]]:
-    """QUERY_TERMS_MAX of `terms`, in query order, and the matches of each among the newest
-    messages (up to COUNTED_HITS): the terms found in none of the user's visible messages are
-    left out first (the last first), then the most frequent among the newest of them
-    (`TERM_COUNTS_SQL`; the later first on a tie)."""
-    found = [term(text) for text in terms]
+    cursor: CursorWrapper, owner: int, found: list[Term], since: str | None, until: str | None
+) -> tuple[list[int], list[int]]:
+    """Which QUERY_TERMS_MAX of the terms `found` to keep (their indexes, in query order) and
+    the matches of each among the newest messages (up to COUNTED_HITS): the terms found in none
+    of the user's visible messages are left out first (the last first), then the most frequent
+    among the newest of them (`TERM_COUNTS_SQL`; the later first on a tie)."""
     rows = fetch(
         cursor,
         TERM_COUNTS_SQL,
@@ -235,9 +225,9 @@ def _most_informative(
         },
     )
     first_left_out = sorted(rows, key=lambda row: (row[2], -row[1], -row[0]))
-    left_out = {n for n, _, _ in first_left_out[: len(terms) - QUERY_TERMS_MAX]}
+    left_out = {n for n, _, _ in first_left_out[: len(found) - QUERY_TERMS_MAX]}
     kept = [row for row in rows if row[0] not in left_out]
-    return [terms[n - 1] for n, _, _ in kept], [hits for _, hits, _ in kept]
+    return [n - 1 for n, _, _ in kept], [hits for _, hits, _ in kept]
 
 
 def _snippet(window: str, match_offset: int) -> tuple[str, int]:
@@ -286,10 +276,12 @@ def search_thread_messages(
     if since_at is not None and until_at is not None and since_at >= until_at:
         raise HistoryQueryError("since must be earlier than until")
 
+    found = [term(text) for text in terms]
     with connection.cursor() as cursor:
         hits = None
-        if len(terms) > QUERY_TERMS_MAX:
-            terms, hits = _most_informative(cursor, owner, terms, since_at, until_at)
+        if len(found) > QUERY_TERMS_MAX:
+            kept, hits = _most_informative(cursor, owner, found, since_at, until_at)
+            terms, found = [terms[n] for n in kept], [found[n] for n in kept]
         params = {
             "owner": owner,
             "limit": limit,
@@ -313,7 +305,7 @@ def search_thread_messages(
             "title_chars": TITLE_MAX_BYTES + 1,
             "lead_chars": SNIPPET_LEAD_BYTES,
             "window_chars": SNIPPET_LEAD_BYTES + SNIPPET_MAX_BYTES,
-            **_term_params(terms, hits),
+            **_term_params(found, hits),
         }
         rows = fetch(cursor, SEARCH_SQLS[len(terms) - 1], params)
 

@@ -91,7 +91,9 @@ from conversations.repository.terms import QUERY_TERMS_MAX
 #   becomes '%', which the trigram index leaves out of the scan (no trigram; the other
 #   conditions drive it), and the term is still required by `checked`. Which terms are
 #   filtered changes the cost, never the result (three rare words: 21 trigrams' posting
-#   lists walked before, 7 after).
+#   lists walked before, 7 after). A long question's terms were counted before the
+#   statement (`driven`): its caller chose the driving term the same way and left the other
+#   slots NULL, and `filtered` is empty.
 # Pattern arrays arrive in array text form and are cased by UPPER as a whole (Python's case
 # mapping is not PostgreSQL's). The outer query cuts snippets for the kept hits only, around
 # the first position of the first term found, in query order.
@@ -108,8 +110,8 @@ _VISIBLE_MESSAGE = """       AND m.owner_id = %(owner)s
 
 # One rare term's own candidates (see the comment above), for term number `n`: when the rare
 # terms were chosen before the statement (`chosen`, from a long question's counts), its lookup
-# is there only if chosen, and the statement's own choice folds away while planning. Its pattern or
-# prefix query comes through an InitPlan, so the planner estimates it at its default
+# is there only if chosen, and the statement's own choice folds away while planning. Its
+# pattern or prefix query comes through an InitPlan, so the planner estimates it at its default
 # selectivity and goes through the GIN index, never a walk of the user's messages in time order
 # (a prefix query it estimated as frequent walked 100,000 messages for 50: one second).
 _LOOKUP_TEMPLATE = """    UNION ALL

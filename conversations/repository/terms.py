@@ -286,12 +286,21 @@ class Term(NamedTuple):
 
     bare: str  # as written
     literal: str  # what its other forms (and itself) hold: its stem, or itself
-    form: str  # `literal` as a LIKE pattern
     anchor: str  # what a match of another form is placed by
     grams: list[str] | None  # a CJK run's bigrams, half of which are another form of it
     lookup: str | None  # LIKE pattern the trigram index serves for its candidates
     lookup_pairs: list[str]  # CJK pairs the bigram index serves (any of them) for them
     word: str | None  # prefix query the word index serves for its own candidates instead
+
+    @property
+    def form(self) -> str:
+        """`literal` as a LIKE pattern: the term in any of its forms."""
+        return like_pattern(self.literal)
+
+    @property
+    def served(self) -> bool:
+        """Whether an index (trigrams or CJK bigrams) finds the messages with it."""
+        return self.lookup is not None or bool(self.lookup_pairs)
 
 
 def is_word(text: str) -> bool:
@@ -316,13 +325,11 @@ def term(text: str) -> Term:
     """How a term is found: as written; also by its `stem` (a word of letters) or by half of
     its `cjk_bigrams` (a CJK run), its other forms; through which index, if any."""
     stemmed, grams = stem(text), cjk_bigrams(text)
-    pattern = like_pattern(text)
     if stemmed is not None:  # a stem has a trigram whenever its word has one
-        pattern = like_pattern(stemmed)
-        return Term(text, stemmed, pattern, stemmed, None, pattern, [], word_prefix(stemmed))
+        return Term(text, stemmed, stemmed, None, like_pattern(stemmed), [], word_prefix(stemmed))
     if grams is not None:
-        return Term(text, text, pattern, grams[0], grams, None, grams, None)
+        return Term(text, text, grams[0], grams, None, grams, None)
     if is_cjk_pair(text):
-        return Term(text, text, pattern, text, None, None, [text], None)
-    lookup = pattern if has_trigram(text) else None
-    return Term(text, text, pattern, text, None, lookup, [], word_prefix(text))
+        return Term(text, text, text, None, None, [text], None)
+    lookup = like_pattern(text) if has_trigram(text) else None
+    return Term(text, text, text, None, lookup, [], word_prefix(text))
